@@ -1,0 +1,44 @@
+/* kinreg — trajectory evaluation: absolute trajectory error after rigid
+ * alignment (Horn/Umeyama) and relative pose error, as in the TUM benchmark. */
+#ifndef KINREG_EVAL_H
+#define KINREG_EVAL_H
+
+#include <stddef.h>
+
+#include "kinreg/trajectory.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Weighted rigid alignment (Horn 1987, quaternion method): the pose T that
+ * minimises Σ w_i ‖dst_i − T src_i‖². w may be NULL (all ones). */
+KR_API kr_status kr_horn(const double *src, const double *dst, const double *w, size_t n, kr_pose *out);
+
+typedef struct {
+    size_t pairs;              /* associated pose pairs */
+    double rmse, mean, median, max; /* translational error after alignment, m */
+    kr_pose alignment;         /* maps the estimate onto the ground truth */
+} kr_ate;
+
+typedef struct {
+    size_t pairs;
+    double rmse, mean, median; /* translational drift per `delta` seconds, m */
+    double rot_rmse_deg;
+} kr_rpe;
+
+/* Associates each estimate with the nearest ground-truth stamp within max_dt
+ * (default 0.02 s when 0) and computes ATE. KR_ERR_EMPTY below 3 pairs. */
+KR_API kr_status kr_eval_ate(const kr_trajectory *gt, const kr_trajectory *est, double max_dt, kr_ate *out);
+/* RPE over pairs `delta` seconds apart (1.0 when 0). */
+KR_API kr_status kr_eval_rpe(const kr_trajectory *gt, const kr_trajectory *est, double max_dt, double delta,
+                             kr_rpe *out);
+/* Plot of the ground truth and the aligned estimate (top view x–y and x–z);
+ * the format follows the extension: .svg or .png. */
+KR_API kr_status kr_eval_plot(const char *path, const kr_trajectory *gt, const kr_trajectory *est,
+                              const kr_ate *ate);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,63 @@
+/* kinreg — plain data that flows between modules: intrinsics and depth frames. */
+#ifndef KINREG_FRAME_H
+#define KINREG_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kinreg/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Pinhole intrinsics: x = (u − cx)·z/fx, y = (v − cy)·z/fy. */
+typedef struct {
+    int width, height;
+    float fx, fy, cx, cy;
+} kr_intrinsics;
+
+/* How the 16-bit samples of a frame become metres (DESIGN.md §5). */
+typedef enum {
+    KR_DEPTH_SCALED = 0,     /* z = value / depth_scale; 0 = no return (TUM: 5000, mm modes: 1000) */
+    KR_DEPTH_DISPARITY11 = 1 /* raw Kinect v1 11-bit disparity d < 2047:
+                                z = 1 / (3.3309495161 − 0.0030711016·d); 2047 = no return */
+} kr_depth_encoding;
+
+/* Constants of the Kinect v1 disparity model (metres). */
+#define KR_DISPARITY_A 3.3309495161
+#define KR_DISPARITY_B (-0.0030711016)
+#define KR_DISPARITY_INVALID 2047
+
+/* One depth image as a source delivers it. The frame owns `raw` (malloc'd,
+ * width*height samples, row-major); kr_frame_release() frees it. */
+typedef struct {
+    uint64_t index;           /* 0-based position in the stream */
+    double timestamp;         /* sensor or file timestamp, seconds */
+    double capture_time;      /* monotonic clock (kr_now()) when the frame entered kinreg */
+    int width, height;
+    kr_depth_encoding encoding;
+    float depth_scale;        /* units per metre for KR_DEPTH_SCALED */
+    uint16_t *raw;
+} kr_frame;
+
+KR_API void kr_frame_release(kr_frame *frame);
+
+/* Metres for one raw sample under an encoding; 0 means no return. */
+static inline float kr_depth_to_metres(uint16_t v, kr_depth_encoding enc, float scale)
+{
+    if (enc == KR_DEPTH_DISPARITY11) {
+        if (v >= KR_DISPARITY_INVALID) return 0.0f;
+        double inv = KR_DISPARITY_A + KR_DISPARITY_B * (double)v;
+        return inv > 0 ? (float)(1.0 / inv) : 0.0f;
+    }
+    return v ? (float)v / scale : 0.0f;
+}
+
+/* Monotonic clock in seconds. */
+KR_API double kr_now(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

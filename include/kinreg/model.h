@@ -1,0 +1,62 @@
+/* kinreg — the running model: a voxel map in world coordinates (weighted mean
+ * point and normal per voxel, last-seen frame) into which each tracked frame is
+ * fused, and k-d tree snapshots of its active part rebuilt in the background.
+ * Tracking reads the last completed snapshot and never waits for a rebuild. */
+#ifndef KINREG_MODEL_H
+#define KINREG_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kinreg/kdtree.h"
+#include "kinreg/pose.h"
+#include "kinreg/preprocess.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kr_model kr_model;
+typedef struct kr_model_snapshot kr_model_snapshot;
+
+typedef struct {
+    float voxel_size;       /* metres, default 0.01 */
+    int active_window;      /* voxels seen in the last N frames form a snapshot (default 100) */
+    float max_weight;       /* per-voxel weight cap so the map can follow change (default 64) */
+    bool background;        /* rebuild snapshots on a background thread (default true);
+                               false rebuilds inside kr_model_request_snapshot (tests) */
+} kr_model_config;
+
+KR_API void kr_model_config_default(kr_model_config *cfg);
+KR_API kr_status kr_model_create(kr_model **out, const kr_model_config *cfg);
+/* Waits for a rebuild in flight, then frees everything. */
+KR_API void kr_model_destroy(kr_model **model);
+
+/* Fuses the points of `cloud` that have normals, transformed by `pose`
+ * (camera-to-world), into the voxel map, stamping them with `frame_index`. */
+KR_API kr_status kr_model_integrate(kr_model *model, const kr_cloud *cloud, const kr_pose *pose,
+                                    uint64_t frame_index);
+
+/* Starts building a snapshot of the voxels seen since frame_index − active_window.
+ * Returns at once when background (a request while one is in flight is ignored). */
+KR_API kr_status kr_model_request_snapshot(kr_model *model, uint64_t frame_index);
+/* Blocks until no rebuild is in flight. */
+KR_API void kr_model_wait_idle(kr_model *model);
+
+/* The last completed snapshot, reference-counted; NULL before the first. */
+KR_API kr_model_snapshot *kr_model_snapshot_acquire(kr_model *model);
+KR_API void kr_model_snapshot_release(kr_model_snapshot **snap);
+KR_API const kr_kdtree *kr_model_snapshot_tree(const kr_model_snapshot *snap);
+/* Frame index the snapshot was requested at. */
+KR_API uint64_t kr_model_snapshot_frame(const kr_model_snapshot *snap);
+
+/* Voxels in the map. */
+KR_API size_t kr_model_size(const kr_model *model);
+/* Writes every voxel as a binary little-endian PLY with x y z nx ny nz (float). */
+KR_API kr_status kr_model_save_ply(const kr_model *model, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,56 @@
+/* kinreg — preprocessing: raw depth → metres → organised points, normals, and a
+ * pyramid for coarse-to-fine tracking. CPU (OpenMP) and CUDA give the same
+ * result within float rounding (tests/test_parity_preprocess.c). */
+#ifndef KINREG_PREPROCESS_H
+#define KINREG_PREPROCESS_H
+
+#include "kinreg/device.h"
+#include "kinreg/frame.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KR_MAX_LEVELS 5
+
+/* One organised level in camera coordinates (metres), host memory.
+ * points/normals hold 3 floats per pixel, row-major; an invalid point has
+ * x = NaN, a point without a normal has normal x = NaN. */
+typedef struct {
+    int width, height;
+    kr_intrinsics intrinsics; /* scaled to this level */
+    float *points;
+    float *normals;
+    int valid_points;         /* pixels with a point */
+    int valid_normals;        /* pixels with a point and a normal */
+} kr_cloud;
+
+/* Level 0 is the input resolution; level l+1 halves width and height. */
+typedef struct {
+    int levels;
+    kr_cloud level[KR_MAX_LEVELS];
+} kr_pyramid;
+
+typedef struct {
+    int levels;                 /* default 3 */
+    float min_depth, max_depth; /* metres, default 0.3 and 6.0 */
+    /* Normals are rejected when a neighbour's depth differs from the centre's
+     * by more than discontinuity·z (default 0.04) — across depth edges. */
+    float discontinuity;
+} kr_preprocess_config;
+
+KR_API void kr_preprocess_config_default(kr_preprocess_config *cfg);
+
+/* Fills `out` (allocating or reusing its buffers) from one frame. Runs on the
+ * device's backend: OpenMP on the CPU, kernels on the GPU (then downloads). */
+KR_API kr_status kr_preprocess(kr_device *dev, const kr_preprocess_config *cfg, const kr_frame *frame,
+                               const kr_intrinsics *intrinsics, kr_pyramid *out);
+KR_API void kr_pyramid_free(kr_pyramid *pyr);
+
+/* Intrinsics of pyramid level `level` derived from level 0. */
+KR_API kr_intrinsics kr_intrinsics_level(const kr_intrinsics *k, int level);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,63 @@
+/* kinreg — frame sources: one interface (open, read, intrinsics, close) with
+ * several implementations. Live and replay look the same to the pipeline.
+ *
+ * URIs:  synthetic[:SEED]        procedural indoor scene, Kinect v1 model
+ *        tum:DIR                 TUM RGB-D sequence (depth.txt + 16-bit PNG)
+ *        DIR                     same as tum:DIR when DIR holds depth.txt      */
+#ifndef KINREG_SOURCE_H
+#define KINREG_SOURCE_H
+
+#include <stdbool.h>
+
+#include "kinreg/frame.h"
+#include "kinreg/trajectory.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kr_source kr_source;
+
+typedef struct {
+    const char *uri;            /* see above; default "synthetic" */
+    const char *intrinsics;     /* preset "fr1" "fr2" "fr3" "default" or NULL = source's own */
+    bool override_intrinsics;   /* use `custom` below instead */
+    kr_intrinsics custom;
+    float depth_scale;          /* 0 = source default (TUM 5000) */
+    bool skip_bad;              /* skip and count corrupt frames instead of stopping */
+    bool live;                  /* true for sensors: the pipeline drops the oldest when behind */
+    /* synthetic only */
+    unsigned seed;              /* default 1 */
+    double duration_s;          /* default 30 */
+    double fps;                 /* default 30 */
+    int max_frames;             /* 0 = all */
+} kr_source_config;
+
+KR_API void kr_source_config_default(kr_source_config *cfg);
+/* Opens the source; errors name the file or device and what to do. */
+KR_API kr_status kr_source_create(kr_source **out, const kr_source_config *cfg);
+KR_API void kr_source_destroy(kr_source **src);
+
+/* Next frame: KR_OK and *frame filled (caller releases it), KR_END at the end
+ * of the stream, or an error (frame untouched). With skip_bad, corrupt frames
+ * are skipped, counted and logged instead of returned as errors. */
+KR_API kr_status kr_source_read(kr_source *src, kr_frame *frame);
+KR_API kr_intrinsics kr_source_intrinsics(const kr_source *src);
+/* Ground truth when the source has it (synthetic, TUM with groundtruth.txt), else NULL. */
+KR_API const kr_trajectory *kr_source_groundtruth(const kr_source *src);
+KR_API bool kr_source_is_live(const kr_source *src);
+/* Frames skipped as corrupt so far (skip_bad). */
+KR_API unsigned kr_source_skipped(const kr_source *src);
+/* Human-readable description, e.g. "tum:/data/fr1 (400 frames)". */
+KR_API const char *kr_source_describe(const kr_source *src);
+/* Number of frames when known in advance, else 0. */
+KR_API unsigned kr_source_length(const kr_source *src);
+
+/* Named intrinsics presets: "fr1" "fr2" "fr3" "default" (525/525/319.5/239.5),
+ * "kinect" (Kinect v1 default, same as "default"). */
+KR_API kr_status kr_intrinsics_preset(const char *name, kr_intrinsics *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,86 @@
+/* kinreg — frame-to-model tracking with the k-d tree Newton method
+ * (Mitra et al.; Zabatani & Bronstein), and the tracking state machine. */
+#ifndef KINREG_TRACK_H
+#define KINREG_TRACK_H
+
+#include <stdbool.h>
+
+#include "kinreg/kdtree.h"
+#include "kinreg/pose.h"
+#include "kinreg/preprocess.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { KR_TRACK_GOOD = 0, KR_TRACK_POOR = 1, KR_TRACK_LOST = 2 } kr_track_state;
+
+/* Which approximant of d² a cell contributes. */
+typedef enum {
+    KR_QUAD_AUTO = 0,    /* point-to-plane near the surface, point-to-point far away */
+    KR_QUAD_PLANE = 1,   /* A = n nᵀ everywhere */
+    KR_QUAD_POINT = 2    /* A = I everywhere */
+} kr_quad_mode;
+
+typedef struct {
+    int finest_level;               /* finest pyramid level tracked (default 1) */
+    int iterations[KR_MAX_LEVELS];  /* Newton iterations per level, finest first */
+    kr_quad_mode quad;
+    float far_field;                /* AUTO: |q − s*| beyond this uses A = I (m, default 0.05) */
+    float gate;                     /* pairs farther apart are rejected (m, default 0.10; coarser levels x2 per level) */
+    float normal_gate_deg;          /* max angle between frame and model normals (default 45) */
+    bool exact_nn;                  /* exact nearest neighbour instead of cell descent (tests) */
+    int max_line_search;            /* Armijo halvings before giving up (default 8) */
+    double armijo_c;                /* sufficient-decrease constant (default 1e-4) */
+    double converge_rot, converge_trans; /* stop when a step is below these (rad, m) */
+    /* Quality gates for the state machine. */
+    float good_inlier, lost_inlier; /* inlier fraction (default 0.5, 0.15) */
+    float good_rms, lost_rms;       /* RMS residual, m (default 0.02, 0.05) */
+    float min_condition;            /* λmin/λmax of F below this → POOR (default 1e-4) */
+    int min_points;                 /* fewer inliers → LOST (default 100) */
+} kr_track_config;
+
+typedef struct {
+    kr_pose pose;              /* T_world_camera */
+    kr_track_state state;
+    float inlier_fraction;     /* finest level: inliers / points with normals */
+    float rms;                 /* finest level: RMS residual of inliers, m */
+    float condition;           /* finest level: λmin/λmax of F */
+    int iterations;            /* Newton steps taken, all levels */
+    int inliers;
+    double objective;          /* final objective at the finest level */
+} kr_track_result;
+
+KR_API void kr_track_config_default(kr_track_config *cfg);
+
+/* Registers the pyramid to the model tree starting from `seed`. Never fails on
+ * bad geometry: a frame that cannot be tracked comes back LOST with the seed. */
+KR_API kr_status kr_track_frame(const kr_kdtree *model, const kr_pyramid *pyr, const kr_pose *seed,
+                                const kr_track_config *cfg, kr_track_result *out);
+
+/* Quality figures of one level as the state machine sees them. */
+typedef struct {
+    int points, inliers;
+    float inlier_fraction, rms, condition;
+    bool solved;               /* the 6×6 system had a solution */
+} kr_track_quality;
+
+/* The state machine: a pure function of quality figures and gates. */
+KR_API kr_track_state kr_track_classify(const kr_track_quality *q, const kr_track_config *cfg);
+KR_API const char *kr_track_state_name(kr_track_state s);
+
+/* One Newton linearisation at `pose` on one level: the sums F (6×6 row-major),
+ * g (6), h (objective, truncated at the gate), used by kr_track_frame and
+ * exposed for tests (finite differences) and benchmarks. */
+typedef struct {
+    double F[36], g[6], h;
+    int points, inliers;
+} kr_newton_sums;
+
+KR_API kr_status kr_newton_linearize(const kr_kdtree *model, const kr_cloud *cloud, const kr_pose *pose,
+                                     const kr_track_config *cfg, float gate, kr_newton_sums *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,115 @@
+/* kinreg — the pose stream over ZeroMQ PUB/SUB. Each message is two frames: the
+ * topic ("pose", "refine", "status") and a fixed-size, versioned, little-endian
+ * binary payload documented in docs/PROTOCOL.md. */
+#ifndef KINREG_TRANSPORT_H
+#define KINREG_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kinreg/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KR_WIRE_VERSION 1
+
+typedef enum { KR_TOPIC_POSE = 1, KR_TOPIC_STATUS = 2, KR_TOPIC_REFINE = 3 } kr_topic;
+
+typedef enum {
+    KR_METHOD_NEWTON = 0,
+    KR_METHOD_EMICP = 1,
+    KR_METHOD_SOFTASSIGN = 2,
+    KR_METHOD_REFINE = 3,
+    KR_METHOD_PREDICTED = 4 /* no registration: the seed pose (LOST frames) */
+} kr_method;
+
+/* Payload of `pose` and `refine` messages (host form; the wire form is fixed). */
+typedef struct {
+    kr_topic topic;
+    uint64_t seq;             /* per-topic sequence number, set by the publisher */
+    uint64_t frame_index;
+    double timestamp;         /* sensor timestamp, s */
+    double t[3];              /* translation, m */
+    double q[4];              /* rotation quaternion x, y, z, w (camera-to-world) */
+    uint8_t state;            /* kr_track_state */
+    uint8_t method;           /* kr_method */
+    uint16_t iterations;
+    float inlier_fraction;
+    float rms;                /* m */
+    float condition;
+    float latency_ms;         /* capture → publish */
+} kr_pose_msg;
+
+typedef enum {
+    KR_EVENT_STARTED = 0,
+    KR_EVENT_PROGRESS = 1,
+    KR_EVENT_STALLED = 2,     /* the sensor stopped delivering frames */
+    KR_EVENT_STOPPED = 3,     /* clean end of stream or shutdown */
+    KR_EVENT_ERROR = 4
+} kr_event;
+
+/* Payload of `status` messages. */
+typedef struct {
+    uint64_t seq;
+    uint8_t event;            /* kr_event */
+    uint8_t state;            /* last kr_track_state */
+    uint64_t frames_in, frames_out, frames_dropped, frames_lost;
+    float fps;
+    uint64_t model_points;
+    char text[64];            /* NUL-terminated detail, e.g. an error message */
+} kr_status_msg;
+
+/* Encoded sizes on the wire. */
+KR_API size_t kr_wire_pose_size(void);
+KR_API size_t kr_wire_status_size(void);
+KR_API const char *kr_topic_name(kr_topic topic);
+
+/* Encode into buf (at least the wire size); return bytes written. */
+KR_API size_t kr_wire_encode_pose(const kr_pose_msg *m, uint8_t *buf);
+KR_API size_t kr_wire_encode_status(const kr_status_msg *m, uint8_t *buf);
+/* Decode; KR_ERR_FORMAT (with detail) on a wrong size, version or magic. */
+KR_API kr_status kr_wire_decode_pose(const uint8_t *buf, size_t len, kr_pose_msg *out);
+KR_API kr_status kr_wire_decode_status(const uint8_t *buf, size_t len, kr_status_msg *out);
+
+typedef struct kr_publisher kr_publisher;
+
+typedef struct {
+    const char *endpoint;     /* e.g. "tcp://127.0.0.1:5555"; NULL or "" = publish nowhere */
+    int send_hwm;             /* messages queued per subscriber before dropping (default 1000) */
+} kr_publisher_config;
+
+KR_API void kr_publisher_config_default(kr_publisher_config *cfg);
+/* Binds; an endpoint already in use is KR_ERR_ADDR_IN_USE naming it. */
+KR_API kr_status kr_publisher_create(kr_publisher **out, const kr_publisher_config *cfg);
+/* Lingers briefly so queued messages leave, then closes. */
+KR_API void kr_publisher_destroy(kr_publisher **pub);
+/* Never block: a slow subscriber loses messages (and sees a sequence gap).
+ * The publisher fills in seq (per topic) on its own copy. */
+KR_API kr_status kr_publisher_send_pose(kr_publisher *pub, const kr_pose_msg *m);
+KR_API kr_status kr_publisher_send_status(kr_publisher *pub, const kr_status_msg *m);
+
+typedef struct kr_subscriber kr_subscriber;
+
+/* Connects and subscribes to the given topics (bitmask of 1 << kr_topic; 0 = all). */
+KR_API kr_status kr_subscriber_create(kr_subscriber **out, const char *endpoint, unsigned topics);
+KR_API void kr_subscriber_destroy(kr_subscriber **sub);
+
+/* One received message. */
+typedef struct {
+    kr_topic topic;
+    kr_pose_msg pose;         /* pose and refine */
+    kr_status_msg status;     /* status */
+    uint64_t gap;             /* messages of this topic missed just before this one */
+} kr_message;
+
+/* Waits up to timeout_ms (-1 = forever) for a message: KR_OK, KR_END on
+ * timeout, or an error. Tracks per-topic sequence numbers to fill `gap`. */
+KR_API kr_status kr_subscriber_receive(kr_subscriber *sub, int timeout_ms, kr_message *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,118 @@
+/* kinreg test harness: tests register themselves per module; checks print both
+ * sides on failure and let the test continue (REQUIRE_* stop it). */
+#ifndef KR_TEST_H
+#define KR_TEST_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kinreg/status.h"
+
+typedef void (*kr_test_fn)(void);
+
+void kr_test_register(const char *module, const char *name, kr_test_fn fn);
+void kr_test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void kr_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+bool kr_test_failed(void);
+
+/* ../shared/data beside the checkout, or $KINREG_DATA; NULL when absent. */
+const char *kr_test_data_dir(void);
+/* Path of a shared-data entry ("tum/fr1_xyz_head"), or NULL when absent. */
+const char *kr_test_data(const char *relative);
+/* A fresh private temporary directory for this test run (removed at exit). */
+const char *kr_test_tmpdir(void);
+/* Path of the kinreg program built with the tests. */
+const char *kr_test_tool(void);
+
+#define KR_TEST(module, name)                                                                      \
+    static void test_##module##_##name(void);                                                      \
+    __attribute__((constructor)) static void register_##module##_##name(void)                      \
+    {                                                                                              \
+        kr_test_register(#module, #name, test_##module##_##name);                                  \
+    }                                                                                              \
+    static void test_##module##_##name(void)
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) kr_test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);                         \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) kr_test_fail(__FILE__, __LINE__, __VA_ARGS__);                                \
+    } while (0)
+
+#define CHECK_INT(op, a, b)                                                                        \
+    do {                                                                                           \
+        long long kr_a_ = (long long)(a), kr_b_ = (long long)(b);                                  \
+        if (!(kr_a_ op kr_b_))                                                                     \
+            kr_test_fail(__FILE__, __LINE__, "%s %s %s: %lld vs %lld", #a, #op, #b, kr_a_, kr_b_); \
+    } while (0)
+#define CHECK_EQ(a, b) CHECK_INT(==, a, b)
+#define CHECK_NE(a, b) CHECK_INT(!=, a, b)
+
+#define CHECK_DBL(op, a, b)                                                                        \
+    do {                                                                                           \
+        double kr_a_ = (double)(a), kr_b_ = (double)(b);                                           \
+        if (!(kr_a_ op kr_b_))                                                                     \
+            kr_test_fail(__FILE__, __LINE__, "%s %s %s: %.9g vs %.9g", #a, #op, #b, kr_a_, kr_b_); \
+    } while (0)
+#define CHECK_LT(a, b) CHECK_DBL(<, a, b)
+#define CHECK_LE(a, b) CHECK_DBL(<=, a, b)
+#define CHECK_GT(a, b) CHECK_DBL(>, a, b)
+#define CHECK_GE(a, b) CHECK_DBL(>=, a, b)
+
+#define CHECK_NEAR(a, b, tol)                                                                      \
+    do {                                                                                           \
+        double kr_a_ = (double)(a), kr_b_ = (double)(b), kr_t_ = (double)(tol);                    \
+        if (!(fabs(kr_a_ - kr_b_) <= kr_t_))                                                       \
+            kr_test_fail(__FILE__, __LINE__, "%s ≈ %s: %.9g vs %.9g (|diff| %.3g > tol %.3g)", #a, \
+                         #b, kr_a_, kr_b_, fabs(kr_a_ - kr_b_), kr_t_);                            \
+    } while (0)
+
+#define CHECK_STATUS(expr, expected)                                                               \
+    do {                                                                                           \
+        kr_status kr_s_ = (expr), kr_e_ = (expected);                                              \
+        if (kr_s_ != kr_e_)                                                                        \
+            kr_test_fail(__FILE__, __LINE__, "%s: got %d (%s: %s), expected %d (%s)", #expr, kr_s_, \
+                         kr_strerror(kr_s_), kr_last_error(), kr_e_, kr_strerror(kr_e_));          \
+    } while (0)
+#define CHECK_OK(expr) CHECK_STATUS(expr, KR_OK)
+
+#define CHECK_STR(a, b)                                                                            \
+    do {                                                                                           \
+        const char *kr_a_ = (a), *kr_b_ = (b);                                                     \
+        if (!kr_a_ || !kr_b_ || strcmp(kr_a_, kr_b_) != 0)                                         \
+            kr_test_fail(__FILE__, __LINE__, "%s == %s: \"%s\" vs \"%s\"", #a, #b,                 \
+                         kr_a_ ? kr_a_ : "(null)", kr_b_ ? kr_b_ : "(null)");                      \
+    } while (0)
+/* haystack contains needle */
+#define CHECK_CONTAINS(hay, needle)                                                                \
+    do {                                                                                           \
+        const char *kr_h_ = (hay), *kr_n_ = (needle);                                              \
+        if (!kr_h_ || !strstr(kr_h_, kr_n_))                                                       \
+            kr_test_fail(__FILE__, __LINE__, "%s contains \"%s\": \"%s\"", #hay, kr_n_,            \
+                         kr_h_ ? kr_h_ : "(null)");                                                \
+    } while (0)
+
+/* Stop the current test when a check so far failed (later steps depend on it). */
+#define REQUIRE(cond)                                                                              \
+    do {                                                                                           \
+        CHECK(cond);                                                                               \
+        if (kr_test_failed()) return;                                                              \
+    } while (0)
+#define REQUIRE_OK(expr)                                                                           \
+    do {                                                                                           \
+        CHECK_OK(expr);                                                                            \
+        if (kr_test_failed()) return;                                                              \
+    } while (0)
+
+#define SKIP(...)                                                                                  \
+    do {                                                                                           \
+        kr_test_skip(__VA_ARGS__);                                                                 \
+        return;                                                                                    \
+    } while (0)
+
+#endif
