@@ -1,0 +1,22 @@
+/* The kinreg program's subcommands. Each parses its own options (getopt_long),
+ * prints --help, and returns the process exit code:
+ * 0 success, 1 runtime failure, 2 usage error (see KR_EXIT_* below). */
+#ifndef KINREG_TOOLS_CLI_H
+#define KINREG_TOOLS_CLI_H
+
+#include <stdio.h>
+
+enum {
+    KR_EXIT_OK = 0,
+    KR_EXIT_FAILURE = 1,
+    KR_EXIT_USAGE = 2,
+    KR_EXIT_STALLED = 3 /* live sensor stopped delivering frames */
+};
+
+int kr_cmd_run(int argc, char **argv);
+int kr_cmd_demo(int argc, char **argv);
+int kr_cmd_sub(int argc, char **argv);
+int kr_cmd_eval(int argc, char **argv);
+int kr_cmd_bench(int argc, char **argv);
+
+#endif

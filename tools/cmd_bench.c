@@ -1,0 +1,12 @@
+/* kinreg bench — placeholder until its owner lands it. */
+#include <stdio.h>
+
+#include "cli.h"
+
+int kr_cmd_bench(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "kinreg bench: not built yet\n");
+    return KR_EXIT_FAILURE;
+}

@@ -1,0 +1,12 @@
+/* kinreg demo — placeholder until its owner lands it. */
+#include <stdio.h>
+
+#include "cli.h"
+
+int kr_cmd_demo(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "kinreg demo: not built yet\n");
+    return KR_EXIT_FAILURE;
+}
