@@ -1,12 +1,347 @@
-/* kinreg sub — placeholder until its owner lands it. */
-#include <stdio.h>
+/* kinreg sub — subscribe to a kinreg pose stream and print TUM or JSON lines,
+ * reporting sequence gaps. Output formats are documented in docs/PROTOCOL.md;
+ * tools/python/kinreg_sub.py prints the same lines from Python. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "cli.h"
+#include "kinreg/transport.h"
+
+/* Receive in slices so a signal that lands just before a wait is noticed
+ * within this long, whatever the --timeout. */
+#define SLICE_MS 200
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+typedef struct {
+    bool json, follow;
+    unsigned topics;
+    uint64_t count;     /* 0 = unlimited */
+    double timeout_s;   /* <= 0 = wait forever */
+    const char *endpoint;
+} sub_options;
+
+typedef struct {
+    uint64_t received[4]; /* per kr_topic */
+    uint64_t gaps, missed, malformed;
+} sub_totals;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: kinreg sub [OPTIONS] ENDPOINT\n"
+            "\n"
+            "Subscribe to a kinreg pose stream (e.g. tcp://127.0.0.1:5555) and print one line per\n"
+            "message. Sequence gaps (lost messages) and a summary go to stderr.\n"
+            "\n"
+            "  -f, --format tum|json  tum (default): \"timestamp tx ty tz qx qy qz qw\" per pose or\n"
+            "                         refine message on stdout, status messages on stderr;\n"
+            "                         json: one JSON object per message with every field\n"
+            "  -t, --topics LIST      comma-separated pose,refine,status\n"
+            "                         (default: pose,status for tum, all three for json)\n"
+            "  -n, --count N          exit after N pose/refine messages\n"
+            "  -T, --timeout SEC      exit when no message arrives for SEC seconds\n"
+            "      --follow           keep going after a status \"stopped\" or \"error\" message\n"
+            "                         (default: exit when the publisher says it has ended)\n"
+            "  -h, --help             this text\n"
+            "\n"
+            "Exit status: 0 done (count reached, stream stopped, idle timeout or Ctrl-C),\n"
+            "1 nothing arrived before the timeout, the publisher ended with an error, or a\n"
+            "transport error; 2 usage error.\n"
+            "Wire format and JSON fields: docs/PROTOCOL.md.\n");
+}
+
+static int parse_topics(const char *list, unsigned *mask)
+{
+    char buf[128];
+    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf) return -1;
+    *mask = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        kr_topic t = kr_topic_from_name(tok);
+        if (!t) {
+            fprintf(stderr, "kinreg sub: unknown topic '%s' (expected pose, refine, status)\n", tok);
+            return -1;
+        }
+        *mask |= 1u << t;
+    }
+    return *mask ? 0 : -1;
+}
+
+/* Returns -1 to exit with `*code`, 0 to run. */
+static int parse_options(int argc, char **argv, sub_options *o, int *code)
+{
+    enum { OPT_FOLLOW = 256 };
+    static const struct option longopts[] = {
+        {"format", required_argument, NULL, 'f'}, {"topics", required_argument, NULL, 't'},
+        {"count", required_argument, NULL, 'n'},  {"timeout", required_argument, NULL, 'T'},
+        {"follow", no_argument, NULL, OPT_FOLLOW}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    const char *topics = NULL;
+    memset(o, 0, sizeof *o);
+    *code = KR_EXIT_USAGE;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "f:t:n:T:h", longopts, NULL)) != -1) {
+        char *end = NULL;
+        switch (c) {
+        case 'f':
+            if (!strcmp(optarg, "json")) o->json = true;
+            else if (strcmp(optarg, "tum") != 0) {
+                fprintf(stderr, "kinreg sub: --format must be tum or json, not '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case 't':
+            topics = optarg;
+            break;
+        case 'n':
+            errno = 0;
+            o->count = strtoull(optarg, &end, 10);
+            if (errno || !*optarg || *end || o->count == 0 || optarg[0] == '-') {
+                fprintf(stderr, "kinreg sub: --count needs a positive integer, not '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case 'T':
+            o->timeout_s = strtod(optarg, &end);
+            if (!*optarg || *end || !(o->timeout_s > 0) || o->timeout_s > 1e6) {
+                fprintf(stderr, "kinreg sub: --timeout needs seconds > 0, not '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case OPT_FOLLOW:
+            o->follow = true;
+            break;
+        case 'h':
+            usage(stdout);
+            *code = KR_EXIT_OK;
+            return -1;
+        default:
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "kinreg sub: expected one ENDPOINT, e.g. tcp://127.0.0.1:5555\n");
+        usage(stderr);
+        return -1;
+    }
+    o->endpoint = argv[optind];
+    if (topics) {
+        if (parse_topics(topics, &o->topics) != 0) {
+            fprintf(stderr, "kinreg sub: bad --topics '%s'\n", topics);
+            return -1;
+        }
+    } else {
+        o->topics = (1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS);
+        if (o->json) o->topics |= 1u << KR_TOPIC_REFINE;
+    }
+    return 0;
+}
+
+/* JSON has no NaN or infinity: print null for them. %.17g round-trips a
+ * double exactly, %.9g a float. */
+static void json_number(FILE *f, double v, int digits)
+{
+    if (isfinite(v)) fprintf(f, "%.*g", digits, v);
+    else fputs("null", f);
+}
+
+static void json_float(FILE *f, const char *key, double v, int digits)
+{
+    fprintf(f, ",\"%s\":", key);
+    json_number(f, v, digits);
+}
+
+static void json_array(FILE *f, const char *key, const double *v, int n)
+{
+    fprintf(f, ",\"%s\":[", key);
+    for (int i = 0; i < n; i++) {
+        if (i) fputc(',', f);
+        json_number(f, v[i], 17);
+    }
+    fputc(']', f);
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void print_pose_json(const kr_pose_msg *p, uint64_t gap)
+{
+    printf("{\"topic\":\"%s\",\"seq\":%" PRIu64 ",\"frame\":%" PRIu64, kr_topic_name(p->topic),
+           p->seq, p->frame_index);
+    json_float(stdout, "timestamp", p->timestamp, 17);
+    json_array(stdout, "t", p->t, 3);
+    json_array(stdout, "q", p->q, 4);
+    printf(",\"state\":\"%s\",\"method\":\"%s\",\"iterations\":%u", kr_wire_state_name(p->state),
+           kr_method_name(p->method), (unsigned)p->iterations);
+    json_float(stdout, "inlier_fraction", p->inlier_fraction, 9);
+    json_float(stdout, "rms", p->rms, 9);
+    json_float(stdout, "condition", p->condition, 9);
+    json_float(stdout, "latency_ms", p->latency_ms, 9);
+    printf(",\"gap\":%" PRIu64 "}\n", gap);
+}
+
+static void print_status_json(const kr_status_msg *s, uint64_t gap)
+{
+    printf("{\"topic\":\"status\",\"seq\":%" PRIu64 ",\"event\":\"%s\",\"state\":\"%s\"", s->seq,
+           kr_event_name(s->event), kr_wire_state_name(s->state));
+    printf(",\"frames_in\":%" PRIu64 ",\"frames_out\":%" PRIu64 ",\"frames_dropped\":%" PRIu64
+           ",\"frames_lost\":%" PRIu64,
+           s->frames_in, s->frames_out, s->frames_dropped, s->frames_lost);
+    json_float(stdout, "fps", s->fps, 9);
+    printf(",\"model_points\":%" PRIu64 ",\"text\":", s->model_points);
+    json_string(stdout, s->text);
+    printf(",\"gap\":%" PRIu64 "}\n", gap);
+}
+
+static void print_pose_tum(const kr_pose_msg *p)
+{
+    printf("%.6f %.9f %.9f %.9f %.9f %.9f %.9f %.9f\n", p->timestamp, p->t[0], p->t[1], p->t[2],
+           p->q[0], p->q[1], p->q[2], p->q[3]);
+}
+
+static void print_status_text(const kr_status_msg *s)
+{
+    fprintf(stderr,
+            "status: %s, tracking %s, frames in %" PRIu64 " out %" PRIu64 " dropped %" PRIu64
+            " lost %" PRIu64 ", %.1f fps, model %" PRIu64 " points%s%s\n",
+            kr_event_name(s->event), kr_wire_state_name(s->state), s->frames_in, s->frames_out,
+            s->frames_dropped, s->frames_lost, s->fps, s->model_points, s->text[0] ? ": " : "",
+            s->text);
+}
+
+/* Prints one message; returns true when the stream says it has ended: a
+ * "stopped" status, or "error" (a failed run sends no "stopped" after it). */
+static bool print_message(const sub_options *o, const kr_message *m, sub_totals *tot)
+{
+    tot->received[m->topic]++;
+    if (m->gap) {
+        tot->gaps++;
+        tot->missed += m->gap;
+        uint64_t seq = m->topic == KR_TOPIC_STATUS ? m->status.seq : m->pose.seq;
+        fprintf(stderr, "gap: %" PRIu64 " %s message%s missed before seq %" PRIu64 "\n", m->gap,
+                kr_topic_name(m->topic), m->gap == 1 ? "" : "s", seq);
+    }
+    if (m->topic == KR_TOPIC_STATUS) {
+        if (o->json) print_status_json(&m->status, m->gap);
+        else print_status_text(&m->status);
+    } else if (o->json) {
+        print_pose_json(&m->pose, m->gap);
+    } else {
+        print_pose_tum(&m->pose);
+    }
+    /* Flush per line: the reader is usually another program waiting on it. */
+    fflush(stdout);
+    return m->topic == KR_TOPIC_STATUS &&
+           (m->status.event == KR_EVENT_STOPPED || m->status.event == KR_EVENT_ERROR);
+}
+
+static void print_summary(const sub_totals *t)
+{
+    uint64_t all = t->received[KR_TOPIC_POSE] + t->received[KR_TOPIC_REFINE] +
+                   t->received[KR_TOPIC_STATUS];
+    fprintf(stderr,
+            "kinreg sub: received %" PRIu64 " messages (%" PRIu64 " pose, %" PRIu64 " refine, %" PRIu64
+            " status), %" PRIu64 " gap%s, %" PRIu64 " missed, %" PRIu64 " malformed\n",
+            all, t->received[KR_TOPIC_POSE], t->received[KR_TOPIC_REFINE],
+            t->received[KR_TOPIC_STATUS], t->gaps, t->gaps == 1 ? "" : "s", t->missed,
+            t->malformed);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The receive loop; returns the exit code. */
+static int run(const sub_options *o, kr_subscriber *sub, sub_totals *tot)
+{
+    uint64_t poses = 0;
+    bool any = false;
+    double idle_since = now_s();
+    while (!interrupted) {
+        kr_message m;
+        kr_status st = kr_subscriber_receive(sub, SLICE_MS, &m);
+        if (st == KR_END || st == KR_ERR_INTERRUPTED) {
+            if (o->timeout_s > 0 && now_s() - idle_since >= o->timeout_s) {
+                if (any) return KR_EXIT_OK;
+                fprintf(stderr, "kinreg sub: no message from %s within %g s (is a publisher running there?)\n",
+                        o->endpoint, o->timeout_s);
+                return KR_EXIT_FAILURE;
+            }
+            continue;
+        }
+        idle_since = now_s();
+        if (st == KR_ERR_FORMAT) {
+            /* One bad message (another program on the endpoint, a newer wire
+             * version) must not end the stream. */
+            tot->malformed++;
+            fprintf(stderr, "kinreg sub: skipped a malformed message: %s\n", kr_last_error());
+            continue;
+        }
+        if (st != KR_OK) {
+            fprintf(stderr, "kinreg sub: %s: %s\n", kr_strerror(st), kr_last_error());
+            return KR_EXIT_FAILURE;
+        }
+        any = true;
+        bool stopped = print_message(o, &m, tot);
+        if (m.topic != KR_TOPIC_STATUS && o->count && ++poses >= o->count) return KR_EXIT_OK;
+        if (stopped && !o->follow) {
+            if (m.status.event != KR_EVENT_ERROR) return KR_EXIT_OK;
+            fprintf(stderr, "kinreg sub: the publisher stopped with an error: %s\n", m.status.text);
+            return KR_EXIT_FAILURE;
+        }
+    }
+    return KR_EXIT_OK; /* Ctrl-C is the normal way to end a live subscription */
+}
 
 int kr_cmd_sub(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "kinreg sub: not built yet\n");
-    return KR_EXIT_FAILURE;
+    sub_options o;
+    int code;
+    if (parse_options(argc, argv, &o, &code) != 0) return code;
+
+    kr_subscriber *sub = NULL;
+    kr_status st = kr_subscriber_create(&sub, o.endpoint, o.topics);
+    if (st != KR_OK) {
+        fprintf(stderr, "kinreg sub: %s\n", kr_last_error());
+        return st == KR_ERR_INVALID_ARG ? KR_EXIT_USAGE : KR_EXIT_FAILURE;
+    }
+    /* No SA_RESTART: the signal interrupts the wait in zmq_poll at once. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    sub_totals tot;
+    memset(&tot, 0, sizeof tot);
+    code = run(&o, sub, &tot);
+    print_summary(&tot);
+    kr_subscriber_destroy(&sub);
+    return code;
 }

@@ -62,10 +62,19 @@ typedef struct {
     char text[64];            /* NUL-terminated detail, e.g. an error message */
 } kr_status_msg;
 
-/* Encoded sizes on the wire. */
+/* Encoded sizes on the wire (docs/PROTOCOL.md), for static buffers. */
+#define KR_WIRE_POSE_SIZE 112
+#define KR_WIRE_STATUS_SIZE 128
 KR_API size_t kr_wire_pose_size(void);
 KR_API size_t kr_wire_status_size(void);
 KR_API const char *kr_topic_name(kr_topic topic);
+/* The kr_topic of "pose", "status" or "refine"; 0 for any other name. */
+KR_API kr_topic kr_topic_from_name(const char *name);
+/* Lower-case names used in JSON output and docs/PROTOCOL.md ("newton",
+ * "stopped", "good", ...); "unknown" for a value outside the enum. */
+KR_API const char *kr_method_name(int method);
+KR_API const char *kr_event_name(int event);
+KR_API const char *kr_wire_state_name(int state); /* kr_track_state */
 
 /* Encode into buf (at least the wire size); return bytes written. */
 KR_API size_t kr_wire_encode_pose(const kr_pose_msg *m, uint8_t *buf);
@@ -74,6 +83,9 @@ KR_API size_t kr_wire_encode_status(const kr_status_msg *m, uint8_t *buf);
 KR_API kr_status kr_wire_decode_pose(const uint8_t *buf, size_t len, kr_pose_msg *out);
 KR_API kr_status kr_wire_decode_status(const uint8_t *buf, size_t len, kr_status_msg *out);
 
+/* A publisher owns one ZeroMQ context and PUB socket. ZeroMQ sockets are not
+ * thread-safe: create, send and destroy from one thread (the publisher thread
+ * of DESIGN.md §2), or serialise the calls yourself. */
 typedef struct kr_publisher kr_publisher;
 
 typedef struct {
@@ -82,14 +94,24 @@ typedef struct {
 } kr_publisher_config;
 
 KR_API void kr_publisher_config_default(kr_publisher_config *cfg);
-/* Binds; an endpoint already in use is KR_ERR_ADDR_IN_USE naming it. */
+/* Binds; an endpoint already in use is KR_ERR_ADDR_IN_USE naming it, a
+ * malformed one KR_ERR_INVALID_ARG. cfg NULL = defaults (publish nowhere). */
 KR_API kr_status kr_publisher_create(kr_publisher **out, const kr_publisher_config *cfg);
 /* Lingers briefly so queued messages leave, then closes. */
 KR_API void kr_publisher_destroy(kr_publisher **pub);
 /* Never block: a slow subscriber loses messages (and sees a sequence gap).
- * The publisher fills in seq (per topic) on its own copy. */
+ * The publisher fills in seq (per topic, from 0) on its own copy. send_pose
+ * takes topic KR_TOPIC_POSE or KR_TOPIC_REFINE (0, as in a zeroed message,
+ * counts as pose). */
 KR_API kr_status kr_publisher_send_pose(kr_publisher *pub, const kr_pose_msg *m);
 KR_API kr_status kr_publisher_send_status(kr_publisher *pub, const kr_status_msg *m);
+/* The endpoint actually bound (ZMQ_LAST_ENDPOINT: a "tcp://127.0.0.1:*"
+ * wildcard resolved to its port); "" for a publisher that publishes nowhere. */
+KR_API const char *kr_publisher_endpoint(const kr_publisher *pub);
+/* Messages refused by the socket without blocking (counted, never retried).
+ * A PUB socket also drops silently per subscriber at its HWM; subscribers see
+ * both kinds as sequence gaps. */
+KR_API uint64_t kr_publisher_dropped(const kr_publisher *pub);
 
 typedef struct kr_subscriber kr_subscriber;
 
@@ -106,7 +128,11 @@ typedef struct {
 } kr_message;
 
 /* Waits up to timeout_ms (-1 = forever) for a message: KR_OK, KR_END on
- * timeout, or an error. Tracks per-topic sequence numbers to fill `gap`. */
+ * timeout, or an error. Tracks per-topic sequence numbers to fill `gap`.
+ * A message with an unknown topic or a malformed payload is consumed and
+ * reported as KR_ERR_FORMAT (detail in kr_last_error()); the next call goes
+ * on with the stream. A signal that interrupts the wait gives
+ * KR_ERR_INTERRUPTED. Like the publisher, use a subscriber from one thread. */
 KR_API kr_status kr_subscriber_receive(kr_subscriber *sub, int timeout_ms, kr_message *out);
 
 #ifdef __cplusplus

@@ -1,0 +1,218 @@
+/* ZeroMQ PUB publisher. Sends never block (ZMQ_DONTWAIT, and a PUB socket
+ * drops per subscriber at its high-water mark), so a slow or stuck subscriber
+ * cannot stall tracking; it sees the loss as a sequence gap instead. One
+ * context and socket per publisher, used from one thread (ZeroMQ sockets are
+ * not thread-safe). */
+#include "kinreg/transport.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <zmq.h>
+
+/* Long enough for queued messages (the final STOPPED status among them) to
+ * reach connected subscribers at shutdown, short enough that a dead
+ * subscriber cannot hold up exit. */
+#define LINGER_MS 500
+
+struct kr_publisher {
+    void *ctx, *sock;     /* both NULL: publishes nowhere */
+    char endpoint[256];   /* as bound (ZMQ_LAST_ENDPOINT) */
+    uint64_t seq[4];      /* next sequence number, indexed by kr_topic */
+    uint64_t dropped;
+};
+
+void kr_publisher_config_default(kr_publisher_config *cfg)
+{
+    if (!cfg) return;
+    cfg->endpoint = NULL;
+    cfg->send_hwm = 1000;
+}
+
+/* ZeroMQ's ipc:// bind silently unlinks an existing socket file, which would
+ * steal the stream from a running publisher. Refuse instead when something
+ * accepts connections on that path. */
+static bool ipc_path_in_use(const char *endpoint)
+{
+    if (strncmp(endpoint, "ipc://", 6) != 0) return false;
+    const char *path = endpoint + 6;
+    struct sockaddr_un addr;
+    /* "*" is a wildcard and "@" the abstract namespace (whose bind already
+     * fails with EADDRINUSE); over-long paths fail in zmq_bind itself. */
+    if (!*path || !strcmp(path, "*") || path[0] == '@' || strlen(path) >= sizeof addr.sun_path)
+        return false;
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    memcpy(addr.sun_path, path, strlen(path) + 1);
+    bool in_use = connect(fd, (const struct sockaddr *)&addr, sizeof addr) == 0;
+    close(fd);
+    return in_use;
+}
+
+static kr_status bind_error(const char *endpoint, int err)
+{
+    if (err == EADDRINUSE)
+        return kr_error(KR_ERR_ADDR_IN_USE,
+                        "endpoint %s is already in use: stop the other publisher or choose "
+                        "another --publish endpoint",
+                        endpoint);
+    if (err == EINVAL || err == EPROTONOSUPPORT || err == ENOCOMPATPROTO || err == EADDRNOTAVAIL ||
+        err == ENODEV || err == ENOENT || err == ENAMETOOLONG || err == EACCES)
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "cannot publish on endpoint \"%s\": %s (expected e.g. tcp://127.0.0.1:5555, "
+                        "tcp://*:5555 or ipc:///tmp/kinreg.sock)",
+                        endpoint, zmq_strerror(err));
+    return kr_error(KR_ERR_TRANSPORT, "cannot bind publisher to %s: %s", endpoint,
+                    zmq_strerror(err));
+}
+
+static void close_socket(kr_publisher *p)
+{
+    if (p->sock) zmq_close(p->sock);
+    /* zmq_ctx_term waits for the linger period while messages are queued. */
+    if (p->ctx)
+        while (zmq_ctx_term(p->ctx) != 0 && errno == EINTR) {
+        }
+    p->sock = p->ctx = NULL;
+}
+
+kr_status kr_publisher_create(kr_publisher **out, const kr_publisher_config *cfg)
+{
+    if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_publisher_create: out is NULL");
+    kr_publisher_config def;
+    if (!cfg) {
+        kr_publisher_config_default(&def);
+        cfg = &def;
+    }
+    /* ZeroMQ reads an HWM of 0 as "no limit": memory would grow without bound
+     * behind a slow subscriber, the opposite of what the HWM is for. */
+    if (cfg->send_hwm <= 0)
+        return kr_error(KR_ERR_INVALID_ARG, "publisher send_hwm is %d, must be > 0",
+                        cfg->send_hwm);
+    const char *ep = cfg->endpoint;
+    if (ep && strlen(ep) >= sizeof((kr_publisher *)0)->endpoint)
+        return kr_error(KR_ERR_INVALID_ARG, "publish endpoint \"%.40s...\" is too long", ep);
+
+    kr_publisher *p = calloc(1, sizeof *p);
+    if (!p) return kr_error(KR_ERR_NOMEM, "cannot allocate the publisher");
+    if (!ep || !*ep) {
+        *out = p;
+        return KR_OK;
+    }
+    if (ipc_path_in_use(ep)) {
+        free(p);
+        return bind_error(ep, EADDRINUSE);
+    }
+
+    kr_status st = KR_OK;
+    int hwm = cfg->send_hwm, linger = LINGER_MS;
+    p->ctx = zmq_ctx_new();
+    if (!p->ctx) {
+        st = kr_error(KR_ERR_TRANSPORT, "zmq_ctx_new failed: %s", zmq_strerror(errno));
+        goto fail;
+    }
+    p->sock = zmq_socket(p->ctx, ZMQ_PUB);
+    if (!p->sock) {
+        st = kr_error(KR_ERR_TRANSPORT, "cannot create a PUB socket: %s", zmq_strerror(errno));
+        goto fail;
+    }
+    if (zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0 ||
+        zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger) != 0) {
+        st = kr_error(KR_ERR_TRANSPORT, "cannot set PUB socket options: %s", zmq_strerror(errno));
+        goto fail;
+    }
+    if (zmq_bind(p->sock, ep) != 0) {
+        st = bind_error(ep, errno);
+        goto fail;
+    }
+    size_t len = sizeof p->endpoint;
+    if (zmq_getsockopt(p->sock, ZMQ_LAST_ENDPOINT, p->endpoint, &len) != 0)
+        snprintf(p->endpoint, sizeof p->endpoint, "%s", ep);
+    *out = p;
+    return KR_OK;
+
+fail:
+    close_socket(p);
+    free(p);
+    return st;
+}
+
+void kr_publisher_destroy(kr_publisher **pub)
+{
+    if (!pub || !*pub) return;
+    close_socket(*pub);
+    free(*pub);
+    *pub = NULL;
+}
+
+const char *kr_publisher_endpoint(const kr_publisher *pub)
+{
+    return pub ? pub->endpoint : "";
+}
+
+uint64_t kr_publisher_dropped(const kr_publisher *pub)
+{
+    return pub ? pub->dropped : 0;
+}
+
+/* zmq_send that retries a signal interruption (bounded: the call never waits)
+ * and reports EAGAIN as 0. */
+static int send_frame(void *sock, const void *data, size_t n, int flags)
+{
+    for (;;) {
+        if (zmq_send(sock, data, n, flags | ZMQ_DONTWAIT) >= 0) return 1;
+        if (errno == EAGAIN) return 0;
+        if (errno != EINTR) return -1;
+    }
+}
+
+static kr_status send_message(kr_publisher *pub, kr_topic topic, const uint8_t *buf, size_t n)
+{
+    if (!pub->sock) return KR_OK;
+    const char *name = kr_topic_name(topic);
+    /* A PUB socket queues the frames of a multipart message together and
+     * delivers all or none, so the topic frame cannot be orphaned. */
+    int rc = send_frame(pub->sock, name, strlen(name), ZMQ_SNDMORE);
+    if (rc == 1) rc = send_frame(pub->sock, buf, n, 0);
+    if (rc == 0) {
+        pub->dropped++;
+        return KR_OK;
+    }
+    if (rc < 0)
+        return kr_error(KR_ERR_TRANSPORT, "cannot send a %s message on %s: %s", name,
+                        pub->endpoint, zmq_strerror(errno));
+    return KR_OK;
+}
+
+kr_status kr_publisher_send_pose(kr_publisher *pub, const kr_pose_msg *m)
+{
+    if (!pub || !m) return kr_error(KR_ERR_INVALID_ARG, "kr_publisher_send_pose: NULL argument");
+    /* A zero-initialised message (topic 0) is a pose. */
+    kr_topic topic = m->topic == 0 ? KR_TOPIC_POSE : m->topic;
+    if (topic != KR_TOPIC_POSE && topic != KR_TOPIC_REFINE)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_publisher_send_pose: topic %d is not pose or refine",
+                        (int)m->topic);
+    kr_pose_msg copy = *m;
+    copy.topic = topic;
+    copy.seq = pub->seq[topic]++;
+    uint8_t buf[KR_WIRE_POSE_SIZE];
+    size_t n = kr_wire_encode_pose(&copy, buf);
+    return send_message(pub, topic, buf, n);
+}
+
+kr_status kr_publisher_send_status(kr_publisher *pub, const kr_status_msg *m)
+{
+    if (!pub || !m)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_publisher_send_status: NULL argument");
+    kr_status_msg copy = *m;
+    copy.seq = pub->seq[KR_TOPIC_STATUS]++;
+    uint8_t buf[KR_WIRE_STATUS_SIZE];
+    size_t n = kr_wire_encode_status(&copy, buf);
+    return send_message(pub, KR_TOPIC_STATUS, buf, n);
+}

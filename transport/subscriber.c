@@ -1,0 +1,216 @@
+/* ZeroMQ SUB subscriber: receives two-frame messages (topic, payload),
+ * decodes them and turns per-topic sequence numbers into gap counts. */
+#include "kinreg/transport.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define TOPIC_MAX 4 /* kr_topic values are 1..3 */
+#define ALL_TOPICS ((1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS) | (1u << KR_TOPIC_REFINE))
+
+struct kr_subscriber {
+    void *ctx, *sock;
+    bool seen[TOPIC_MAX];
+    uint64_t last_seq[TOPIC_MAX];
+    char endpoint[256];
+};
+
+static void close_socket(kr_subscriber *s)
+{
+    if (s->sock) zmq_close(s->sock);
+    if (s->ctx)
+        while (zmq_ctx_term(s->ctx) != 0 && errno == EINTR) {
+        }
+    s->sock = s->ctx = NULL;
+}
+
+kr_status kr_subscriber_create(kr_subscriber **out, const char *endpoint, unsigned topics)
+{
+    if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_subscriber_create: out is NULL");
+    if (!endpoint || !*endpoint)
+        return kr_error(KR_ERR_INVALID_ARG, "no endpoint to subscribe to (e.g. tcp://127.0.0.1:5555)");
+    if (topics & ~ALL_TOPICS)
+        return kr_error(KR_ERR_INVALID_ARG, "topic mask 0x%x has bits outside pose, status, refine",
+                        topics);
+    kr_subscriber *s = calloc(1, sizeof *s);
+    if (!s) return kr_error(KR_ERR_NOMEM, "cannot allocate the subscriber");
+    snprintf(s->endpoint, sizeof s->endpoint, "%s", endpoint);
+
+    kr_status st = KR_OK;
+    /* Nothing of a subscriber's outgoing traffic matters at close. */
+    int linger = 0;
+    s->ctx = zmq_ctx_new();
+    if (!s->ctx) {
+        st = kr_error(KR_ERR_TRANSPORT, "zmq_ctx_new failed: %s", zmq_strerror(errno));
+        goto fail;
+    }
+    s->sock = zmq_socket(s->ctx, ZMQ_SUB);
+    if (!s->sock || zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger) != 0) {
+        st = kr_error(KR_ERR_TRANSPORT, "cannot create a SUB socket: %s", zmq_strerror(errno));
+        goto fail;
+    }
+    /* Subscriptions are byte prefixes; no topic name is a prefix of another,
+     * and receive() still matches the whole topic frame. */
+    unsigned mask = topics ? topics : ALL_TOPICS;
+    for (int t = 1; t < TOPIC_MAX; t++) {
+        if (!(mask & (1u << t))) continue;
+        const char *name = kr_topic_name((kr_topic)t);
+        if (zmq_setsockopt(s->sock, ZMQ_SUBSCRIBE, name, strlen(name)) != 0) {
+            st = kr_error(KR_ERR_TRANSPORT, "cannot subscribe to %s: %s", name, zmq_strerror(errno));
+            goto fail;
+        }
+    }
+    /* Connecting is asynchronous: an endpoint with nobody bound yet is fine
+     * (ZeroMQ retries); only a malformed one fails here. */
+    if (zmq_connect(s->sock, endpoint) != 0) {
+        int err = errno;
+        st = kr_error(err == EINVAL || err == EPROTONOSUPPORT || err == ENOCOMPATPROTO
+                          ? KR_ERR_INVALID_ARG
+                          : KR_ERR_TRANSPORT,
+                      "cannot subscribe to endpoint \"%s\": %s (expected e.g. tcp://127.0.0.1:5555 "
+                      "or ipc:///tmp/kinreg.sock)",
+                      endpoint, zmq_strerror(err));
+        goto fail;
+    }
+    *out = s;
+    return KR_OK;
+
+fail:
+    close_socket(s);
+    free(s);
+    return st;
+}
+
+void kr_subscriber_destroy(kr_subscriber **sub)
+{
+    if (!sub || !*sub) return;
+    close_socket(*sub);
+    free(*sub);
+    *sub = NULL;
+}
+
+/* Receives one frame without waiting (poll said a message is there; the
+ * frames of a multipart message arrive together). */
+static int recv_frame(void *sock, zmq_msg_t *msg)
+{
+    for (;;) {
+        if (zmq_msg_recv(msg, sock, ZMQ_DONTWAIT) >= 0) return 0;
+        if (errno != EINTR) return -1;
+    }
+}
+
+static bool more_frames(void *sock)
+{
+    int more = 0;
+    size_t len = sizeof more;
+    return zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &len) == 0 && more;
+}
+
+/* The topic frame printably, for error details (it is untrusted bytes). */
+static void printable(char *dst, size_t cap, const uint8_t *src, size_t n)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < n && j + 1 < cap; i++) dst[j++] = isprint(src[i]) ? (char)src[i] : '?';
+    dst[j] = '\0';
+}
+
+static kr_topic topic_of_frame(const uint8_t *data, size_t n)
+{
+    for (int t = 1; t < TOPIC_MAX; t++) {
+        const char *name = kr_topic_name((kr_topic)t);
+        if (strlen(name) == n && !memcmp(name, data, n)) return (kr_topic)t;
+    }
+    return (kr_topic)0;
+}
+
+/* Decodes one message into *out (fields other than gap). */
+static kr_status decode(const zmq_msg_t *topic_frame, const zmq_msg_t *payload, int frames,
+                        kr_message *out)
+{
+    const uint8_t *td = zmq_msg_data((zmq_msg_t *)topic_frame);
+    size_t tn = zmq_msg_size((zmq_msg_t *)topic_frame);
+    char name[40];
+    printable(name, sizeof name, td, tn);
+    if (frames != 2)
+        return kr_error(KR_ERR_FORMAT, "message on topic \"%s\" has %d frame%s, expected 2", name,
+                        frames, frames == 1 ? "" : "s");
+    kr_topic topic = topic_of_frame(td, tn);
+    if (!topic) return kr_error(KR_ERR_FORMAT, "message on unknown topic \"%s\"", name);
+
+    const uint8_t *pd = zmq_msg_data((zmq_msg_t *)payload);
+    size_t pn = zmq_msg_size((zmq_msg_t *)payload);
+    memset(out, 0, sizeof *out);
+    out->topic = topic;
+    if (topic == KR_TOPIC_STATUS) return kr_wire_decode_status(pd, pn, &out->status);
+    kr_status st = kr_wire_decode_pose(pd, pn, &out->pose);
+    if (st == KR_OK && out->pose.topic != topic)
+        return kr_error(KR_ERR_FORMAT, "message on topic \"%s\" carries a %s payload", name,
+                        kr_topic_name(out->pose.topic));
+    return st;
+}
+
+/* Messages of this topic missed just before sequence number seq. A number
+ * that does not advance means the publisher restarted (its counters start at
+ * 0 again) or repeated itself: not a gap, and counting starts over. */
+static uint64_t update_gap(kr_subscriber *sub, kr_topic topic, uint64_t seq)
+{
+    uint64_t gap = 0;
+    if (sub->seen[topic] && seq > sub->last_seq[topic]) gap = seq - sub->last_seq[topic] - 1;
+    sub->seen[topic] = true;
+    sub->last_seq[topic] = seq;
+    return gap;
+}
+
+kr_status kr_subscriber_receive(kr_subscriber *sub, int timeout_ms, kr_message *out)
+{
+    if (!sub || !out) return kr_error(KR_ERR_INVALID_ARG, "kr_subscriber_receive: NULL argument");
+    zmq_pollitem_t item = {.socket = sub->sock, .events = ZMQ_POLLIN};
+    int rc = zmq_poll(&item, 1, timeout_ms < 0 ? -1 : timeout_ms);
+    if (rc < 0) {
+        if (errno == EINTR) return kr_error(KR_ERR_INTERRUPTED, "receive interrupted by a signal");
+        return kr_error(KR_ERR_TRANSPORT, "cannot poll %s: %s", sub->endpoint, zmq_strerror(errno));
+    }
+    if (rc == 0) return KR_END;
+
+    zmq_msg_t frame[2];
+    zmq_msg_init(&frame[0]);
+    zmq_msg_init(&frame[1]);
+    int frames = 0;
+    kr_status st = KR_OK;
+    if (recv_frame(sub->sock, &frame[0]) != 0) {
+        st = kr_error(KR_ERR_TRANSPORT, "cannot receive from %s: %s", sub->endpoint,
+                      zmq_strerror(errno));
+        goto done;
+    }
+    frames = 1;
+    /* Read every frame of the message, even surplus ones, so that the next
+     * call starts at a message boundary. */
+    while (more_frames(sub->sock)) {
+        zmq_msg_t extra;
+        zmq_msg_t *dst = frames < 2 ? &frame[1] : &extra;
+        if (dst == &extra) zmq_msg_init(&extra);
+        int r = recv_frame(sub->sock, dst);
+        if (dst == &extra) zmq_msg_close(&extra);
+        if (r != 0) {
+            st = kr_error(KR_ERR_TRANSPORT, "cannot receive from %s: %s", sub->endpoint,
+                          zmq_strerror(errno));
+            goto done;
+        }
+        frames++;
+    }
+    kr_message m;
+    st = decode(&frame[0], &frame[1], frames, &m);
+    if (st == KR_OK) {
+        uint64_t seq = m.topic == KR_TOPIC_STATUS ? m.status.seq : m.pose.seq;
+        m.gap = update_gap(sub, m.topic, seq);
+        *out = m;
+    }
+done:
+    zmq_msg_close(&frame[0]);
+    zmq_msg_close(&frame[1]);
+    return st;
+}
