@@ -26,6 +26,9 @@ typedef struct {
     float max_weight;       /* per-voxel weight cap so the map can follow change (default 64) */
     bool background;        /* rebuild snapshots on a background thread (default true);
                                false rebuilds inside kr_model_request_snapshot (tests) */
+    bool geometric_weight;  /* weigh each point by |n·ray|/z² clipped to [0.05, 1] — Kinect
+                               noise grows with depth and incidence (default true);
+                               false: every point weighs 1 */
 } kr_model_config;
 
 KR_API void kr_model_config_default(kr_model_config *cfg);
@@ -38,22 +41,30 @@ KR_API void kr_model_destroy(kr_model **model);
 KR_API kr_status kr_model_integrate(kr_model *model, const kr_cloud *cloud, const kr_pose *pose,
                                     uint64_t frame_index);
 
-/* Starts building a snapshot of the voxels seen since frame_index − active_window.
- * Returns at once when background (a request while one is in flight is ignored). */
+/* Starts building a snapshot of the voxels seen since frame_index − active_window
+ * (last_seen ≥ frame_index − active_window). The voxels are gathered on the
+ * calling thread, which must be the one that integrates; the k-d tree is built
+ * on the worker when background. Returns at once when background (a request
+ * while one is in flight is ignored). With no such voxels nothing is built and
+ * the last snapshot stays (KR_OK). Synchronous mode returns the build status. */
 KR_API kr_status kr_model_request_snapshot(kr_model *model, uint64_t frame_index);
 /* Blocks until no rebuild is in flight. */
 KR_API void kr_model_wait_idle(kr_model *model);
 
-/* The last completed snapshot, reference-counted; NULL before the first. */
+/* The last completed snapshot, reference-counted; NULL before the first. Safe
+ * from any thread; a snapshot stays valid until released, even after a newer
+ * one is swapped in or the model is destroyed. */
 KR_API kr_model_snapshot *kr_model_snapshot_acquire(kr_model *model);
 KR_API void kr_model_snapshot_release(kr_model_snapshot **snap);
 KR_API const kr_kdtree *kr_model_snapshot_tree(const kr_model_snapshot *snap);
 /* Frame index the snapshot was requested at. */
 KR_API uint64_t kr_model_snapshot_frame(const kr_model_snapshot *snap);
 
-/* Voxels in the map. */
+/* Voxels in the map (safe to read from any thread). */
 KR_API size_t kr_model_size(const kr_model *model);
-/* Writes every voxel as a binary little-endian PLY with x y z nx ny nz (float). */
+/* Writes every voxel as a binary little-endian PLY with x y z nx ny nz (float);
+ * a voxel whose normals cancel out gets normal (0, 0, 0). Call it from the
+ * integrating thread (or once it has stopped). */
 KR_API kr_status kr_model_save_ply(const kr_model *model, const char *path);
 
 #ifdef __cplusplus

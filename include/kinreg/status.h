@@ -17,6 +17,7 @@ extern "C" {
 #define KR_STATUS_LIST(X)                                                                  \
     X(KR_OK, 0, "success")                                                                 \
     X(KR_END, 1, "end of stream")                                                          \
+    X(KR_TIMEOUT, 2, "timed out")                                                          \
     X(KR_ERR_INVALID_ARG, -1, "invalid argument")                                          \
     X(KR_ERR_NOMEM, -2, "out of memory")                                                   \
     X(KR_ERR_IO, -3, "file or directory cannot be opened or read")                         \

@@ -1,0 +1,73 @@
+/* The running model's lifetime and fusion: configuration, the voxel map, and
+ * the snapshot worker's start and stop. */
+#include "fusion/model_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+void kr_model_config_default(kr_model_config *cfg)
+{
+    if (!cfg) return;
+    cfg->voxel_size = 0.01f;
+    cfg->active_window = 100;
+    cfg->max_weight = 64.0f;
+    cfg->background = true;
+    cfg->geometric_weight = true;
+}
+
+kr_status kr_model_create(kr_model **out, const kr_model_config *cfg)
+{
+    if (!out || !cfg) return kr_error(KR_ERR_INVALID_ARG, "kr_model_create: NULL argument");
+    if (cfg->active_window < 1)
+        return kr_error(KR_ERR_INVALID_ARG, "model active window must be at least 1 frame (got %d)",
+                        cfg->active_window);
+    kr_model *m = calloc(1, sizeof *m);
+    if (!m) return kr_error(KR_ERR_NOMEM, "cannot allocate model");
+    m->cfg = *cfg;
+    kr_voxel_map_config vcfg = {cfg->voxel_size, cfg->max_weight, cfg->geometric_weight};
+    kr_status s = kr_voxel_map_create(&m->map, &vcfg);
+    if (s != KR_OK) {
+        free(m);
+        return s;
+    }
+    atomic_init(&m->size, 0);
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->wake, NULL);
+    pthread_cond_init(&m->idle, NULL);
+    if (cfg->background && (s = kr_model_worker_start(m)) != KR_OK) {
+        kr_model_destroy(&m);
+        return s;
+    }
+    *out = m;
+    return KR_OK;
+}
+
+void kr_model_destroy(kr_model **mp)
+{
+    if (!mp || !*mp) return;
+    kr_model *m = *mp;
+    kr_model_worker_stop(m); /* finishes a build in flight, then joins */
+    /* Snapshots still held elsewhere stay alive on their own references. */
+    kr_model_snapshot_release(&m->current);
+    pthread_cond_destroy(&m->idle);
+    pthread_cond_destroy(&m->wake);
+    pthread_mutex_destroy(&m->mu);
+    kr_voxel_map_destroy(&m->map);
+    free(m->job_points);
+    free(m->job_normals);
+    free(m);
+    *mp = NULL;
+}
+
+kr_status kr_model_integrate(kr_model *m, const kr_cloud *cloud, const kr_pose *pose, uint64_t frame_index)
+{
+    if (!m || !cloud || !pose) return kr_error(KR_ERR_INVALID_ARG, "kr_model_integrate: NULL argument");
+    kr_status s = kr_voxel_map_integrate(m->map, cloud, pose, frame_index);
+    atomic_store(&m->size, kr_voxel_map_size(m->map));
+    return s;
+}
+
+size_t kr_model_size(const kr_model *m)
+{
+    return m ? atomic_load(&((kr_model *)m)->size) : 0;
+}

@@ -1,0 +1,46 @@
+/* Internal: the running model's state, shared by model.c (map and lifetime),
+ * model_snapshot.c (snapshot worker) and model_ply.c (export). */
+#ifndef KINREG_FUSION_MODEL_INTERNAL_H
+#define KINREG_FUSION_MODEL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "fusion/voxel_map.h"
+#include "kinreg/model.h"
+
+struct kr_model_snapshot {
+    atomic_int refs; /* the model's "current" pointer holds one reference */
+    kr_kdtree *tree;
+    uint64_t frame;
+};
+
+struct kr_model {
+    kr_model_config cfg;
+    /* Only the tracker thread (the caller of integrate and request) touches
+     * the map, so it needs no lock. */
+    kr_voxel_map *map;
+    atomic_size_t size; /* mirror of the map's size for readers on other threads */
+
+    /* Gathered active voxels: written by the caller of request while no build
+     * is in flight, read by the builder while one is (`busy` hands them over). */
+    float *job_points, *job_normals;
+    size_t job_capacity, job_n;
+    uint64_t job_frame;
+
+    pthread_mutex_t mu; /* guards everything below */
+    pthread_cond_t wake; /* worker: a job or stop */
+    pthread_cond_t idle; /* waiters: busy became false */
+    bool busy;           /* a request owns the job buffers until its build ends */
+    bool job_ready;      /* the worker should build the job buffers */
+    bool stop;
+    bool worker_running;
+    pthread_t worker;
+    kr_model_snapshot *current;
+};
+
+/* model_snapshot.c */
+kr_status kr_model_worker_start(kr_model *model);
+void kr_model_worker_stop(kr_model *model);
+
+#endif

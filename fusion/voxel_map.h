@@ -1,0 +1,69 @@
+/* Internal: the running model's voxel map — an open-addressing hash from
+ * integer voxel coordinates floor(p / voxel_size) to a record holding the
+ * weighted mean point and normal, the accumulated weight and the frame that
+ * last touched it. Single-threaded: only the tracker thread touches it. */
+#ifndef KINREG_FUSION_VOXEL_MAP_H
+#define KINREG_FUSION_VOXEL_MAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kinreg/pose.h"
+#include "kinreg/preprocess.h"
+
+typedef struct kr_voxel_map kr_voxel_map;
+
+/* One voxel as the map stores it. Means, not sums: a running mean is updated
+ * as m += (w / (W + w))·(x − m), which equals Σwx / Σw; capping W then equals
+ * scaling both sums down, without float sums growing with the weight. */
+typedef struct {
+    uint64_t key;       /* packed voxel coordinates (see voxel_map.c) */
+    uint64_t last_seen; /* frame index of the last integration */
+    float point[3];     /* weighted mean point, world frame */
+    float normal[3];    /* weighted mean of unit normals: not unit length */
+    float weight;       /* accumulated weight, ≤ max_weight */
+    uint32_t active;    /* in the active list (voxel_map.c) */
+} kr_voxel;
+
+typedef struct {
+    float voxel_size;   /* metres */
+    float max_weight;   /* weight cap */
+    /* w = |n·ray| / z² clipped to [KR_VOXEL_MIN_WEIGHT, 1] (z in metres along
+     * the optical axis); false: every point weighs 1. */
+    bool geometric_weight;
+} kr_voxel_map_config;
+
+#define KR_VOXEL_MIN_WEIGHT 0.05f
+
+kr_status kr_voxel_map_create(kr_voxel_map **out, const kr_voxel_map_config *cfg);
+void kr_voxel_map_destroy(kr_voxel_map **map);
+
+/* Fuses every point of `cloud` that has a finite point and normal, moved to
+ * the world by `pose`. All memory is reserved up front: on failure the map is
+ * unchanged. Points beyond ±2^20 voxels of the origin are skipped. */
+kr_status kr_voxel_map_integrate(kr_voxel_map *map, const kr_cloud *cloud, const kr_pose *pose,
+                                 uint64_t frame_index);
+
+size_t kr_voxel_map_size(const kr_voxel_map *map);
+/* Voxel i, 0 <= i < size, in insertion order (stable across growth). */
+const kr_voxel *kr_voxel_map_at(const kr_voxel_map *map, size_t i);
+/* The voxel containing world point p, or NULL. */
+const kr_voxel *kr_voxel_map_find(const kr_voxel_map *map, const float p[3]);
+
+/* Appends to points/normals (3 floats each, grown with realloc; *capacity in
+ * voxels) the mean point and unit mean normal of every voxel seen at or after
+ * frame `since`; a voxel whose normals cancel out gets normal x = NaN. Walks
+ * the active list, pruning voxels older than `since`, so the cost follows the
+ * active region rather than the whole map. *n receives the count. */
+kr_status kr_voxel_map_gather(kr_voxel_map *map, uint64_t since, float **points, float **normals,
+                              size_t *capacity, size_t *n);
+/* Same result by scanning every voxel (the reference the active list is
+ * checked and timed against). */
+kr_status kr_voxel_map_gather_scan(const kr_voxel_map *map, uint64_t since, float **points,
+                                   float **normals, size_t *capacity, size_t *n);
+
+/* Unit normal of a voxel's mean, or false when the normals cancel out. */
+bool kr_voxel_unit_normal(const kr_voxel *v, float out[3]);
+
+#endif
