@@ -30,7 +30,8 @@ typedef struct {
     unsigned seed;              /* default 1 */
     double duration_s;          /* default 30 */
     double fps;                 /* default 30 */
-    int max_frames;             /* 0 = all */
+    int max_frames;             /* 0 = all (honoured by every source) */
+    int render_threads;         /* synthetic only: OpenMP threads per frame, 1 or 2 (0 = 1) */
 } kr_source_config;
 
 KR_API void kr_source_config_default(kr_source_config *cfg);

@@ -19,7 +19,9 @@ typedef struct {
 
 /* Appends one pose (grows the arrays). */
 KR_API kr_status kr_trajectory_push(kr_trajectory *traj, double stamp, const kr_pose *pose);
-/* Reads a TUM file; errors name the file and line. On error *traj is untouched. */
+/* Reads a TUM file; errors name the file and line. On error *traj is untouched;
+ * on success its previous contents (it must be {0} or a trajectory) are freed
+ * and replaced. Quaternions are normalised; one far from unit norm is an error. */
 KR_API kr_status kr_trajectory_read_tum(const char *path, kr_trajectory *traj);
 KR_API kr_status kr_trajectory_write_tum(const char *path, const kr_trajectory *traj);
 /* One TUM line (no newline) into buf. */

@@ -1,0 +1,45 @@
+/* Internal interface every frame source implements (DESIGN.md §7.6): the
+ * public kr_source is this struct; an implementation's open function fills in
+ * `ops`, `impl` and the descriptive fields. A libfreenect or fakenect source
+ * plugs in by adding one open function here and one URI form in source.c. */
+#ifndef KINREG_CAPTURE_SOURCE_IMPL_H
+#define KINREG_CAPTURE_SOURCE_IMPL_H
+
+#include <stdbool.h>
+
+#include "kinreg/source.h"
+
+typedef struct {
+    const char *name;
+    /* Fills a complete frame (raw allocated, width/height/encoding/scale/
+     * timestamp set); index and capture_time are set by kr_source_read. On an
+     * error nothing is allocated. With skip_bad the implementation skips,
+     * counts (src->skipped) and logs corrupt frames itself. */
+    kr_status (*read)(kr_source *src, kr_frame *frame);
+    /* Frees `impl`; the generic fields are freed by kr_source_destroy. */
+    void (*close)(kr_source *src);
+} kr_source_ops;
+
+struct kr_source {
+    const kr_source_ops *ops;
+    void *impl;
+    kr_intrinsics intrinsics;
+    kr_trajectory groundtruth; /* valid when has_groundtruth */
+    bool has_groundtruth;
+    bool live;
+    bool skip_bad;
+    unsigned skipped;
+    unsigned length;     /* frames known in advance, 0 = unknown */
+    unsigned max_frames; /* 0 = all */
+    uint64_t delivered;  /* frames returned so far: the next frame's index */
+    char description[512];
+};
+
+/* Open functions. `want` is the intrinsics the caller asked for (override or
+ * preset) or NULL for the source's own; on error they leave `src` with
+ * impl == NULL and nothing allocated. */
+kr_status kr_synthetic_open(kr_source *src, const kr_source_config *cfg, const kr_intrinsics *want);
+kr_status kr_tum_open(kr_source *src, const char *dir, const kr_source_config *cfg,
+                      const kr_intrinsics *want);
+
+#endif

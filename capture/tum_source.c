@@ -1,0 +1,229 @@
+/* TUM RGB-D replay: DIR/depth.txt lists `timestamp path` lines of 16-bit PNG
+ * depth images (value / 5000 = metres); DIR/groundtruth.txt, when present, is
+ * the motion-capture trajectory. depth.txt is parsed whole at open, so a
+ * malformed line or a timestamp going backwards fails before any frame is
+ * read; PNG problems surface per frame, where skip_bad can skip them. */
+#include "capture/png_depth.h"
+#include "capture/source_impl.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TUM_DEFAULT_SCALE 5000.0f
+
+typedef struct {
+    double stamp;
+    unsigned line; /* in depth.txt, for messages */
+    char *path;    /* resolved against DIR */
+} tum_entry;
+
+typedef struct {
+    char depth_txt[PATH_MAX];
+    tum_entry *entries;
+    size_t count, cap, next;
+    float scale;
+    kr_png_reader png;
+} tum_source;
+
+static void tum_free(tum_source *t)
+{
+    if (!t) return;
+    for (size_t i = 0; i < t->count; i++)
+        free(t->entries[i].path);
+    free(t->entries);
+    kr_png_reader_free(&t->png);
+    free(t);
+}
+
+static kr_status add_entry(tum_source *t, double stamp, unsigned line, const char *dir,
+                           const char *rel)
+{
+    if (t->count == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 256;
+        tum_entry *p = realloc(t->entries, cap * sizeof *p);
+        if (!p) return kr_error(KR_ERR_NOMEM, "out of memory reading %s", t->depth_txt);
+        t->entries = p;
+        t->cap = cap;
+    }
+    size_t n = strlen(dir) + strlen(rel) + 2;
+    char *path = malloc(n);
+    if (!path) return kr_error(KR_ERR_NOMEM, "out of memory reading %s", t->depth_txt);
+    if (rel[0] == '/')
+        snprintf(path, n, "%s", rel);
+    else
+        snprintf(path, n, "%s/%s", dir, rel);
+    t->entries[t->count++] = (tum_entry){stamp, line, path};
+    return KR_OK;
+}
+
+/* One depth.txt line: `timestamp path`. Trims the line in place. */
+static kr_status parse_line(tum_source *t, const char *dir, char *line, unsigned lineno,
+                            double *prev, unsigned *prev_line)
+{
+    size_t len = strlen(line);
+    while (len && isspace((unsigned char)line[len - 1]))
+        line[--len] = '\0';
+    char *p = line;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p == '\0' || *p == '#') return KR_OK;
+
+    char *end;
+    errno = 0;
+    double stamp = strtod(p, &end);
+    bool ok = end != p && errno != ERANGE && isfinite(stamp) && isspace((unsigned char)*end);
+    char *rel = end;
+    while (ok && isspace((unsigned char)*rel))
+        rel++;
+    if (!ok || *rel == '\0')
+        return kr_error(KR_ERR_FORMAT,
+                        "%s:%u: malformed line '%.80s': expected 'timestamp path/to/depth.png'",
+                        t->depth_txt, lineno, p);
+    if (t->count && stamp < *prev)
+        return kr_error(KR_ERR_ORDER,
+                        "%s:%u: timestamp %.6f goes backwards (line %u has %.6f): depth.txt must "
+                        "be sorted by time",
+                        t->depth_txt, lineno, stamp, *prev_line, *prev);
+    *prev = stamp;
+    *prev_line = lineno;
+    return add_entry(t, stamp, lineno, dir, rel);
+}
+
+static kr_status parse_depth_txt(tum_source *t, const char *dir)
+{
+    FILE *f = fopen(t->depth_txt, "r");
+    if (!f)
+        return kr_error(KR_ERR_IO,
+                        "cannot open %s: %s: give a TUM RGB-D sequence directory containing "
+                        "depth.txt",
+                        t->depth_txt, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    unsigned lineno = 0, prev_line = 0;
+    double prev = 0;
+    kr_status st = KR_OK;
+    while (st == KR_OK && getline(&line, &cap, f) >= 0)
+        st = parse_line(t, dir, line, ++lineno, &prev, &prev_line);
+    if (st == KR_OK && ferror(f))
+        st = kr_error(KR_ERR_IO, "%s:%u: read error: %s", t->depth_txt, lineno, strerror(errno));
+    free(line);
+    fclose(f);
+    if (st == KR_OK && t->count == 0)
+        st = kr_error(KR_ERR_FORMAT, "%s lists no frames: expected 'timestamp path' lines",
+                      t->depth_txt);
+    return st;
+}
+
+/* The Freiburg sequence a directory name refers to ("rgbd_dataset_freiburg1_xyz",
+ * "fr1_xyz_head"), whose calibration fits it best; "default" otherwise. */
+static const char *guess_preset(const char *dir)
+{
+    char real[PATH_MAX];
+    if (!realpath(dir, real)) snprintf(real, sizeof real, "%s", dir);
+    const char *base = basename(real);
+    static const char *const names[][3] = {
+        {"freiburg1", "fr1", "fr1"}, {"freiburg2", "fr2", "fr2"}, {"freiburg3", "fr3", "fr3"}};
+    for (int i = 0; i < 3; i++)
+        if (strstr(base, names[i][0]) || strncmp(base, names[i][1], 3) == 0) return names[i][2];
+    return "default";
+}
+
+static kr_status tum_read(kr_source *src, kr_frame *frame)
+{
+    tum_source *t = src->impl;
+    for (;;) {
+        if (t->next >= t->count) return KR_END;
+        const tum_entry *e = &t->entries[t->next++];
+        char where[PATH_MAX + 16];
+        snprintf(where, sizeof where, "%s:%u", t->depth_txt, e->line);
+        uint16_t *raw = NULL;
+        kr_status st = kr_png_read_depth16(&t->png, e->path, where, src->intrinsics.width,
+                                           src->intrinsics.height, &raw);
+        if (st == KR_OK) {
+            frame->timestamp = e->stamp;
+            frame->width = src->intrinsics.width;
+            frame->height = src->intrinsics.height;
+            frame->encoding = KR_DEPTH_SCALED;
+            frame->depth_scale = t->scale;
+            frame->raw = raw;
+            return KR_OK;
+        }
+        bool corrupt = st == KR_ERR_IO || st == KR_ERR_FORMAT || st == KR_ERR_SIZE;
+        if (!src->skip_bad || !corrupt) return st;
+        src->skipped++;
+        kr_log(KR_LOG_WARN, "skipping frame (%u skipped so far): %s", src->skipped,
+               kr_last_error());
+    }
+}
+
+static void tum_close(kr_source *src)
+{
+    tum_free(src->impl);
+    src->impl = NULL;
+}
+
+static const kr_source_ops tum_ops = {"tum", tum_read, tum_close};
+
+kr_status kr_tum_open(kr_source *src, const char *dir, const kr_source_config *cfg,
+                      const kr_intrinsics *want)
+{
+    if (!dir || !dir[0])
+        return kr_error(KR_ERR_INVALID_ARG, "tum: needs a directory, as in tum:/data/fr1_xyz");
+    if (!(cfg->depth_scale >= 0) || !isfinite(cfg->depth_scale))
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "depth scale %g is invalid: give units per metre (TUM 5000) or 0 for the "
+                        "default",
+                        cfg->depth_scale);
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return kr_error(KR_ERR_IO,
+                        "no such directory %s: give a TUM RGB-D sequence directory containing "
+                        "depth.txt",
+                        dir);
+    tum_source *t = calloc(1, sizeof *t);
+    if (!t) return kr_error(KR_ERR_NOMEM, "out of memory opening %s", dir);
+    t->scale = cfg->depth_scale > 0 ? cfg->depth_scale : TUM_DEFAULT_SCALE;
+    if ((size_t)snprintf(t->depth_txt, sizeof t->depth_txt, "%s/depth.txt", dir) >=
+        sizeof t->depth_txt) {
+        tum_free(t);
+        return kr_error(KR_ERR_INVALID_ARG, "directory name too long: %s", dir);
+    }
+    kr_status st = parse_depth_txt(t, dir);
+    if (st != KR_OK) {
+        tum_free(t);
+        return st;
+    }
+
+    char gt[PATH_MAX];
+    snprintf(gt, sizeof gt, "%s/groundtruth.txt", dir);
+    if (access(gt, F_OK) == 0) {
+        st = kr_trajectory_read_tum(gt, &src->groundtruth);
+        if (st != KR_OK) {
+            tum_free(t);
+            return st;
+        }
+        src->has_groundtruth = true;
+    }
+
+    if (want) {
+        src->intrinsics = *want;
+    } else {
+        const char *name = guess_preset(dir);
+        kr_intrinsics_preset(name, &src->intrinsics);
+        kr_log(KR_LOG_INFO, "tum:%s: using the %s intrinsics (set a preset to override)", dir,
+               name);
+    }
+    src->ops = &tum_ops;
+    src->impl = t;
+    src->length = (unsigned)t->count;
+    snprintf(src->description, sizeof src->description, "tum:%s (%zu frames)", dir, t->count);
+    return KR_OK;
+}

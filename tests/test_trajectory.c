@@ -1,0 +1,146 @@
+/* TUM trajectory files: round trip through write/read, the line format, and
+ * malformed input reported with its file and line. */
+#include "kr_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kinreg/trajectory.h"
+
+static double urand(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return ((*s >> 8) & 0xffffff) / (double)0x1000000;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+KR_TEST(trajectory, write_read_round_trip)
+{
+    kr_trajectory a = {0}, b = {0};
+    unsigned s = 11;
+    for (int i = 0; i < 500; i++) {
+        double x[6];
+        for (int k = 0; k < 3; k++)
+            x[k] = (2 * urand(&s) - 1) * 1.5;
+        for (int k = 3; k < 6; k++)
+            x[k] = (2 * urand(&s) - 1) * 20;
+        kr_pose p = kr_pose_exp(x);
+        REQUIRE_OK(kr_trajectory_push(&a, 1305031102.160407 + i / 30.0, &p));
+    }
+    CHECK_EQ(a.count, 500);
+    char path[512];
+    snprintf(path, sizeof path, "%s/round_trip.txt", kr_test_tmpdir());
+    REQUIRE_OK(kr_trajectory_write_tum(path, &a));
+    REQUIRE_OK(kr_trajectory_read_tum(path, &b));
+    REQUIRE(b.count == a.count);
+    double worst_t = 0, worst_R = 0, worst_s = 0;
+    for (size_t i = 0; i < a.count; i++) {
+        worst_s = fmax(worst_s, fabs(a.stamps[i] - b.stamps[i]));
+        for (int k = 0; k < 3; k++)
+            worst_t = fmax(worst_t, fabs(a.poses[i].t[k] - b.poses[i].t[k]));
+        for (int k = 0; k < 9; k++)
+            worst_R = fmax(worst_R, fabs(a.poses[i].R[k] - b.poses[i].R[k]));
+    }
+    /* %.6f stamps, 9 decimals for the pose */
+    CHECK_LE(worst_s, 0.6e-6);
+    CHECK_LE(worst_t, 0.6e-9);
+    CHECK_LE(worst_R, 1e-8);
+    kr_trajectory_free(&a);
+    kr_trajectory_free(&b);
+    CHECK(b.count == 0 && b.poses == NULL && b.stamps == NULL);
+}
+
+KR_TEST(trajectory, format_line)
+{
+    /* 90° about z: q = (0, 0, sin 45°, cos 45°) */
+    kr_pose p = {{0, -1, 0, 1, 0, 0, 0, 0, 1}, {1.25, -2.5, 0.125}};
+    char buf[256];
+    kr_trajectory_format_line(12.5, &p, buf, sizeof buf);
+    CHECK_STR(buf, "12.500000 1.250000000 -2.500000000 0.125000000 0.000000000 0.000000000 "
+                   "0.707106781 0.707106781");
+}
+
+KR_TEST(trajectory, read_tum_with_comments)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/commented.txt", kr_test_tmpdir());
+    write_text(path, "# ground truth trajectory\n"
+                     "\n"
+                     "1.0 1 2 3 0 0 0 1\n"
+                     "  # indented comment\n"
+                     "2.5\t4 5 6 0 0 1 0\r\n");
+    kr_trajectory t = {0};
+    REQUIRE_OK(kr_trajectory_read_tum(path, &t));
+    REQUIRE(t.count == 2);
+    CHECK_NEAR(t.stamps[1], 2.5, 0);
+    CHECK_NEAR(t.poses[0].t[2], 3, 0);
+    /* q = (0,0,1,0): 180° about z */
+    CHECK_NEAR(t.poses[1].R[0], -1, 1e-12);
+    CHECK_NEAR(t.poses[1].R[4], -1, 1e-12);
+    CHECK_NEAR(t.poses[1].R[8], 1, 1e-12);
+    kr_trajectory_free(&t);
+}
+
+KR_TEST(trajectory, malformed_line_names_file_and_line)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/malformed.txt", kr_test_tmpdir());
+    write_text(path, "# header\n1.0 0 0 0 0 0 0 1\n2.0 0 0 0 0 0 0 1\n3.0 0 0 x 0 0 0 1\n");
+    kr_trajectory t = {0};
+    kr_pose id = kr_pose_identity();
+    REQUIRE_OK(kr_trajectory_push(&t, 42.0, &id));
+    CHECK_STATUS(kr_trajectory_read_tum(path, &t), KR_ERR_FORMAT);
+    char where[600];
+    snprintf(where, sizeof where, "%s:4", path);
+    CHECK_CONTAINS(kr_last_error(), where);
+    /* untouched on error */
+    CHECK_EQ(t.count, 1);
+    CHECK_NEAR(t.stamps[0], 42.0, 0);
+
+    write_text(path, "1.0 0 0 0 0 0 0 1\n2.0 0 0 0 0 0 0 1 7\n");
+    CHECK_STATUS(kr_trajectory_read_tum(path, &t), KR_ERR_FORMAT);
+    snprintf(where, sizeof where, "%s:2", path);
+    CHECK_CONTAINS(kr_last_error(), where);
+
+    write_text(path, "1.0 0 0 0 0 0 0 0.5\n");
+    CHECK_STATUS(kr_trajectory_read_tum(path, &t), KR_ERR_FORMAT);
+    CHECK_CONTAINS(kr_last_error(), "norm");
+    CHECK_EQ(t.count, 1);
+    kr_trajectory_free(&t);
+}
+
+KR_TEST(trajectory, missing_file_and_unwritable_path)
+{
+    kr_trajectory t = {0};
+    char path[512];
+    snprintf(path, sizeof path, "%s/no_such_file.txt", kr_test_tmpdir());
+    CHECK_STATUS(kr_trajectory_read_tum(path, &t), KR_ERR_IO);
+    CHECK_CONTAINS(kr_last_error(), path);
+    snprintf(path, sizeof path, "%s/no_such_dir/out.txt", kr_test_tmpdir());
+    CHECK_STATUS(kr_trajectory_write_tum(path, &t), KR_ERR_IO);
+    CHECK_CONTAINS(kr_last_error(), path);
+}
+
+KR_TEST(trajectory, push_grows_and_keeps_order)
+{
+    kr_trajectory t = {0};
+    for (int i = 0; i < 1000; i++) {
+        kr_pose p = kr_pose_identity();
+        p.t[0] = i;
+        REQUIRE_OK(kr_trajectory_push(&t, i * 0.5, &p));
+    }
+    CHECK_EQ(t.count, 1000);
+    CHECK_GE(t.capacity, 1000);
+    int bad = 0;
+    for (int i = 0; i < 1000; i++)
+        bad += t.stamps[i] != i * 0.5 || t.poses[i].t[0] != i;
+    CHECK_EQ(bad, 0);
+    kr_trajectory_free(&t);
+}
