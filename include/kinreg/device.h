@@ -1,7 +1,9 @@
 /* kinreg — compute backend choice and the device context.
  *
  * One context owns the device, its streams, the cuBLAS handle and scratch
- * buffers (DESIGN.md §4). With the CPU backend it owns nothing but settings. */
+ * buffers (DESIGN.md §4). With the CPU backend it owns nothing but settings.
+ * A device serves one thread at a time (the tracker thread owns it): its
+ * buffers are reused from call to call. */
 #ifndef KINREG_DEVICE_H
 #define KINREG_DEVICE_H
 

@@ -25,10 +25,18 @@ typedef struct {
     int valid_normals;        /* pixels with a point and a normal */
 } kr_cloud;
 
-/* Level 0 is the input resolution; level l+1 halves width and height. */
+/* Level 0 is the input resolution; level l+1 halves width and height
+ * (rounding down). Start from a zeroed kr_pyramid ({0}); kr_preprocess
+ * allocates on first use and reuses the buffers while the shape repeats;
+ * kr_pyramid_free releases them. */
 typedef struct {
     int levels;
     kr_cloud level[KR_MAX_LEVELS];
+    /* Owned by kr_preprocess: one block backs every level's points and
+     * normals; page-locked when a CUDA device filled it (fast downloads). */
+    void *storage;
+    size_t storage_bytes;
+    bool storage_pinned;
 } kr_pyramid;
 
 typedef struct {
@@ -42,7 +50,10 @@ typedef struct {
 KR_API void kr_preprocess_config_default(kr_preprocess_config *cfg);
 
 /* Fills `out` (allocating or reusing its buffers) from one frame. Runs on the
- * device's backend: OpenMP on the CPU, kernels on the GPU (then downloads). */
+ * device's backend: OpenMP on the CPU, kernels on the GPU (then downloads).
+ * cfg NULL means the defaults. Errors: KR_ERR_INVALID_ARG (NULL or bad
+ * settings), KR_ERR_SIZE (frame and intrinsics sizes differ, or too small for
+ * the levels), KR_ERR_NOMEM, KR_ERR_CUDA; `out` is then left as it was. */
 KR_API kr_status kr_preprocess(kr_device *dev, const kr_preprocess_config *cfg, const kr_frame *frame,
                                const kr_intrinsics *intrinsics, kr_pyramid *out);
 KR_API void kr_pyramid_free(kr_pyramid *pyr);

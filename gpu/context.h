@@ -1,0 +1,55 @@
+/* The CUDA device context behind kr_gpu_context (gpu/gpu.h), for the .cu
+ * files of gpu/ only: the device, the tracking stream, the cuBLAS handle and
+ * grow-only scratch buffers that steps reuse frame after frame. */
+#ifndef KR_GPU_CONTEXT_H
+#define KR_GPU_CONTEXT_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "gpu/cuda_check.h"
+#include "gpu/gpu.h"
+
+/* Device buffers, one slot per use; a step adds its slots here. */
+typedef enum {
+    KR_GPU_SCRATCH_RAW,     /* preprocess: the raw uint16 frame */
+    KR_GPU_SCRATCH_PYRAMID, /* preprocess: points and normals of every level,
+                               laid out as kr_pyramid.storage; stays valid
+                               after kr_gpu_preprocess for device-side steps */
+    KR_GPU_SCRATCH_COUNTS,  /* preprocess: valid point/normal counts per level */
+    KR_GPU_SCRATCH_SLOTS
+} kr_gpu_scratch_slot;
+
+/* Page-locked host buffers for transfers, one slot per use. */
+typedef enum {
+    KR_GPU_STAGING_RAW,    /* preprocess: the raw frame on its way up */
+    KR_GPU_STAGING_COUNTS, /* preprocess: counts on their way down */
+    KR_GPU_STAGING_SLOTS
+} kr_gpu_staging_slot;
+
+typedef struct {
+    void *ptr;
+    size_t bytes;
+} kr_gpu_buffer;
+
+struct kr_gpu_context {
+    int device;
+    cudaStream_t stream; /* the tracking stream: every step of a frame runs on it */
+    cublasHandle_t cublas;
+    kr_gpu_buffer scratch[KR_GPU_SCRATCH_SLOTS];
+    kr_gpu_buffer staging[KR_GPU_STAGING_SLOTS];
+    char description[256];
+};
+
+/* Makes ctx's device current on the calling thread: the tracker thread is not
+ * the one that created the context, and the current device is per thread. */
+kr_status kr_gpu_enter(kr_gpu_context *ctx);
+
+/* A device (scratch) or page-locked host (staging) buffer of at least `bytes`
+ * for `slot`. Grow-only: reallocated only when too small, so steady-state
+ * frames allocate nothing; contents are not kept across growth. Not safe while
+ * work on ctx->stream still uses the slot. */
+kr_status kr_gpu_scratch(kr_gpu_context *ctx, kr_gpu_scratch_slot slot, size_t bytes, void **out);
+kr_status kr_gpu_staging(kr_gpu_context *ctx, kr_gpu_staging_slot slot, size_t bytes, void **out);
+
+#endif

@@ -1,0 +1,59 @@
+/* The OpenMP engine of preprocessing: loops over pixels that call the shared
+ * per-pixel math of pipeline/preprocess_kernels.h (the CUDA twin is
+ * gpu/preprocess.cu). */
+#include "pipeline/preprocess_internal.h"
+
+void kr_preprocess_cpu(const kr_preprocess_config *cfg, const kr_frame *frame, int threads,
+                       kr_pyramid *pyr)
+{
+    const kr_hd_depth_params dp = kr_preprocess_depth_params(cfg, frame);
+    const float tol = KR_DOWNSAMPLE_TOLERANCE * cfg->discontinuity;
+    const float disc = cfg->discontinuity;
+    const uint16_t *raw = frame->raw;
+    int valid_points[KR_MAX_LEVELS] = {0}, valid_normals[KR_MAX_LEVELS] = {0};
+
+    /* One parallel region for the whole pyramid: each level's loop ends in a
+     * barrier, so level l+1 reads a finished level l. */
+#pragma omp parallel num_threads(threads)
+    {
+        const kr_cloud *c0 = &pyr->level[0];
+#pragma omp for schedule(static)
+        for (int v = 0; v < c0->height; v++)
+            for (int u = 0; u < c0->width; u++)
+                kr_hd_level0_pixel(raw, c0->width, u, v, &dp, &c0->intrinsics, c0->points);
+
+        for (int l = 1; l < pyr->levels; l++) {
+            const kr_cloud *f = &pyr->level[l - 1], *c = &pyr->level[l];
+#pragma omp for schedule(static)
+            for (int v = 0; v < c->height; v++)
+                for (int u = 0; u < c->width; u++)
+                    kr_hd_downsample_pixel(f->points, f->width, c->width, u, v, tol, &c->intrinsics,
+                                           c->points);
+        }
+
+        /* Normals of different levels are independent (all points exist by
+         * now), so threads move on without waiting and add their counts at
+         * the end. */
+        for (int l = 0; l < pyr->levels; l++) {
+            const kr_cloud *c = &pyr->level[l];
+            int my_points = 0, my_normals = 0;
+#pragma omp for schedule(static) nowait
+            for (int v = 0; v < c->height; v++) {
+                for (int u = 0; u < c->width; u++) {
+                    my_normals +=
+                        kr_hd_normal_pixel(c->points, c->width, c->height, u, v, disc, c->normals);
+                    my_points +=
+                        c->points[3 * ((size_t)v * (size_t)c->width + (size_t)u) + 2] > 0.0f;
+                }
+            }
+#pragma omp atomic
+            valid_points[l] += my_points;
+#pragma omp atomic
+            valid_normals[l] += my_normals;
+        }
+    }
+    for (int l = 0; l < pyr->levels; l++) {
+        pyr->level[l].valid_points = valid_points[l];
+        pyr->level[l].valid_normals = valid_normals[l];
+    }
+}

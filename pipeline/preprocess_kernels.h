@@ -1,0 +1,162 @@
+/* Per-pixel preprocessing math, written once for both engines: the OpenMP
+ * loops (pipeline/preprocess_cpu.c) and the CUDA kernels (gpu/preprocess.cu)
+ * only iterate over pixels and call these.
+ *
+ * Layout: a level is w×h pixels, 3 floats per pixel (row-major). An invalid
+ * point or normal is NaN in all three components; a valid point has z > 0, so
+ * `z > 0` is the validity test everywhere (false for NaN). */
+#ifndef KR_PREPROCESS_KERNELS_H
+#define KR_PREPROCESS_KERNELS_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kinreg/frame.h"
+#include "pipeline/kr_hd.h"
+
+/* How raw samples become metres, and the accepted range. */
+typedef struct {
+    int encoding; /* kr_depth_encoding */
+    float scale;  /* units per metre (KR_DEPTH_SCALED) */
+    float min_depth, max_depth;
+} kr_hd_depth_params;
+
+static inline KR_HD void kr_hd_set_nan3(float *p)
+{
+    p[0] = p[1] = p[2] = NAN;
+}
+
+/* Metres for one raw sample, or 0 for no return and for depths outside
+ * [min_depth, max_depth]. Same formulas as kr_depth_to_metres (frame.h); the
+ * disparity model runs in double because 1/(a + b·d) loses digits in float
+ * where a + b·d is small (far range). */
+static inline KR_HD float kr_hd_depth(uint16_t v, const kr_hd_depth_params *dp)
+{
+    float z;
+    if (dp->encoding == KR_DEPTH_DISPARITY11) {
+        if (v >= KR_DISPARITY_INVALID) return 0.0f;
+        double inv = KR_DISPARITY_A + KR_DMUL(KR_DISPARITY_B, (double)v);
+        z = inv > 0 ? (float)(1.0 / inv) : 0.0f;
+    } else {
+        z = v ? (float)v / dp->scale : 0.0f;
+    }
+    return (z > 0.0f && z >= dp->min_depth && z <= dp->max_depth) ? z : 0.0f;
+}
+
+/* Pinhole back-projection of pixel (u, v) at depth z: x = (u − cx)·z/fx.
+ * z ≤ 0 (no depth) gives the invalid point. */
+static inline KR_HD void kr_hd_backproject(int u, int v, float z, const kr_intrinsics *k, float *p)
+{
+    if (!(z > 0.0f)) {
+        kr_hd_set_nan3(p);
+        return;
+    }
+    p[0] = ((float)u - k->cx) * z / k->fx;
+    p[1] = ((float)v - k->cy) * z / k->fy;
+    p[2] = z;
+}
+
+/* Level 0: raw sample → point for pixel (u, v). */
+static inline KR_HD void kr_hd_level0_pixel(const uint16_t *raw, int w, int u, int v,
+                                            const kr_hd_depth_params *dp, const kr_intrinsics *k,
+                                            float *points)
+{
+    size_t i = (size_t)v * (size_t)w + (size_t)u;
+    kr_hd_backproject(u, v, kr_hd_depth(raw[i], dp), k, points + 3 * i);
+}
+
+/* Depth of coarse pixel (u, v) from the 2×2 block (2u..2u+1, 2v..2v+1) of the
+ * finer level (KinectFusion-style): the mean of the block's valid depths that
+ * lie within tol·ref of ref, the lower median of the valid depths. The median
+ * keeps a block that straddles a depth edge on one surface instead of
+ * averaging foreground and background into a point on neither. 0 when the
+ * whole block is invalid. Reads z from the finer level's points. */
+static inline KR_HD float kr_hd_downsample_depth(const float *fine_points, int fine_w, int u, int v,
+                                                 float tol)
+{
+    const float *r0 = fine_points + 3 * ((size_t)(2 * v) * (size_t)fine_w + (size_t)(2 * u));
+    const float *r1 = r0 + 3 * (size_t)fine_w;
+    const float s0 = r0[2], s1 = r0[5], s2 = r1[2], s3 = r1[5];
+    const int n = (s0 > 0.0f) + (s1 > 0.0f) + (s2 > 0.0f) + (s3 > 0.0f);
+    if (n == 0) return 0.0f;
+    /* Branch-free: invalid samples (0 or NaN) sort last as +inf, and a
+     * 5-comparator network sorts the four; the lower median of the n valid
+     * ones is then a[(n − 1)/2], i.e. a0 for n ≤ 2, else a1. */
+    float a0 = s0 > 0.0f ? s0 : INFINITY, a1 = s1 > 0.0f ? s1 : INFINITY;
+    float a2 = s2 > 0.0f ? s2 : INFINITY, a3 = s3 > 0.0f ? s3 : INFINITY, lo, hi;
+    /* Selects, not fminf/fmaxf: no NaN can occur here, and the C build
+     * would otherwise call libm for each. */
+#define KR_HD_SORT2(x, y) (lo = (x) < (y) ? (x) : (y), hi = (x) < (y) ? (y) : (x), x = lo, y = hi)
+    KR_HD_SORT2(a0, a1);
+    KR_HD_SORT2(a2, a3);
+    KR_HD_SORT2(a0, a2);
+    KR_HD_SORT2(a1, a3);
+    KR_HD_SORT2(a1, a2);
+#undef KR_HD_SORT2
+    (void)a3;
+    const float ref = n <= 2 ? a0 : a1;
+    const float lim = tol * ref;
+    /* Sum in block order, not sorted order, so both engines add alike. */
+    const int k0 = s0 > 0.0f && fabsf(s0 - ref) <= lim, k1 = s1 > 0.0f && fabsf(s1 - ref) <= lim;
+    const int k2 = s2 > 0.0f && fabsf(s2 - ref) <= lim, k3 = s3 > 0.0f && fabsf(s3 - ref) <= lim;
+    float sum = k0 ? s0 : 0.0f;
+    sum += k1 ? s1 : 0.0f;
+    sum += k2 ? s2 : 0.0f;
+    sum += k3 ? s3 : 0.0f;
+    return sum / (float)(k0 + k1 + k2 + k3); /* ≥ 1 term: ref itself qualifies */
+}
+
+/* Level l+1 pixel (u, v) from level l: downsampled depth, back-projected with
+ * the coarse level's intrinsics (kr_intrinsics_level). */
+static inline KR_HD void kr_hd_downsample_pixel(const float *fine_points, int fine_w, int w, int u,
+                                                int v, float tol, const kr_intrinsics *k,
+                                                float *points)
+{
+    float z = kr_hd_downsample_depth(fine_points, fine_w, u, v, tol);
+    kr_hd_backproject(u, v, z, k, points + 3 * ((size_t)v * (size_t)w + (size_t)u));
+}
+
+/* A neighbour counts when it has a point whose depth is within lim of the centre's. */
+static inline KR_HD int kr_hd_near(float z, float zc, float lim)
+{
+    return z > 0.0f && fabsf(z - zc) <= lim;
+}
+
+/* Normal of pixel (u, v): cross product of the central differences of the
+ * left/right and up/down neighbours' points, normalised and oriented towards
+ * the camera (n·p < 0). NaN — returns 0 — at the border, where the centre or
+ * any neighbour has no point, or where a neighbour's depth differs from the
+ * centre's by more than discontinuity·z (a depth edge: the difference would
+ * span two surfaces). Returns 1 for a valid normal. */
+static inline KR_HD int kr_hd_normal_pixel(const float *points, int w, int h, int u, int v,
+                                           float discontinuity, float *normals)
+{
+    size_t i = (size_t)v * (size_t)w + (size_t)u;
+    float *n = normals + 3 * i;
+    kr_hd_set_nan3(n);
+    if (u <= 0 || v <= 0 || u >= w - 1 || v >= h - 1) return 0;
+    const float *c = points + 3 * i;
+    float zc = c[2];
+    if (!(zc > 0.0f)) return 0;
+    const float *l = c - 3, *r = c + 3, *t = c - 3 * (size_t)w, *b = c + 3 * (size_t)w;
+    float lim = discontinuity * zc;
+    if (!kr_hd_near(l[2], zc, lim) || !kr_hd_near(r[2], zc, lim) || !kr_hd_near(t[2], zc, lim) ||
+        !kr_hd_near(b[2], zc, lim))
+        return 0;
+    float dx0 = r[0] - l[0], dx1 = r[1] - l[1], dx2 = r[2] - l[2];
+    float dy0 = b[0] - t[0], dy1 = b[1] - t[1], dy2 = b[2] - t[2];
+    float n0 = KR_MUL(dx1, dy2) - KR_MUL(dx2, dy1);
+    float n1 = KR_MUL(dx2, dy0) - KR_MUL(dx0, dy2);
+    float n2 = KR_MUL(dx0, dy1) - KR_MUL(dx1, dy0);
+    float len2 = KR_MUL(n0, n0) + KR_MUL(n1, n1) + KR_MUL(n2, n2);
+    if (!(len2 > 0.0f)) return 0; /* degenerate: neighbours collinear */
+    float len = sqrtf(len2);
+    if (KR_MUL(n0, c[0]) + KR_MUL(n1, c[1]) + KR_MUL(n2, c[2]) > 0.0f) len = -len;
+    n[0] = n0 / len;
+    n[1] = n1 / len;
+    n[2] = n2 / len;
+    return 1;
+}
+
+#endif

@@ -1,0 +1,363 @@
+/* Parity: preprocessing on the CUDA engine against its OpenMP twin on the same
+ * frames (DESIGN.md §4) — a noisy synthetic scene with holes in both depth
+ * encodings, and a real TUM frame when the shared data is there. Skips
+ * cleanly without a CUDA device (CTest label gpu). Also prints the CUDA time
+ * per 640×480 frame, upload and download included. */
+#include "kr_test.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "gpu/gpu.h"
+#include "kinreg/device.h"
+#include "kinreg/preprocess.h"
+
+#if defined(__has_include)
+#if __has_include(<png.h>)
+#include <png.h>
+#define KR_TEST_HAVE_PNG 1
+#endif
+#endif
+
+#define NEED_CUDA()                                                                                \
+    do {                                                                                           \
+        if (!kr_cuda_available())                                                                  \
+            SKIP("no CUDA device: parity needs a GPU (runs on the GPU machine)");                  \
+    } while (0)
+
+static kr_device *make_device(kr_backend b)
+{
+    kr_device_config dc;
+    kr_device_config_default(&dc);
+    dc.backend = b;
+    kr_device *dev = NULL;
+    return kr_device_create(&dev, &dc) == KR_OK ? dev : NULL;
+}
+
+/* ---- a synthetic scene: floor, walls, two spheres; Kinect-like noise ---- */
+
+static unsigned rng_next(unsigned *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return *s;
+}
+
+static double urand(unsigned *s)
+{
+    return (rng_next(s) >> 8) / 16777216.0;
+}
+
+static double gauss(unsigned *s)
+{
+    double u1 = urand(s) + 1e-12, u2 = urand(s);
+    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Nearest hit along the ray (x̃, ỹ, 1); its parameter is the depth z. */
+static double cast(double rx, double ry)
+{
+    double best = INFINITY;
+    /* planes n·X = c */
+    const double planes[3][4] = {{0, -1, 0, -1.1}, {0, 0, -1, -4.5}, {1, 0, 0, -2.0}};
+    for (int i = 0; i < 3; i++) {
+        double d = planes[i][0] * rx + planes[i][1] * ry + planes[i][2];
+        double t = d != 0 ? planes[i][3] / d : -1;
+        if (t > 0 && t < best) best = t;
+    }
+    const double spheres[2][4] = {{0.4, 0.2, 2.0, 0.5}, {-0.7, 0.5, 1.4, 0.25}};
+    for (int i = 0; i < 2; i++) {
+        const double *c = spheres[i];
+        double a = rx * rx + ry * ry + 1, b = rx * c[0] + ry * c[1] + c[2];
+        double cc = c[0] * c[0] + c[1] * c[1] + c[2] * c[2] - c[3] * c[3];
+        double disc = b * b - a * cc;
+        if (disc < 0) continue;
+        double t = (b - sqrt(disc)) / a;
+        if (t > 0 && t < best) best = t;
+    }
+    return best;
+}
+
+static kr_frame synthetic_frame(const kr_intrinsics *k, kr_depth_encoding enc, unsigned seed)
+{
+    kr_frame f;
+    memset(&f, 0, sizeof f);
+    f.width = k->width;
+    f.height = k->height;
+    f.encoding = enc;
+    f.depth_scale = enc == KR_DEPTH_SCALED ? 5000.0f : 0.0f;
+    f.raw = malloc(k->width > 0 && k->height > 0
+                       ? (size_t)k->width * (size_t)k->height * sizeof(uint16_t)
+                       : 1);
+    unsigned s = seed;
+    for (int v = 0; v < k->height; v++) {
+        for (int u = 0; u < k->width; u++) {
+            double z = cast((u - k->cx) / k->fx, (v - k->cy) / k->fy);
+            z += 0.0015 * z * z * gauss(&s); /* noise grows with depth squared */
+            bool hole = urand(&s) < 0.03;
+            uint16_t raw;
+            if (enc == KR_DEPTH_SCALED) {
+                long q = lround(z * 5000);
+                raw = hole || !isfinite(z) || q < 0 || q > 65535 ? 0 : (uint16_t)q;
+            } else {
+                long d = lround((1.0 / z - KR_DISPARITY_A) / KR_DISPARITY_B);
+                raw = hole || !isfinite(z) || d < 0 || d >= KR_DISPARITY_INVALID
+                          ? KR_DISPARITY_INVALID
+                          : (uint16_t)d;
+            }
+            f.raw[v * k->width + u] = raw;
+        }
+    }
+    return f;
+}
+
+/* ---- comparison ------------------------------------------------------------ */
+
+static void compare(const char *what, const kr_pyramid *a, const kr_pyramid *b)
+{
+    CHECK_EQ(a->levels, b->levels);
+    for (int l = 0; l < a->levels && l < b->levels; l++) {
+        const kr_cloud *ca = &a->level[l], *cb = &b->level[l];
+        CHECK_EQ(ca->width, cb->width);
+        CHECK_EQ(ca->height, cb->height);
+        if (ca->width != cb->width || ca->height != cb->height) return;
+        int n = ca->width * ca->height, point_mismatch = 0, normal_mismatch = 0;
+        double worst_p = 0, worst_n = 0;
+        for (int i = 0; i < n; i++) {
+            const float *pa = ca->points + 3 * i, *pb = cb->points + 3 * i;
+            const float *na = ca->normals + 3 * i, *nb = cb->normals + 3 * i;
+            bool va = !isnan(pa[0]), vb = !isnan(pb[0]);
+            if (va != vb) {
+                point_mismatch++;
+                continue;
+            }
+            if (va) {
+                double norm = sqrt(pa[0] * pa[0] + pa[1] * pa[1] + pa[2] * pa[2]);
+                for (int j = 0; j < 3; j++)
+                    worst_p = fmax(worst_p, fabs(pa[j] - pb[j]) / norm);
+            }
+            bool ma = !isnan(na[0]), mb = !isnan(nb[0]);
+            if (ma != mb) {
+                normal_mismatch++;
+                continue;
+            }
+            if (ma)
+                for (int j = 0; j < 3; j++)
+                    worst_n = fmax(worst_n, fabs(na[j] - nb[j]));
+        }
+        printf("    %s level %d (%dx%d): points %d/%d, normals %d/%d; mask mismatches %d points, "
+               "%d normals; "
+               "max point diff %.3g (relative), max normal diff %.3g\n",
+               what, l, ca->width, ca->height, ca->valid_points, cb->valid_points,
+               ca->valid_normals, cb->valid_normals, point_mismatch, normal_mismatch, worst_p,
+               worst_n);
+        /* Depths and points come from identical float operations: the masks
+         * of points must agree exactly. Normals may flip only where rounding
+         * meets the rejection threshold: at most 0.01 % of the pixels. */
+        CHECK_EQ(point_mismatch, 0);
+        CHECK_LE(normal_mismatch, 1e-4 * n);
+        CHECK_LE(worst_p, 1e-5);
+        CHECK_LE(worst_n, 1e-4);
+        CHECK_EQ(ca->valid_points, cb->valid_points);
+        CHECK_LE(abs(ca->valid_normals - cb->valid_normals), normal_mismatch);
+        CHECK_GT(ca->valid_normals, 0);
+    }
+}
+
+static void run_both(const char *what, const kr_preprocess_config *cfg, const kr_frame *f,
+                     const kr_intrinsics *k)
+{
+    kr_device *cpu = make_device(KR_BACKEND_CPU), *gpu = make_device(KR_BACKEND_CUDA);
+    CHECK(cpu && gpu);
+    kr_pyramid pc = {0}, pg = {0};
+    if (cpu && gpu) {
+        CHECK_OK(kr_preprocess(cpu, cfg, f, k, &pc));
+        CHECK_OK(kr_preprocess(gpu, cfg, f, k, &pg));
+        if (!kr_test_failed()) compare(what, &pc, &pg);
+    }
+    kr_pyramid_free(&pc);
+    kr_pyramid_free(&pg);
+    kr_device_destroy(&cpu);
+    kr_device_destroy(&gpu);
+}
+
+static const kr_intrinsics kinect = {640, 480, 525.0f, 525.0f, 319.5f, 239.5f};
+
+KR_TEST(parity_preprocess, synthetic_scaled)
+{
+    NEED_CUDA();
+    kr_frame f = synthetic_frame(&kinect, KR_DEPTH_SCALED, 1);
+    run_both("scaled", NULL, &f, &kinect);
+    kr_frame_release(&f);
+}
+
+KR_TEST(parity_preprocess, synthetic_disparity)
+{
+    NEED_CUDA();
+    kr_frame f = synthetic_frame(&kinect, KR_DEPTH_DISPARITY11, 2);
+    run_both("disparity", NULL, &f, &kinect);
+    kr_frame_release(&f);
+}
+
+KR_TEST(parity_preprocess, synthetic_odd_size_five_levels)
+{
+    NEED_CUDA();
+    kr_intrinsics k = {645, 483, 525.0f, 525.0f, 322.0f, 241.0f};
+    kr_frame f = synthetic_frame(&k, KR_DEPTH_SCALED, 3);
+    kr_preprocess_config cfg;
+    kr_preprocess_config_default(&cfg);
+    cfg.levels = KR_MAX_LEVELS;
+    cfg.discontinuity = 0.02f;
+    run_both("odd size", &cfg, &f, &k);
+    kr_frame_release(&f);
+}
+
+#ifdef KR_TEST_HAVE_PNG
+/* First depth image listed in DIR/depth.txt, as 16-bit samples. */
+static bool read_first_tum_frame(const char *dir, kr_frame *out)
+{
+    char path[2048], line[1024], name[1024];
+    snprintf(path, sizeof path, "%s/depth.txt", dir);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return false;
+    bool found = false;
+    double ts;
+    while (!found && fgets(line, sizeof line, fp))
+        if (line[0] != '#' && sscanf(line, "%lf %1023s", &ts, name) == 2) found = true;
+    fclose(fp);
+    if (!found) return false;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_file(&img, path)) return false;
+    img.format = PNG_FORMAT_LINEAR_Y; /* 16-bit grey, samples unchanged */
+    uint16_t *raw = malloc(PNG_IMAGE_SIZE(img));
+    if (!raw || !png_image_finish_read(&img, NULL, raw, 0, NULL)) {
+        free(raw);
+        png_image_free(&img);
+        return false;
+    }
+    memset(out, 0, sizeof *out);
+    out->width = (int)img.width;
+    out->height = (int)img.height;
+    out->encoding = KR_DEPTH_SCALED;
+    out->depth_scale = 5000.0f;
+    out->timestamp = ts;
+    out->raw = raw;
+    return true;
+}
+#endif
+
+KR_TEST(parity_preprocess, tum_frame)
+{
+    NEED_CUDA();
+    const char *dir = kr_test_data("tum/fr1_xyz_head");
+    if (!dir) SKIP("no shared data tum/fr1_xyz_head (set KINREG_DATA)");
+#ifdef KR_TEST_HAVE_PNG
+    kr_frame f;
+    REQUIRE(read_first_tum_frame(dir, &f));
+    const kr_intrinsics fr1 = {640, 480, 517.3f, 516.5f, 318.6f, 255.3f};
+    run_both("tum fr1", NULL, &f, &fr1);
+    kr_frame_release(&f);
+#else
+    SKIP("built without png.h");
+#endif
+}
+
+KR_TEST(parity_preprocess, cuda_device_context)
+{
+    NEED_CUDA();
+    kr_device *dev = make_device(KR_BACKEND_AUTO);
+    REQUIRE(dev);
+    CHECK_EQ(kr_device_backend(dev), KR_BACKEND_CUDA); /* AUTO takes the GPU */
+    CHECK_CONTAINS(kr_device_describe(dev), "cuda: ");
+    printf("    device: %s\n", kr_device_describe(dev));
+    /* Buffers are kept: same block, page-locked, for a repeated shape. */
+    kr_frame f = synthetic_frame(&kinect, KR_DEPTH_SCALED, 4);
+    kr_pyramid p = {0};
+    REQUIRE_OK(kr_preprocess(dev, NULL, &f, &kinect, &p));
+    void *block = p.storage;
+    CHECK(p.storage_pinned);
+    REQUIRE_OK(kr_preprocess(dev, NULL, &f, &kinect, &p));
+    CHECK(p.storage == block);
+    /* A CPU-filled pyramid handed to the GPU, and back. */
+    kr_device *cpu = make_device(KR_BACKEND_CPU);
+    REQUIRE_OK(kr_preprocess(cpu, NULL, &f, &kinect, &p));
+    REQUIRE_OK(kr_preprocess(dev, NULL, &f, &kinect, &p));
+    kr_pyramid_free(&p);
+    kr_device_destroy(&cpu);
+    kr_device_destroy(&dev);
+    kr_frame_release(&f);
+
+    kr_device_config dc;
+    kr_device_config_default(&dc);
+    dc.backend = KR_BACKEND_CUDA;
+    dc.cuda_device = 99;
+    kr_device *none = NULL;
+    CHECK_STATUS(kr_device_create(&none, &dc), KR_ERR_NO_DEVICE);
+    CHECK(none == NULL);
+    CHECK_CONTAINS(kr_last_error(), "99");
+}
+
+KR_TEST(parity_preprocess, cuda_errors_name_the_statement)
+{
+    NEED_CUDA();
+    /* An impossible page-locked allocation fails inside CUDA: the status is
+     * KR_ERR_CUDA and the detail names the file, line and the call. */
+    void *p = (void *)&p;
+    CHECK_STATUS(kr_gpu_host_alloc(&p, (size_t)1 << 62), KR_ERR_CUDA);
+    CHECK(p == (void *)&p);
+    CHECK_CONTAINS(kr_last_error(), "gpu/context.cu:");
+    CHECK_CONTAINS(kr_last_error(), "cudaMallocHost(");
+    printf("    %s\n", kr_last_error());
+    /* Not sticky: the device still works afterwards. */
+    kr_device *dev = make_device(KR_BACKEND_CUDA);
+    REQUIRE(dev);
+    kr_frame f = synthetic_frame(&kinect, KR_DEPTH_SCALED, 6);
+    kr_pyramid pyr = {0};
+    CHECK_OK(kr_preprocess(dev, NULL, &f, &kinect, &pyr));
+    CHECK_GT(pyr.level[0].valid_normals, 0);
+    kr_pyramid_free(&pyr);
+    kr_frame_release(&f);
+    kr_device_destroy(&dev);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median_ms(kr_device *dev, const kr_frame *f, const kr_intrinsics *k, kr_pyramid *p)
+{
+    enum { WARM = 5, RUNS = 50 };
+    double t[RUNS];
+    for (int i = 0; i < WARM; i++)
+        if (kr_preprocess(dev, NULL, f, k, p) != KR_OK) return NAN;
+    for (int i = 0; i < RUNS; i++) {
+        double t0 = kr_now();
+        if (kr_preprocess(dev, NULL, f, k, p) != KR_OK) return NAN;
+        t[i] = (kr_now() - t0) * 1e3;
+    }
+    qsort(t, RUNS, sizeof t[0], cmp_double);
+    return t[RUNS / 2];
+}
+
+/* Not a benchmark (kinreg bench is): a figure for the parity report. */
+KR_TEST(parity_preprocess, timing)
+{
+    NEED_CUDA();
+    kr_frame f = synthetic_frame(&kinect, KR_DEPTH_SCALED, 5);
+    kr_device *cpu = make_device(KR_BACKEND_CPU), *gpu = make_device(KR_BACKEND_CUDA);
+    REQUIRE(cpu && gpu);
+    kr_pyramid p = {0};
+    double tg = median_ms(gpu, &f, &kinect, &p), tc = median_ms(cpu, &f, &kinect, &p);
+    printf("    640x480, 3 levels, median of 50: cuda %.3f ms (upload + kernels + download), %s "
+           "%.3f ms\n",
+           tg, kr_device_describe(cpu), tc);
+    CHECK(isfinite(tg) && isfinite(tc));
+    kr_pyramid_free(&p);
+    kr_device_destroy(&cpu);
+    kr_device_destroy(&gpu);
+    kr_frame_release(&f);
+}

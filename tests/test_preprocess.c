@@ -1,0 +1,640 @@
+/* Preprocessing on the CPU engine and the device context, against values
+ * computed here independently: hand-computed depth conversions, analytic
+ * planes (points on the plane, normals equal to the plane normal), a depth
+ * step, pyramid sizes and intrinsics, invalid pixels, bad input. */
+#include "kr_test.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "kinreg/device.h"
+#include "kinreg/preprocess.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static kr_device *cpu_device(void)
+{
+    kr_device_config dc;
+    kr_device_config_default(&dc);
+    dc.backend = KR_BACKEND_CPU;
+    kr_device *dev = NULL;
+    if (kr_device_create(&dev, &dc) != KR_OK) return NULL;
+    return dev;
+}
+
+static kr_frame make_frame(int w, int h, kr_depth_encoding enc, float scale)
+{
+    kr_frame f;
+    memset(&f, 0, sizeof f);
+    f.width = w;
+    f.height = h;
+    f.encoding = enc;
+    f.depth_scale = scale;
+    f.raw = calloc(w > 0 && h > 0 ? (size_t)w * (size_t)h : 1, sizeof(uint16_t));
+    return f;
+}
+
+static kr_intrinsics make_k(int w, int h, float f, float cx, float cy)
+{
+    kr_intrinsics k = {w, h, f, f, cx, cy};
+    return k;
+}
+
+static const float *pt(const kr_cloud *c, int u, int v)
+{
+    return c->points + 3 * ((size_t)v * (size_t)c->width + (size_t)u);
+}
+
+static const float *nm(const kr_cloud *c, int u, int v)
+{
+    return c->normals + 3 * ((size_t)v * (size_t)c->width + (size_t)u);
+}
+
+static bool all_nan(const float *p)
+{
+    return isnan(p[0]) && isnan(p[1]) && isnan(p[2]);
+}
+
+/* A plane n·X = c with unit n facing the camera (c < 0: the camera at the
+ * origin is on the side n points to). */
+typedef struct {
+    double n[3], c;
+} plane;
+
+static plane make_plane(double nx, double ny, double nz, double c)
+{
+    double l = sqrt(nx * nx + ny * ny + nz * nz);
+    plane p = {{nx / l, ny / l, nz / l}, c};
+    return p;
+}
+
+/* Depth where the ray of pixel (u, v) meets the plane. */
+static double plane_depth(const plane *pl, const kr_intrinsics *k, double u, double v)
+{
+    double rx = (u - k->cx) / k->fx, ry = (v - k->cy) / k->fy;
+    return pl->c / (pl->n[0] * rx + pl->n[1] * ry + pl->n[2]);
+}
+
+static double plane_dist(const plane *pl, const float *p)
+{
+    return pl->n[0] * p[0] + pl->n[1] * p[1] + pl->n[2] * p[2] - pl->c;
+}
+
+/* Fine depth steps for the analytic tests: the largest scale whose samples
+ * still fit 16 bits, so quantisation stays far below the tolerances. */
+static float scale_for(double zmax)
+{
+    return (float)floor(65000.0 / zmax);
+}
+
+/* Most tests use a small, wide-angle camera: neighbouring pixels are 5 cm
+ * apart at 1 m, so depth quantisation (±8 µm) tilts normals by < 1e-3. */
+enum { W = 40, H = 30 };
+static const float F = 20.0f, CX = 19.5f, CY = 14.5f;
+
+/* ---- depth conversion ------------------------------------------------------ */
+
+KR_TEST(preprocess, depth_conversion_scaled)
+{
+    kr_device *dev = cpu_device();
+    REQUIRE(dev);
+    kr_frame f = make_frame(8, 4, KR_DEPTH_SCALED, 5000.0f);
+    kr_intrinsics k = make_k(8, 4, 100.0f, 3.5f, 1.5f);
+    /* value/5000 m; 0 = no return; outside [0.3, 6.0] clipped (bounds kept). */
+    const uint16_t raw[8] = {5000, 7500, 12345, 0, 1000, 35000, 1500, 30000};
+    const double expect[8] = {1.0, 1.5, 2.469, NAN, NAN, NAN, 0.3, 6.0};
+    memcpy(f.raw, raw, sizeof raw);
+    kr_preprocess_config cfg;
+    kr_preprocess_config_default(&cfg);
+    cfg.levels = 1;
+    kr_pyramid pyr = {0};
+    REQUIRE_OK(kr_preprocess(dev, &cfg, &f, &k, &pyr));
+    const kr_cloud *c = &pyr.level[0];
+    for (int u = 0; u < 8; u++) {
+        const float *p = pt(c, u, 0);
+        if (isnan(expect[u])) {
+            CHECK_MSG(all_nan(p), "pixel %d (raw %u) should be invalid, got z %g", u, raw[u], p[2]);
+        } else {
+            CHECK_NEAR(p[2], expect[u], 1e-6 * expect[u]);
+            /* x = (u − cx)·z/fx, y = (v − cy)·z/fy */
+            CHECK_NEAR(p[0], (u - 3.5) * expect[u] / 100.0, 1e-6);
+            CHECK_NEAR(p[1], (0 - 1.5) * expect[u] / 100.0, 1e-6);
+        }
+    }
+    /* Row 0 has 5 valid samples, rows 1-3 are all 0 (no return). */
+    CHECK_EQ(c->valid_points, 5);
+
+    /* libfreenect millimetre modes: value/1000. */
+    f.depth_scale = 1000.0f;
+    REQUIRE_OK(kr_preprocess(dev, &cfg, &f, &k, &pyr));
+    CHECK_NEAR(pt(&pyr.level[0], 0, 0)[2], 5.0, 1e-6);
+    CHECK_NEAR(pt(&pyr.level[0], 4, 0)[2], 1.0, 1e-6);
+    CHECK(all_nan(pt(&pyr.level[0], 1, 0))); /* 7.5 m > 6 m */
+    kr_pyramid_free(&pyr);
+    kr_frame_release(&f);
+    kr_device_destroy(&dev);
+}
+
+KR_TEST(preprocess, depth_conversion_disparity)
+{
+    kr_device *dev = cpu_device();
+    REQUIRE(dev);
+    kr_frame f = make_frame(8, 1, KR_DEPTH_DISPARITY11, 0.0f);
+    kr_intrinsics k = make_k(8, 1, 100.0f, 3.5f, 0.0f);
+    /* z = 1/(3.3309495161 − 0.0030711016·d), computed by hand (Python, double):
+     * d = 0 → 0.300214697, 600 → 0.671912712, 1000 → 3.848404925,
+     * 1084 → 533.2 m (beyond 6 m), 1090 and 2046 → a + b·d < 0 (no depth),
+     * 2047 → no return. */
+    const uint16_t raw[8] = {0, 600, 1000, 1084, 1090, 2046, 2047, 65535};
+    const double expect[8] = {0.30021469709, 0.67191271202, 3.84840492473, NAN, NAN, NAN, NAN, NAN};
+    memcpy(f.raw, raw, sizeof raw);
+    kr_preprocess_config cfg;
+    kr_preprocess_config_default(&cfg);
+    cfg.levels = 1;
+    kr_pyramid pyr = {0};
+    REQUIRE_OK(kr_preprocess(dev, &cfg, &f, &k, &pyr));
+    for (int u = 0; u < 8; u++) {
+        const float *p = pt(&pyr.level[0], u, 0);
+        if (isnan(expect[u]))
+            CHECK_MSG(all_nan(p), "disparity %u should be invalid, got z %g", raw[u], p[2]);
+        else
+            CHECK_NEAR(p[2], expect[u], 1e-6 * expect[u]);
+    }
+    CHECK_EQ(pyr.level[0].valid_points, 3);
+    kr_pyramid_free(&pyr);
+    kr_frame_release(&f);
+    kr_device_destroy(&dev);
+}
+
+/* ---- analytic planes ------------------------------------------------------- */
+
+/* Raw samples of a scene of planes: pixel (u, v) sees plane which(u, v). */
+typedef const plane *(*plane_at_fn)(int u, int v, const void *user);
+
+static kr_frame render(const kr_intrinsics *k, plane_at_fn at, const void *user)
+{
+    double zmax = 0;
+    for (int v = 0; v < k->height; v++)
+        for (int u = 0; u < k->width; u++)
+            zmax = fmax(zmax, plane_depth(at(u, v, user), k, u, v));
+    kr_frame f = make_frame(k->width, k->height, KR_DEPTH_SCALED, scale_for(zmax));
+    for (int v = 0; v < k->height; v++)
+        for (int u = 0; u < k->width; u++)
+            f.raw[v * k->width + u] =
+                (uint16_t)lround(plane_depth(at(u, v, user), k, u, v) * f.depth_scale);
+    return f;
+}
+
+static const plane *one_plane(int u, int v, const void *user)
+{
+    (void)u;
+    (void)v;
+    return user;
+}
+
+/* A point from a quantised depth lies within half a depth step (along the
+ * ray, |ray| ≤ 1.5 here) of the plane, plus float rounding. */
+static double on_plane_tol(const kr_frame *f)
+{
+    return 0.75 / f->depth_scale + 2e-6;
+}
+
+KR_TEST(preprocess, tilted_plane_points_and_normals)
+{
+    kr_device *dev = cpu_device();
+    REQUIRE(dev);
+    kr_intrinsics k = make_k(W, H, F, CX, CY);
+    plane pl = make_plane(0.3, -0.2, -1.0, -0.65);
+    kr_frame f = render(&k, one_plane, &pl);
+    kr_pyramid pyr = {0};
+    REQUIRE_OK(kr_preprocess(dev, NULL, &f, &k, &pyr));
+    const kr_cloud *c = &pyr.level[0];
+    CHECK_EQ(c->valid_points, W * H);
+    /* Every interior pixel has a normal; border pixels lack a neighbour. */
+    CHECK_EQ(c->valid_normals, (W - 2) * (H - 2));
+    double tol = on_plane_tol(&f), worst_dist = 0, worst_normal = 0;
+    for (int v = 0; v < H; v++) {
+        for (int u = 0; u < W; u++) {
+            const float *p = pt(c, u, v), *n = nm(c, u, v);
+            double z = f.raw[v * W + u] / (double)f.depth_scale;
+            CHECK_NEAR(p[0], (u - CX) * z / F, 1e-6);
+            CHECK_NEAR(p[1], (v - CY) * z / F, 1e-6);
+            worst_dist = fmax(worst_dist, fabs(plane_dist(&pl, p)));
+            bool border = u == 0 || v == 0 || u == W - 1 || v == H - 1;
+            if (border) {
+                CHECK(all_nan(n));
+                continue;
+            }
+            for (int i = 0; i < 3; i++)
+                worst_normal = fmax(worst_normal, fabs(n[i] - pl.n[i]));
+            /* Oriented towards the camera: the camera (origin) is in front. */
+            CHECK_LT(n[0] * p[0] + n[1] * p[1] + n[2] * p[2], 0);
+            CHECK_NEAR(n[0] * n[0] + n[1] * n[1] + n[2] * n[2], 1.0, 1e-5);
+        }
+    }
+    CHECK_LE(worst_dist, tol);
+    CHECK_LE(worst_normal, 1e-3);
+    printf("    plane: max distance %.3g m (tol %.3g), max normal error %.3g\n", worst_dist, tol,
+           worst_normal);
+    kr_pyramid_free(&pyr);
+    kr_frame_release(&f);
+    kr_device_destroy(&dev);
+}
+
+typedef struct {
+    plane near, far;
+    int edge; /* columns < edge see `near` */
+} step_scene;
+
+static const plane *step_plane(int u, int v, const void *user)
+{
+    (void)v;
+    const step_scene *s = user;
+    return u < s->edge ? &s->near : &s->far;
+}
+
+KR_TEST(preprocess, depth_step_rejects_normals_on_the_edge)
+{
+    kr_device *dev = cpu_device();
+    REQUIRE(dev);
+    kr_intrinsics k = make_k(W, H, F, CX, CY);
+    /* Two parallel tilted planes, 0.6 and 0.9 m away: a step of ~50 % of z at
+     * column 21, far beyond discontinuity·z = 4 %. */
+    step_scene sc = {make_plane(0.2, 0.1, -1.0, -0.6), make_plane(0.2, 0.1, -1.0, -0.9), 21};
+    kr_frame f = render(&k, step_plane, &sc);
+    kr_pyramid pyr = {0};
+    REQUIRE_OK(kr_preprocess(dev, NULL, &f, &k, &pyr));
+    const kr_cloud *c = &pyr.level[0];
+    CHECK_EQ(c->valid_points, W * H);
+    CHECK_EQ(c->valid_normals, (W - 2 - 2) * (H - 2));
+    int wrong = 0;
+    for (int v = 1; v < H - 1; v++) {
+        for (int u = 1; u < W - 1; u++) {
+            const float *n = nm(c, u, v);
+            bool on_edge = u == sc.edge - 1 || u == sc.edge; /* a neighbour on the other plane */
+            if (on_edge) {
+                if (!all_nan(n)) wrong++;
+                continue;
+            }
+            const plane *pl = step_plane(u, v, &sc);
+            for (int i = 0; i < 3; i++)
+                CHECK_NEAR(n[i], pl->n[i], 1e-3);
+            CHECK_NEAR(plane_dist(pl, pt(c, u, v)), 0, on_plane_tol(&f));
+        }
+    }
+    CHECK_EQ(wrong, 0);
+
+    /* Downsampling never averages across the step: every coarse point lies
+     * on one of the two planes, 0.3 m apart. Blocks straddling the edge keep
+     * one side's samples, whose mean depth then sits on the block-centre ray
+     * up to a pixel off: a few millimetres, against 0.15 m for an average. */
+    for (int l = 1; l < pyr.levels; l++) {
+        const kr_cloud *cl = &pyr.level[l];
+        CHECK_EQ(cl->valid_points, cl->width * cl->height);
+        double worst = 0, worst_straddling = 0;
+        for (int v = 0; v < cl->height; v++)
+            for (int u = 0; u < cl->width; u++) {
+                const float *p = pt(cl, u, v);
+                double d = fmin(fabs(plane_dist(&sc.near, p)), fabs(plane_dist(&sc.far, p)));
+                bool straddles = (u << l) <= sc.edge - 1 && ((u + 1) << l) > sc.edge;
+                if (straddles)
+                    worst_straddling = fmax(worst_straddling, d);
+                else
+                    worst = fmax(worst, d);
+            }
+        /* Elsewhere only the plane's curvature in this very wide-angle
+         * image separates a block's mean depth from the plane. */
+        CHECK_LE(worst, 1e-3);
+        /* An average of both sides would be ~0.15 m from either plane. */
+        CHECK_LE(worst_straddling, 0.03);
+        printf("    level %d: max distance %.3g m, %.3g m where a block straddles the step\n", l,
+               worst, worst_straddling);
+    }
+    kr_pyramid_free(&pyr);
+    kr_frame_release(&f);
+    kr_device_destroy(&dev);
+}
+
+/* ---- pyramid --------------------------------------------------------------- */
+
+KR_TEST(preprocess, level_intrinsics)
+{
+    /* fr1: cx' = (cx + 0.5)/2^l − 0.5, fx' = fx/2^l (computed by hand). */
+    kr_intrinsics k = {640, 480, 517.3f, 516.5f, 318.6f, 255.3f};
+    kr_intrinsics k1 = kr_intrinsics_level(&k, 1), k2 = kr_intrinsics_level(&k, 2);
+    CHECK_EQ(k1.width, 320);
+    CHECK_EQ(k1.height, 240);
+    CHECK_NEAR(k1.fx, 258.65, 1e-4);
+    CHECK_NEAR(k1.fy, 258.25, 1e-4);
+    CHECK_NEAR(k1.cx, 159.05, 1e-4);
+    CHECK_NEAR(k1.cy, 127.4, 1e-4);
+    CHECK_EQ(k2.width, 160);
+    CHECK_EQ(k2.height, 120);
+    CHECK_NEAR(k2.fx, 129.325, 1e-4);
+    CHECK_NEAR(k2.cx, 79.275, 1e-4);
+    CHECK_NEAR(k2.cy, 63.45, 1e-4);
+    kr_intrinsics k0 = kr_intrinsics_level(&k, 0);
+    CHECK_EQ(k0.width, 640);
+    CHECK_NEAR(k0.cx, 318.6, 1e-5);
+    /* The ray of coarse pixel u' is the ray through the centre of its 2×2
+     * block, u = 2u' + 0.5, at every level. */
+    for (int l = 1; l < 4; l++) {
+        kr_intrinsics kl = kr_intrinsics_level(&k, l);
+        double s = 1 << l, u = 37, fine_u = s * u + (s - 1) / 2;
+        CHECK_NEAR((u - kl.cx) / kl.fx, (fine_u - k.cx) / k.fx, 1e-6);
+    }
+}
+
+KR_TEST(preprocess, pyramid_sizes_and_downsampled_plane)
+{
+    kr_device *dev = cpu_device();
+    REQUIRE(dev);
+    /* A Kinect-like camera; odd sizes round down: 645×485 → 322×242 →
+     * 161×121 → 80×60. */
+    kr_intrinsics k = make_k(645, 485, 525.0f, 322.0f, 242.0f);
+    plane pl = make_plane(-0.25, 0.3, -1.0, -1.2);
+    kr_frame f = render(&k, one_plane, &pl);
+    kr_preprocess_config cfg;
+    kr_preprocess_config_default(&cfg);
+    cfg.levels = 4;
+    kr_pyramid pyr = {0};
+    REQUIRE_OK(kr_preprocess(dev, &cfg, &f, &k, &pyr));
+    CHECK_EQ(pyr.levels, 4);
+    double zmin = INFINITY;
+    for (int i = 0; i < k.width * k.height; i++)
+        zmin = fmin(zmin, f.raw[i] / (double)f.depth_scale);
+    const int ew[4] = {645, 322, 161, 80}, eh[4] = {485, 242, 121, 60};
+    for (int l = 0; l < 4; l++) {
+        const kr_cloud *c = &pyr.level[l];
+        kr_intrinsics kl = kr_intrinsics_level(&k, l);
+        CHECK_EQ(c->width, ew[l]);
+        CHECK_EQ(c->height, eh[l]);
+        CHECK_EQ(c->intrinsics.width, ew[l]);
+        CHECK_EQ(c->intrinsics.height, eh[l]);
+        CHECK_NEAR(c->intrinsics.fx, kl.fx, 0);
+        CHECK_NEAR(c->intrinsics.cx, kl.cx, 0);
+        CHECK_NEAR(c->intrinsics.cy, kl.cy, 0);
+        CHECK_EQ(c->valid_points, ew[l] * eh[l]);
+        CHECK_EQ(c->valid_normals, (ew[l] - 2) * (eh[l] - 2));
+        int s = 1 << l;
+        double worst = 0, worst_z = 0, worst_n = 0;
+        for (int v = 0; v < c->height; v++) {
+            for (int u = 0; u < c->width; u++) {
+                const float *p = pt(c, u, v);
+                /* On a fully valid plane every sample passes the median test,
+                 * so level l's depth is the plain mean of its 2^l×2^l block
+                 * of level-0 depths. */
+                double z = 0;
+                for (int j = 0; j < s; j++)
+                    for (int i = 0; i < s; i++)
+                        z += f.raw[(v * s + j) * k.width + u * s + i];
+                z /= (double)(s * s) * f.depth_scale;
+                worst_z = fmax(worst_z, fabs(p[2] - z) / z);
+                /* ... on its pixel's ray at this level ... */
+                CHECK_NEAR(p[0], (u - kl.cx) * p[2] / kl.fx, 1e-6);
+                CHECK_NEAR(p[1], (v - kl.cy) * p[2] / kl.fy, 1e-6);
+                /* ... and still on the plane. */
+                worst = fmax(worst, fabs(plane_dist(&pl, p)));
+                const float *n = nm(c, u, v);
+                if (!isnan(n[0]))
+                    for (int i = 0; i < 3; i++)
+                        worst_n = fmax(worst_n, fabs(n[i] - pl.n[i]));
+            }
+        }
+        CHECK_LE(worst_z, 1e-6);
+        /* Half a depth step, plus the plane's tiny curvature in image
+         * coordinates over a block (second order, < 1 µm here). */
+        CHECK_LE(worst, on_plane_tol(&f) + 1e-6);
+        /* Depth quantisation (±δ) tilts a normal by about δ over the
+         * neighbours' spacing z/fx: with fx = 525 that is ~1e-2 at level 0
+         * (the small-camera tests check 1e-3); bound it with a margin. */
+        CHECK_LE(worst_n, 3.0 * (0.5 / f.depth_scale) * kl.fx / zmin);
+        printf("    level %d (%dx%d): max distance to the plane %.3g m, depth vs block mean %.3g, "
+               "max normal error %.3g\n",
+               l, c->width, c->height, worst, worst_z, worst_n);
+    }
+    kr_pyramid_free(&pyr);
+    CHECK(pyr.storage == NULL);
+    kr_frame_release(&f);
+    kr_device_destroy(&dev);
+}
+
+KR_TEST(preprocess, invalid_pixels_stay_invalid)
+{
+    kr_device *dev = cpu_device();
+    REQUIRE(dev);
+    kr_intrinsics k = make_k(W, H, F, CX, CY);
+    plane pl = make_plane(0.1, 0.3, -1.0, -0.8);
+    kr_frame f = render(&k, one_plane, &pl);
+    /* ~5 % random holes, a 2×2 hole that empties level-1 pixel (5, 5) and a
+     * 4×4 hole that empties level-2 pixel (5, 5). */
+    unsigned s = 12345;
+    for (int i = 0; i < W * H; i++) {
+        s = s * 1103515245u + 12345u;
+        if (((s >> 16) & 0xffff) < 3277) f.raw[i] = 0;
+    }
+    for (int v = 10; v < 12; v++)
+        for (int u = 10; u < 12; u++)
+            f.raw[v * W + u] = 0;
+    for (int v = 20; v < 24; v++)
+        for (int u = 20; u < 24; u++)
+            f.raw[v * W + u] = 0;
+    /* Keep level-1 pixel (6, 6) half empty: it must stay valid. */
+    f.raw[12 * W + 12] = f.raw[12 * W + 13] = 0;
+    f.raw[13 * W + 12] = (uint16_t)lround(plane_depth(&pl, &k, 12, 13) * f.depth_scale);
+    f.raw[13 * W + 13] = (uint16_t)lround(plane_depth(&pl, &k, 13, 13) * f.depth_scale);
+
+    kr_pyramid pyr = {0};
+    REQUIRE_OK(kr_preprocess(dev, NULL, &f, &k, &pyr));
+    const kr_cloud *c = &pyr.level[0];
+    int holes = 0, expect_normals = 0;
+    for (int v = 0; v < H; v++) {
+        for (int u = 0; u < W; u++) {
+            bool valid = f.raw[v * W + u] != 0;
+            holes += !valid;
+            CHECK_MSG(valid == !all_nan(pt(c, u, v)), "pixel (%d,%d) raw %u: point validity wrong",
+                      u, v, f.raw[v * W + u]);
+            if (!valid) CHECK(all_nan(pt(c, u, v)));
+            bool interior = u > 0 && v > 0 && u < W - 1 && v < H - 1;
+            bool has_normal = interior && valid && f.raw[v * W + u - 1] && f.raw[v * W + u + 1] &&
+                              f.raw[(v - 1) * W + u] && f.raw[(v + 1) * W + u];
+            expect_normals += has_normal;
+            CHECK_MSG(has_normal == !all_nan(nm(c, u, v)), "pixel (%d,%d): normal validity wrong",
+                      u, v);
+        }
+    }
+    CHECK_EQ(c->valid_points, W * H - holes);
+    CHECK_EQ(c->valid_normals, expect_normals);
+    CHECK(all_nan(pt(&pyr.level[1], 5, 5)));
+    CHECK(!all_nan(pt(&pyr.level[1], 6, 6)));
+    /* Only its lower row is valid: its depth is the mean of that row's two
+     * samples (both within tolerance of their median). */
+    double z66 = (f.raw[13 * W + 12] + f.raw[13 * W + 13]) / (2.0 * f.depth_scale);
+    CHECK_NEAR(pt(&pyr.level[1], 6, 6)[2], z66, 1e-6 * z66);
+    CHECK(all_nan(pt(&pyr.level[2], 5, 5)));
+    /* Counts agree with the arrays at every level. */
+    for (int l = 0; l < pyr.levels; l++) {
+        const kr_cloud *cl = &pyr.level[l];
+        int np = 0, nn = 0;
+        for (int i = 0; i < cl->width * cl->height; i++) {
+            np += !isnan(cl->points[3 * i]);
+            nn += !isnan(cl->normals[3 * i]);
+        }
+        CHECK_EQ(cl->valid_points, np);
+        CHECK_EQ(cl->valid_normals, nn);
+    }
+    kr_pyramid_free(&pyr);
+    kr_frame_release(&f);
+    kr_device_destroy(&dev);
+}
+
+/* ---- buffers and errors ---------------------------------------------------- */
+
+KR_TEST(preprocess, buffers_reused_while_shape_repeats)
+{
+    kr_device *dev = cpu_device();
+    REQUIRE(dev);
+    kr_intrinsics k = make_k(W, H, F, CX, CY);
+    plane pl = make_plane(0.0, 0.0, -1.0, -1.0);
+    kr_frame f = render(&k, one_plane, &pl);
+    kr_pyramid pyr = {0};
+    REQUIRE_OK(kr_preprocess(dev, NULL, &f, &k, &pyr));
+    void *block = pyr.storage;
+    float *points0 = pyr.level[0].points;
+    REQUIRE_OK(kr_preprocess(dev, NULL, &f, &k, &pyr));
+    CHECK(pyr.storage == block);
+    CHECK(pyr.level[0].points == points0);
+    /* A new shape gets new buffers and sizes. */
+    kr_frame g = make_frame(40, 30, KR_DEPTH_SCALED, 5000.0f);
+    for (int i = 0; i < 40 * 30; i++)
+        g.raw[i] = 5000;
+    kr_intrinsics kg = make_k(40, 30, 20.0f, 19.5f, 14.5f);
+    REQUIRE_OK(kr_preprocess(dev, NULL, &g, &kg, &pyr));
+    CHECK_EQ(pyr.level[0].width, 40);
+    CHECK_EQ(pyr.level[2].width, 10);
+    CHECK_EQ(pyr.level[0].valid_points, 40 * 30);
+    kr_pyramid_free(&pyr);
+    kr_pyramid_free(&pyr); /* twice is harmless */
+    kr_frame_release(&f);
+    kr_frame_release(&g);
+    kr_device_destroy(&dev);
+}
+
+KR_TEST(preprocess, size_mismatch_is_an_error_and_leaves_output)
+{
+    kr_device *dev = cpu_device();
+    REQUIRE(dev);
+    kr_intrinsics k = make_k(W, H, F, CX, CY);
+    plane pl = make_plane(0.0, 0.0, -1.0, -1.0);
+    kr_frame f = render(&k, one_plane, &pl);
+    kr_pyramid pyr = {0};
+    REQUIRE_OK(kr_preprocess(dev, NULL, &f, &k, &pyr));
+    kr_pyramid before = pyr;
+    float first = pyr.level[0].points[2];
+
+    kr_frame big = make_frame(640, 480, KR_DEPTH_SCALED, 5000.0f);
+    kr_intrinsics small = make_k(320, 240, 262.5f, 159.5f, 119.5f);
+    CHECK_STATUS(kr_preprocess(dev, NULL, &big, &small, &pyr), KR_ERR_SIZE);
+    CHECK_CONTAINS(kr_last_error(), "640x480");
+    CHECK_CONTAINS(kr_last_error(), "320x240");
+    CHECK(memcmp(&before, &pyr, sizeof pyr) == 0);
+    CHECK_EQ(pyr.level[0].points[2], first);
+
+    /* Too small for the levels, bad settings, NULLs. */
+    kr_frame tiny = make_frame(3, 3, KR_DEPTH_SCALED, 5000.0f);
+    kr_intrinsics kt = make_k(3, 3, 3.0f, 1.0f, 1.0f);
+    CHECK_STATUS(kr_preprocess(dev, NULL, &tiny, &kt, &pyr), KR_ERR_SIZE);
+    kr_preprocess_config cfg;
+    kr_preprocess_config_default(&cfg);
+    cfg.levels = 0;
+    CHECK_STATUS(kr_preprocess(dev, &cfg, &f, &k, &pyr), KR_ERR_INVALID_ARG);
+    cfg.levels = KR_MAX_LEVELS + 1;
+    CHECK_STATUS(kr_preprocess(dev, &cfg, &f, &k, &pyr), KR_ERR_INVALID_ARG);
+    kr_preprocess_config_default(&cfg);
+    cfg.min_depth = 7.0f;
+    CHECK_STATUS(kr_preprocess(dev, &cfg, &f, &k, &pyr), KR_ERR_INVALID_ARG);
+    kr_preprocess_config_default(&cfg);
+    cfg.discontinuity = 0.0f;
+    CHECK_STATUS(kr_preprocess(dev, &cfg, &f, &k, &pyr), KR_ERR_INVALID_ARG);
+    f.depth_scale = 0.0f;
+    CHECK_STATUS(kr_preprocess(dev, NULL, &f, &k, &pyr), KR_ERR_INVALID_ARG);
+    CHECK_STATUS(kr_preprocess(NULL, NULL, &f, &k, &pyr), KR_ERR_INVALID_ARG);
+    CHECK_STATUS(kr_preprocess(dev, NULL, &f, &k, NULL), KR_ERR_INVALID_ARG);
+    CHECK(memcmp(&before, &pyr, sizeof pyr) == 0);
+
+    kr_pyramid_free(&pyr);
+    kr_frame_release(&f);
+    kr_frame_release(&big);
+    kr_frame_release(&tiny);
+    kr_device_destroy(&dev);
+}
+
+KR_TEST(preprocess, config_default)
+{
+    kr_preprocess_config cfg;
+    kr_preprocess_config_default(&cfg);
+    CHECK_EQ(cfg.levels, 3);
+    CHECK_NEAR(cfg.min_depth, 0.3, 1e-7);
+    CHECK_NEAR(cfg.max_depth, 6.0, 1e-7);
+    CHECK_NEAR(cfg.discontinuity, 0.04, 1e-7);
+}
+
+/* ---- device ---------------------------------------------------------------- */
+
+KR_TEST(preprocess, backend_names)
+{
+    kr_backend b = KR_BACKEND_CUDA;
+    CHECK_OK(kr_backend_parse("cpu", &b));
+    CHECK_EQ(b, KR_BACKEND_CPU);
+    CHECK_OK(kr_backend_parse("auto", &b));
+    CHECK_EQ(b, KR_BACKEND_AUTO);
+    CHECK_OK(kr_backend_parse("CUDA", &b));
+    CHECK_EQ(b, KR_BACKEND_CUDA);
+    CHECK_STATUS(kr_backend_parse("gpu", &b), KR_ERR_INVALID_ARG);
+    CHECK_CONTAINS(kr_last_error(), "gpu");
+    CHECK_EQ(b, KR_BACKEND_CUDA); /* untouched on failure */
+    CHECK_STR(kr_backend_name(KR_BACKEND_AUTO), "auto");
+    CHECK_STR(kr_backend_name(KR_BACKEND_CPU), "cpu");
+    CHECK_STR(kr_backend_name(KR_BACKEND_CUDA), "cuda");
+}
+
+KR_TEST(preprocess, cpu_device)
+{
+    kr_device_config dc;
+    kr_device_config_default(&dc);
+    CHECK_EQ(dc.backend, KR_BACKEND_AUTO);
+    CHECK_EQ(dc.cuda_device, 0);
+    CHECK_EQ(dc.cpu_threads, 0);
+    dc.backend = KR_BACKEND_CPU;
+    dc.cpu_threads = 3;
+    kr_device *dev = NULL;
+    REQUIRE_OK(kr_device_create(&dev, &dc));
+    CHECK_EQ(kr_device_backend(dev), KR_BACKEND_CPU);
+    CHECK_STR(kr_device_describe(dev), "cpu (3 OpenMP threads)");
+    kr_device_destroy(&dev);
+    CHECK(dev == NULL);
+    kr_device_destroy(&dev);
+    kr_device_destroy(NULL);
+    dc.cpu_threads = -1;
+    CHECK_STATUS(kr_device_create(&dev, &dc), KR_ERR_INVALID_ARG);
+}
+
+KR_TEST(preprocess, cuda_without_device_is_an_error)
+{
+    if (kr_cuda_available())
+        SKIP("a CUDA device is present; tests/test_parity_preprocess.c covers it");
+    kr_device_config dc;
+    kr_device_config_default(&dc);
+    dc.backend = KR_BACKEND_CUDA;
+    kr_device *dev = (kr_device *)&dc; /* a sentinel: must stay untouched */
+    CHECK_STATUS(kr_device_create(&dev, &dc), KR_ERR_NO_DEVICE);
+    CHECK(dev == (kr_device *)&dc);
+    CHECK_CONTAINS(kr_last_error(), "--backend cpu");
+    printf("    %s\n", kr_last_error());
+    /* AUTO quietly means the CPU when there is no device. */
+    dc.backend = KR_BACKEND_AUTO;
+    dev = NULL;
+    REQUIRE_OK(kr_device_create(&dev, &dc));
+    CHECK_EQ(kr_device_backend(dev), KR_BACKEND_CPU);
+    kr_device_destroy(&dev);
+}
