@@ -34,7 +34,12 @@ KR_API kr_status kr_eval_ate(const kr_trajectory *gt, const kr_trajectory *est, 
 KR_API kr_status kr_eval_rpe(const kr_trajectory *gt, const kr_trajectory *est, double max_dt, double delta,
                              kr_rpe *out);
 /* Plot of the ground truth and the aligned estimate (top view x–y and x–z);
- * the format follows the extension: .svg or .png. */
+ * the format follows the extension: .svg or .png (anything else is
+ * KR_ERR_INVALID_ARG). ate may be NULL: the plot then computes it with the
+ * default association window. The image is KR_EVAL_PLOT_WIDTH ×
+ * KR_EVAL_PLOT_HEIGHT pixels (SVG user units). */
+#define KR_EVAL_PLOT_WIDTH 1000
+#define KR_EVAL_PLOT_HEIGHT 560
 KR_API kr_status kr_eval_plot(const char *path, const kr_trajectory *gt, const kr_trajectory *est,
                               const kr_ate *ate);
 
