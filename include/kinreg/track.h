@@ -26,11 +26,12 @@ typedef struct {
     int finest_level;               /* finest pyramid level tracked (default 1) */
     int iterations[KR_MAX_LEVELS];  /* Newton iterations per level, finest first */
     kr_quad_mode quad;
-    float far_field;                /* AUTO: |q − s*| beyond this uses A = I (m, default 0.05) */
+    float far_field;                /* AUTO: A = n nᵀ up to this |q − s*|, blending smoothly to A = I at twice it
+                                       (m, default 0.10; coarser levels x2 per level, like the gate) */
     float gate;                     /* pairs farther apart are rejected (m, default 0.10; coarser levels x2 per level) */
     float normal_gate_deg;          /* max angle between frame and model normals (default 45) */
     bool exact_nn;                  /* exact nearest neighbour instead of cell descent (tests) */
-    int max_line_search;            /* Armijo halvings before giving up (default 8) */
+    int max_line_search;            /* Armijo halvings before giving up (default 2) */
     double armijo_c;                /* sufficient-decrease constant (default 1e-4) */
     double converge_rot, converge_trans; /* stop when a step is below these (rad, m) */
     /* Quality gates for the state machine. */
@@ -75,6 +76,7 @@ KR_API const char *kr_track_state_name(kr_track_state s);
 typedef struct {
     double F[36], g[6], h;
     int points, inliers;
+    double residual;           /* Σ of the inliers' squared-distance approximants (RMS = √(residual/inliers)) */
 } kr_newton_sums;
 
 KR_API kr_status kr_newton_linearize(const kr_kdtree *model, const kr_cloud *cloud, const kr_pose *pose,

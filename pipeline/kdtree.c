@@ -1,0 +1,332 @@
+/* Model k-d tree: a complete binary tree in heap order whose leaves are cells
+ * of one model point each (layout in pipeline/kdtree_internal.h).
+ *
+ * Build: O(n log n). Each node splits its points on the axis of widest extent
+ * into the number of leaves the complete-tree shape gives its left subtree
+ * (≈ the median) by quickselect; the split plane lies halfway between the two
+ * groups so a query descends into the cell of the nearer side. Subtrees are
+ * built as OpenMP tasks: they touch disjoint ranges. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline/kdtree_internal.h"
+
+typedef struct {
+    float p[3];
+    uint32_t idx;
+} kd_item;
+
+/* Subtrees at least this large are worth a task of their own. */
+#define KD_TASK_MIN 32768
+
+/* Leaves below node i in the complete tree of 2n − 1 nodes: count the nodes
+ * level by level (each level of i's subtree is a contiguous index range) and
+ * use leaves = (nodes + 1) / 2 of a full binary tree. */
+static uint32_t leaves_under(uint64_t i, uint64_t n)
+{
+    uint64_t N = 2 * n - 1, lo = i, hi = i, count = 0;
+    while (lo < N) {
+        count += (hi < N - 1 ? hi : N - 1) - lo + 1;
+        lo = 2 * lo + 1;
+        hi = 2 * hi + 2;
+    }
+    return (uint32_t)((count + 1) / 2);
+}
+
+/* Reorders a[0..m) so that a[k] holds the k-th smallest key on `axis`, keys
+ * before it are <= and keys after it >= (Hoare partition, median of three;
+ * handles runs of equal keys without degrading). */
+static void select_nth(kd_item *a, uint32_t m, uint32_t k, int axis)
+{
+    int64_t lo = 0, hi = (int64_t)m - 1, kk = k;
+    while (hi > lo) {
+        int64_t mid = lo + (hi - lo) / 2;
+        kd_item t;
+#define KD_KEY(x) ((x).p[axis])
+#define KD_SWAP(x, y) (t = (x), (x) = (y), (y) = t)
+        if (KD_KEY(a[mid]) < KD_KEY(a[lo])) KD_SWAP(a[mid], a[lo]);
+        if (KD_KEY(a[hi]) < KD_KEY(a[lo])) KD_SWAP(a[hi], a[lo]);
+        if (KD_KEY(a[hi]) < KD_KEY(a[mid])) KD_SWAP(a[hi], a[mid]);
+        float pivot = KD_KEY(a[mid]);
+        /* a[lo] <= pivot <= a[hi] act as sentinels for the two scans. */
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (KD_KEY(a[i]) < pivot)
+                i++;
+            while (KD_KEY(a[j]) > pivot)
+                j--;
+            if (i <= j) {
+                KD_SWAP(a[i], a[j]);
+                i++;
+                j--;
+            }
+        }
+#undef KD_KEY
+#undef KD_SWAP
+        /* Now a[lo..j] <= pivot <= a[i..hi], and a[j+1..i-1] equal it. */
+        if (kk <= j)
+            hi = j;
+        else if (kk >= i)
+            lo = i;
+        else
+            break;
+    }
+}
+
+static void make_leaf(kr_kdtree *t, uint32_t node, const kd_item *it, const float *normals)
+{
+    uint32_t k = node - t->n_internal;
+    kr_kd_cell *c = &t->cells[k];
+    c->s[0] = it->p[0];
+    c->s[1] = it->p[1];
+    c->s[2] = it->p[2];
+    float nx = NAN, ny = 0, nz = 0;
+    if (normals) {
+        nx = normals[3 * (size_t)it->idx];
+        ny = normals[3 * (size_t)it->idx + 1];
+        nz = normals[3 * (size_t)it->idx + 2];
+    }
+    /* Renormalised so that A = n nᵀ is a projector even if the caller's
+     * normals drifted; a zero or non-finite normal counts as none. */
+    float len = sqrtf(nx * nx + ny * ny + nz * nz);
+    if (isfinite(len) && len > 1e-12f) {
+        c->n[0] = nx / len;
+        c->n[1] = ny / len;
+        c->n[2] = nz / len;
+        c->n[3] = 1;
+        c->s[3] = c->n[0] * c->s[0] + c->n[1] * c->s[1] + c->n[2] * c->s[2];
+    } else {
+        c->n[0] = c->n[1] = c->n[2] = c->n[3] = 0;
+        c->s[3] = 0;
+    }
+    t->leaf_orig[k] = it->idx;
+    t->orig_leaf[it->idx] = k;
+}
+
+static void build_node(kr_kdtree *t, kd_item *items, uint32_t node, uint32_t m,
+                       const float *normals)
+{
+    while (m > 1) {
+        float lo[3] = {FLT_MAX, FLT_MAX, FLT_MAX}, hi[3] = {-FLT_MAX, -FLT_MAX, -FLT_MAX};
+        for (uint32_t i = 0; i < m; i++)
+            for (int a = 0; a < 3; a++) {
+                float v = items[i].p[a];
+                lo[a] = v < lo[a] ? v : lo[a];
+                hi[a] = v > hi[a] ? v : hi[a];
+            }
+        int axis = 0;
+        for (int a = 1; a < 3; a++)
+            if (hi[a] - lo[a] > hi[axis] - lo[axis]) axis = a;
+        uint32_t left = leaves_under(2 * (uint64_t)node + 1, t->n);
+        select_nth(items, m, left, axis);
+        float max_left = -FLT_MAX;
+        for (uint32_t i = 0; i < left; i++)
+            max_left = items[i].p[axis] > max_left ? items[i].p[axis] : max_left;
+        float min_right = items[left].p[axis];
+        /* Halfway between the groups; descent goes right when v >= split, so
+         * keep every left point strictly below it where the groups differ
+         * (then each model point lies in its own cell). */
+        float split = 0.5f * (max_left + min_right);
+        if (!(split > max_left)) split = min_right;
+        t->nodes[node].split = split;
+        t->nodes[node].axis = (uint32_t)axis;
+
+        kd_item *left_items = items;
+        uint32_t left_node = 2 * node + 1;
+        if (left >= KD_TASK_MIN) {
+#pragma omp task firstprivate(left_items, left_node, left)
+            build_node(t, left_items, left_node, left, normals);
+        } else {
+            build_node(t, left_items, left_node, left, normals);
+        }
+        /* Right child in this frame: recursion depth stays bounded by the
+         * number of left turns, at most log2(n). */
+        items += left;
+        m -= left;
+        node = 2 * node + 2;
+    }
+    make_leaf(t, node, items, normals);
+}
+
+kr_status kr_kdtree_build(kr_kdtree **out, const float *points, const float *normals, size_t n)
+{
+    if (!out || (!points && n))
+        return kr_error(KR_ERR_INVALID_ARG, "kr_kdtree_build: NULL argument");
+    if (n == 0) return kr_error(KR_ERR_EMPTY, "kr_kdtree_build: no model points");
+    if (n > (size_t)INT32_MAX)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_kdtree_build: %zu points is too many", n);
+    for (size_t i = 0; i < 3 * n; i++)
+        if (!isfinite(points[i]))
+            return kr_error(KR_ERR_INVALID_ARG, "kr_kdtree_build: point %zu is not finite", i / 3);
+
+    kr_kdtree *t = calloc(1, sizeof *t);
+    kd_item *items = malloc(n * sizeof *items);
+    if (!t || !items) goto nomem;
+    t->n = (uint32_t)n;
+    t->n_internal = (uint32_t)n - 1;
+    while ((2ull << t->min_depth) <= n)
+        t->min_depth++;
+    t->nodes = t->n_internal ? malloc(t->n_internal * sizeof *t->nodes) : NULL;
+    t->cells = malloc(n * sizeof *t->cells);
+    t->leaf_orig = malloc(n * sizeof *t->leaf_orig);
+    t->orig_leaf = malloc(n * sizeof *t->orig_leaf);
+    if ((t->n_internal && !t->nodes) || !t->cells || !t->leaf_orig || !t->orig_leaf) goto nomem;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(items[i].p, points + 3 * i, sizeof items[i].p);
+        items[i].idx = (uint32_t)i;
+    }
+    if (n >= 2 * KD_TASK_MIN) {
+#pragma omp parallel
+#pragma omp single
+        build_node(t, items, 0, (uint32_t)n, normals);
+    } else {
+        build_node(t, items, 0, (uint32_t)n, normals);
+    }
+    free(items);
+    *out = t;
+    return KR_OK;
+nomem:
+    free(items);
+    kr_kdtree_destroy(&t);
+    return kr_error(KR_ERR_NOMEM, "kr_kdtree_build: out of memory for %zu points", n);
+}
+
+void kr_kdtree_destroy(kr_kdtree **tree)
+{
+    if (!tree || !*tree) return;
+    kr_kdtree *t = *tree;
+    free(t->nodes);
+    free(t->cells);
+    free(t->leaf_orig);
+    free(t->orig_leaf);
+    free(t);
+    *tree = NULL;
+}
+
+size_t kr_kdtree_size(const kr_kdtree *tree)
+{
+    return tree ? tree->n : 0;
+}
+
+void kr_kdtree_point(const kr_kdtree *tree, size_t i, float p[3], float n[3])
+{
+    if (!tree || i >= tree->n) {
+        for (int a = 0; a < 3; a++) {
+            if (p) p[a] = NAN;
+            if (n) n[a] = NAN;
+        }
+        return;
+    }
+    const kr_kd_cell *c = &tree->cells[tree->orig_leaf[i]];
+    for (int a = 0; a < 3; a++) {
+        if (p) p[a] = c->s[a];
+        if (n) n[a] = c->n[3] != 0 ? c->n[a] : NAN;
+    }
+}
+
+size_t kr_kdtree_descend(const kr_kdtree *tree, const float q[3])
+{
+    if (!tree || !q) return (size_t)-1;
+    return tree->leaf_orig[kr_kd_descend_cell(tree->nodes, tree->n_internal, q[0], q[1], q[2])];
+}
+
+static inline float cell_dist2(const kr_kd_cell *c, const float q[3])
+{
+    float dx = q[0] - c->s[0], dy = q[1] - c->s[1], dz = q[2] - c->s[2];
+    return dx * dx + dy * dy + dz * dz;
+}
+
+/* Depth-first search, near child first. The stack holds the far siblings of
+ * the current path (at most the tree depth, < 33 for 32-bit sizes) with the
+ * squared distance to their split plane as a lower bound: every point of the
+ * far side lies at least that far from q along the split axis. */
+typedef struct {
+    uint32_t node;
+    float bound;
+} kd_pending;
+
+uint32_t kr_kdtree_nearest_cell(const kr_kdtree *t, const float q[3], float *dist2)
+{
+    kd_pending stack[64];
+    int sp = 0;
+    float best = INFINITY;
+    uint32_t best_cell = 0, node = 0;
+    for (;;) {
+        while (node < t->n_internal) {
+            kr_kd_node nd = t->nodes[node];
+            float diff = q[nd.axis] - nd.split;
+            uint32_t near = 2 * node + 1 + (uint32_t)(diff >= 0);
+            stack[sp].node = 4 * node + 3 - near; /* the sibling: children sum to 4i + 3 */
+            stack[sp].bound = diff * diff;
+            sp++;
+            node = near;
+        }
+        uint32_t cell = node - t->n_internal;
+        float d2 = cell_dist2(&t->cells[cell], q);
+        if (d2 < best) {
+            best = d2;
+            best_cell = cell;
+        }
+        while (sp > 0 && stack[sp - 1].bound >= best)
+            sp--;
+        if (sp == 0) break;
+        node = stack[--sp].node;
+    }
+    if (dist2) *dist2 = best;
+    return best_cell;
+}
+
+size_t kr_kdtree_nearest(const kr_kdtree *tree, const float q[3], float *dist2)
+{
+    if (!tree || !q) return (size_t)-1;
+    return tree->leaf_orig[kr_kdtree_nearest_cell(tree, q, dist2)];
+}
+
+size_t kr_kdtree_knn(const kr_kdtree *t, const float q[3], size_t k, uint32_t *idx, float *d2)
+{
+    if (!t || !q || !idx || k == 0) return 0;
+    if (k > t->n) k = t->n;
+    /* best[0..found) sorted ascending; the bound is the k-th distance. */
+    enum { KNN_MAX = 64 };
+    float bd[KNN_MAX];
+    uint32_t bc[KNN_MAX];
+    if (k > KNN_MAX) k = KNN_MAX;
+    size_t found = 0;
+    kd_pending stack[64];
+    int sp = 0;
+    uint32_t node = 0;
+    for (;;) {
+        while (node < t->n_internal) {
+            kr_kd_node nd = t->nodes[node];
+            float diff = q[nd.axis] - nd.split;
+            stack[sp].node = diff >= 0 ? 2 * node + 1 : 2 * node + 2;
+            stack[sp].bound = diff * diff;
+            sp++;
+            node = diff >= 0 ? 2 * node + 2 : 2 * node + 1;
+        }
+        uint32_t cell = node - t->n_internal;
+        float dd = cell_dist2(&t->cells[cell], q);
+        if (found < k || dd < bd[found - 1]) {
+            size_t j = found < k ? found++ : k - 1;
+            while (j > 0 && bd[j - 1] > dd) {
+                bd[j] = bd[j - 1];
+                bc[j] = bc[j - 1];
+                j--;
+            }
+            bd[j] = dd;
+            bc[j] = cell;
+        }
+        float bound = found < k ? INFINITY : bd[k - 1];
+        while (sp > 0 && stack[sp - 1].bound >= bound)
+            sp--;
+        if (sp == 0) break;
+        node = stack[--sp].node;
+    }
+    for (size_t j = 0; j < found; j++) {
+        idx[j] = t->leaf_orig[bc[j]];
+        if (d2) d2[j] = bd[j];
+    }
+    return found;
+}

@@ -1,0 +1,299 @@
+/* Frame-to-model tracking: damped Newton steps on the k-d tree approximant of
+ * the squared distance, coarse to fine over the pyramid (DESIGN.md §5).
+ *
+ * Per step: linearise at T (F, g, h), solve F x = g, then try
+ * T' = exp(α x̂)·T for α = 1, ½, ¼, … until the objective re-evaluated at T'
+ * drops by the Armijo amount h(T') ≤ h(T) − c·α·2gᵀx (−2g is the gradient of
+ * h, so 2gᵀx is the predicted decrease rate). The linearisation made to
+ * evaluate h(T') is the next step's, so an accepted full step costs one pass.
+ *
+ * The 6×6 system is solved in normalised coordinates: rotation about the
+ * points' centroid c and scaled by their RMS radius L. There, a tiny isotropic
+ * Levenberg term λI leaves well-determined directions unchanged and holds
+ * still along degenerate ones (a single wall: slides along it have g ≈ 0),
+ * where plain Cholesky would return an arbitrary huge step. */
+#include <math.h>
+#include <string.h>
+
+#include "kinreg/track.h"
+#include "pipeline/track_internal.h"
+
+/* λ relative to the mean eigenvalue of the normalised F. */
+#define TRACK_DAMPING 1e-6
+
+void kr_track_config_default(kr_track_config *cfg)
+{
+    if (!cfg) return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->finest_level = 1;
+    /* Finest first: level 1 (320×240), level 2 (160×120), … Coarse steps are
+     * cheap and remove most of the motion; most frames converge in fewer. */
+    const int iters[KR_MAX_LEVELS] = {6, 5, 4, 4, 4};
+    memcpy(cfg->iterations, iters, sizeof iters);
+    cfg->quad = KR_QUAD_AUTO;
+    /* Point-to-plane inside the gate on every level: with descent (no
+     * back-tracking) |q − s*| says little about the distance to the surface,
+     * and point-to-point terms pulled towards arbitrary cell points (biases
+     * of 0.1–0.2° on ray-cast Kinect scenes). Set it below gate/2 for
+     * Mitra-style far-field attraction on large motions. */
+    cfg->far_field = 0.10f;
+    cfg->gate = 0.10f;
+    cfg->normal_gate_deg = 45.0f;
+    cfg->exact_nn = false;
+    /* α down to 1/4: smaller steps did not help (the failures are
+     * gate crossings, which any step size meets) and each trial costs a
+     * full pass over the level. */
+    cfg->max_line_search = 2;
+    cfg->armijo_c = 1e-4;
+    cfg->converge_rot = 1e-4;   /* 0.006° */
+    cfg->converge_trans = 1e-4; /* 0.1 mm at the centroid */
+    cfg->good_inlier = 0.5f;
+    cfg->lost_inlier = 0.15f;
+    cfg->good_rms = 0.02f;
+    cfg->lost_rms = 0.05f;
+    cfg->min_condition = 1e-4f;
+    cfg->min_points = 100;
+}
+
+const char *kr_track_state_name(kr_track_state s)
+{
+    switch (s) {
+    case KR_TRACK_GOOD:
+        return "GOOD";
+    case KR_TRACK_POOR:
+        return "POOR";
+    case KR_TRACK_LOST:
+        return "LOST";
+    }
+    return "UNKNOWN";
+}
+
+kr_track_state kr_track_classify(const kr_track_quality *q, const kr_track_config *cfg)
+{
+    if (!q || !cfg || !q->solved) return KR_TRACK_LOST;
+    /* NaN figures fail every comparison below, so test for the good side. */
+    if (q->inliers < cfg->min_points || !(q->inlier_fraction >= cfg->lost_inlier) ||
+        !(q->rms <= cfg->lost_rms))
+        return KR_TRACK_LOST;
+    if (!(q->inlier_fraction >= cfg->good_inlier) || !(q->rms <= cfg->good_rms) ||
+        !(q->condition >= cfg->min_condition))
+        return KR_TRACK_POOR;
+    return KR_TRACK_GOOD;
+}
+
+/* x = M D y with M = [[I, 0], [[c]×, I]] (t = t_c + c × θ, since
+ * q + θ×q + t = q + θ×(q − c) + (t + θ×c)) and D = diag(1/L ×3, 1 ×3). */
+static void to_origin(const double y[6], const double c[3], double L, double x[6])
+{
+    double th[3] = {y[0] / L, y[1] / L, y[2] / L};
+    x[0] = th[0];
+    x[1] = th[1];
+    x[2] = th[2];
+    x[3] = y[3] + c[1] * th[2] - c[2] * th[1];
+    x[4] = y[4] + c[2] * th[0] - c[0] * th[2];
+    x[5] = y[5] + c[0] * th[1] - c[1] * th[0];
+}
+
+/* Fn = (MD)ᵀ F (MD), gn = (MD)ᵀ g: apply to_origin to the columns. */
+static void normalise(const double F[36], const double g[6], const double c[3], double L,
+                      double Fn[36], double gn[6])
+{
+    double MD[36];
+    for (int j = 0; j < 6; j++) {
+        double e[6] = {0}, col[6];
+        e[j] = 1;
+        to_origin(e, c, L, col);
+        for (int i = 0; i < 6; i++)
+            MD[6 * i + j] = col[i];
+    }
+    double FMD[36];
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 6; j++) {
+            double s = 0;
+            for (int k = 0; k < 6; k++)
+                s += F[6 * i + k] * MD[6 * k + j];
+            FMD[6 * i + j] = s;
+        }
+    for (int i = 0; i < 6; i++) {
+        for (int j = 0; j < 6; j++) {
+            double s = 0;
+            for (int k = 0; k < 6; k++)
+                s += MD[6 * k + i] * FMD[6 * k + j];
+            Fn[6 * i + j] = s;
+        }
+        if (g) {
+            double s = 0;
+            for (int k = 0; k < 6; k++)
+                s += MD[6 * k + i] * g[k];
+            gn[i] = s;
+        }
+    }
+}
+
+double kr_track_condition(const double F[36], const double c[3], double L)
+{
+    double Fn[36], ev[6];
+    normalise(F, NULL, c, L > 0 ? L : 1, Fn, NULL);
+    kr_eigen_sym(6, Fn, ev, NULL);
+    if (!(ev[5] > 0) || !isfinite(ev[5])) return 0;
+    return ev[0] > 0 ? ev[0] / ev[5] : 0;
+}
+
+/* Centroid and RMS radius of the points with normals, camera frame. */
+static int cloud_centroid(const kr_cloud *cl, double c[3], double *L)
+{
+    long n = (long)cl->width * cl->height;
+    double sx = 0, sy = 0, sz = 0, s2 = 0;
+    long cnt = 0;
+#pragma omp parallel for reduction(+ : sx, sy, sz, s2, cnt) schedule(static) if (n > 16384)
+    for (long i = 0; i < n; i++) {
+        const float *p = cl->points + 3 * i;
+        if (p[0] != p[0] || cl->normals[3 * i] != cl->normals[3 * i]) continue;
+        sx += p[0];
+        sy += p[1];
+        sz += p[2];
+        s2 += (double)p[0] * p[0] + (double)p[1] * p[1] + (double)p[2] * p[2];
+        cnt++;
+    }
+    if (!cnt) {
+        c[0] = c[1] = c[2] = 0;
+        *L = 1;
+        return 0;
+    }
+    c[0] = sx / cnt;
+    c[1] = sy / cnt;
+    c[2] = sz / cnt;
+    double r2 = s2 / cnt - (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]);
+    *L = r2 > 1e-12 ? sqrt(r2) : 1e-6;
+    return cnt > 0x7fffffff ? 0x7fffffff : (int)cnt;
+}
+
+static void trace_add(kr_track_trace *tr, int level, int it, double h, double alpha, int evals)
+{
+    if (!tr || tr->count >= tr->capacity) return;
+    kr_track_trace_step *s = &tr->steps[tr->count++];
+    s->level = level;
+    s->iteration = it;
+    s->objective = h;
+    s->alpha = alpha;
+    s->evaluations = evals;
+}
+
+kr_status kr_track_frame_traced(const kr_kdtree *model, const kr_pyramid *pyr, const kr_pose *seed,
+                                const kr_track_config *cfg, kr_track_result *out,
+                                kr_track_trace *trace)
+{
+    if (!model || !pyr || !seed || !cfg || !out)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_track_frame: NULL argument");
+    if (pyr->levels < 1 || pyr->levels > KR_MAX_LEVELS)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_track_frame: pyramid with %d levels", pyr->levels);
+
+    const int top = pyr->levels - 1;
+    /* A pyramid shallower than the configured finest level tracks its last. */
+    int finest = cfg->finest_level < 0 ? 0 : (cfg->finest_level > top ? top : cfg->finest_level);
+    kr_pose T = *seed;
+    kr_newton_sums lin, trial;
+    memset(&lin, 0, sizeof lin);
+    int total_iters = 0;
+    bool solved = false;
+    double c_cam[3] = {0, 0, 0}, L = 1;
+
+    for (int level = top; level >= finest; level--) {
+        const kr_cloud *cl = &pyr->level[level];
+        int k = level - finest;
+        int iters = k < KR_MAX_LEVELS ? cfg->iterations[k] : 0;
+        float gate = cfg->gate * (float)(1u << k);
+        /* The far-field distance scales with the gate, so that a blend that
+         * ends at the gate on the finest level does so on every level. */
+        kr_track_config lcfg = *cfg;
+        lcfg.far_field = cfg->far_field * (float)(1u << k);
+        int n_valid = cloud_centroid(cl, c_cam, &L);
+        if (n_valid == 0 && level != finest) continue;
+        kr_status st = kr_newton_linearize(model, cl, &T, &lcfg, gate, &lin);
+        if (st != KR_OK) return st;
+        trace_add(trace, level, 0, lin.h, 0, 1);
+        solved = lin.inliers >= 6;
+        for (int it = 1; it <= iters && lin.inliers >= 6; it++) {
+            double c[3], Fn[36], gn[6], y[6], x[6];
+            kr_pose_apply(&T, c_cam, c);
+            normalise(lin.F, lin.g, c, L, Fn, gn);
+            double tr = 0;
+            for (int i = 0; i < 6; i++)
+                tr += Fn[7 * i];
+            for (int i = 0; i < 6; i++)
+                Fn[7 * i] += TRACK_DAMPING * tr / 6;
+            if (!(tr > 0) || !isfinite(tr) || kr_solve_spd(6, Fn, gn, y) != KR_OK) {
+                solved = false;
+                break;
+            }
+            to_origin(y, c, L, x);
+            double slope = 0;
+            for (int i = 0; i < 6; i++)
+                slope += 2 * lin.g[i] * x[i];
+            if (!(slope > 0)) break; /* no descent direction left: converged */
+            double alpha = 1;
+            bool accepted = false;
+            kr_pose Tt = T;
+            int evals = 0;
+            for (int ls = 0; ls <= cfg->max_line_search; ls++, alpha *= 0.5) {
+                double ax[6];
+                for (int i = 0; i < 6; i++)
+                    ax[i] = alpha * x[i];
+                kr_pose E = kr_pose_exp(ax);
+                Tt = kr_pose_mul(&E, &T);
+                st = kr_newton_linearize(model, cl, &Tt, &lcfg, gate, &trial);
+                if (st != KR_OK) return st;
+                evals++;
+                if (trial.h <= lin.h - cfg->armijo_c * alpha * slope && trial.h < lin.h) {
+                    accepted = true;
+                    break;
+                }
+            }
+            if (!accepted) {
+                /* No decrease along x: at the level's minimum, or stopped by a
+                 * discontinuity of the objective (a point crossing a gate). */
+                trace_add(trace, level, -1, lin.h, 0, evals);
+                break;
+            }
+            T = Tt;
+            kr_pose_orthonormalize(&T);
+            lin = trial;
+            total_iters++;
+            trace_add(trace, level, it, lin.h, alpha, evals);
+            double rot = alpha * sqrt(y[0] * y[0] + y[1] * y[1] + y[2] * y[2]) / L;
+            double trans = alpha * sqrt(y[3] * y[3] + y[4] * y[4] + y[5] * y[5]);
+            if (rot < cfg->converge_rot && trans < cfg->converge_trans) break;
+        }
+    }
+
+    /* Quality at the finest level, from the linearisation at the final pose. */
+    kr_track_quality q;
+    memset(&q, 0, sizeof q);
+    q.points = lin.points;
+    q.inliers = lin.inliers;
+    q.inlier_fraction = lin.points ? (float)lin.inliers / (float)lin.points : 0.0f;
+    q.rms = lin.inliers ? (float)sqrt(fmax(lin.residual, 0) / lin.inliers) : INFINITY;
+    double c[3];
+    kr_pose_apply(&T, c_cam, c);
+    q.condition = lin.inliers >= 6 ? (float)kr_track_condition(lin.F, c, L) : 0.0f;
+    q.solved = solved && lin.inliers >= 6;
+
+    kr_track_result r;
+    memset(&r, 0, sizeof r);
+    r.state = kr_track_classify(&q, cfg);
+    r.pose = r.state == KR_TRACK_LOST ? *seed : T;
+    r.inlier_fraction = q.inlier_fraction;
+    r.rms = q.rms;
+    r.condition = q.condition;
+    r.iterations = total_iters;
+    r.inliers = q.inliers;
+    r.objective = lin.h;
+    *out = r;
+    return KR_OK;
+}
+
+kr_status kr_track_frame(const kr_kdtree *model, const kr_pyramid *pyr, const kr_pose *seed,
+                         const kr_track_config *cfg, kr_track_result *out)
+{
+    return kr_track_frame_traced(model, pyr, seed, cfg, out, NULL);
+}

@@ -1,0 +1,329 @@
+/* k-d tree: exact nearest neighbours equal brute force, the descent lands in
+ * the cell that contains the query, build edge cases, and build timing. */
+#include "kr_test.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "kinreg/frame.h"
+#include "kinreg/kdtree.h"
+#include "pipeline/kdtree_internal.h"
+
+static uint64_t rng_state = 88172645463325252ull;
+static double urand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+static double brute_nearest(const float *pts, size_t n, const float q[3], size_t *best_i)
+{
+    double best = INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        double dx = (double)q[0] - pts[3 * i], dy = (double)q[1] - pts[3 * i + 1],
+               dz = (double)q[2] - pts[3 * i + 2];
+        double d = dx * dx + dy * dy + dz * dz;
+        if (d < best) {
+            best = d;
+            *best_i = i;
+        }
+    }
+    return best;
+}
+
+static double dist2_to(const float *pts, size_t i, const float q[3])
+{
+    double dx = (double)q[0] - pts[3 * i], dy = (double)q[1] - pts[3 * i + 1],
+           dz = (double)q[2] - pts[3 * i + 2];
+    return dx * dx + dy * dy + dz * dz;
+}
+
+/* A cloud with structure that stresses the build: uniform points, a tight
+ * cluster, exact duplicates and points sharing one coordinate. */
+static float *mixed_cloud(size_t n)
+{
+    float *p = malloc(3 * n * sizeof *p);
+    for (size_t i = 0; i < n; i++) {
+        double x = urand() * 2 - 1, y = urand() * 2 - 1, z = urand() * 2 - 1;
+        if (i % 10 == 1) x = 0.3 + 1e-3 * x, y = -0.2 + 1e-3 * y, z = 0.5 + 1e-3 * z; /* cluster */
+        if (i % 17 == 2) z = 0.25;                                                    /* a plane */
+        p[3 * i] = (float)x;
+        p[3 * i + 1] = (float)y;
+        p[3 * i + 2] = (float)z;
+        if (i % 97 == 3 && i > 3) memcpy(p + 3 * i, p + 3 * (i - 1), 3 * sizeof *p); /* duplicate */
+    }
+    return p;
+}
+
+KR_TEST(kdtree, build_edge_cases)
+{
+    kr_kdtree *t = (kr_kdtree *)(uintptr_t)1;
+    float p[6] = {0.1f, 0.2f, 0.3f, NAN, 0, 0};
+    CHECK_STATUS(kr_kdtree_build(&t, p, NULL, 0), KR_ERR_EMPTY);
+    CHECK(t == (kr_kdtree *)(uintptr_t)1); /* failed call leaves the output alone */
+    CHECK_STATUS(kr_kdtree_build(NULL, p, NULL, 1), KR_ERR_INVALID_ARG);
+    CHECK_STATUS(kr_kdtree_build(&t, NULL, NULL, 1), KR_ERR_INVALID_ARG);
+    CHECK_STATUS(kr_kdtree_build(&t, p, NULL, 2), KR_ERR_INVALID_ARG); /* NaN point */
+    CHECK_CONTAINS(kr_last_error(), "point 1");
+
+    t = NULL;
+    float n1[3] = {0, 0, 2}; /* not unit: stored normalised */
+    REQUIRE_OK(kr_kdtree_build(&t, p, n1, 1));
+    CHECK_EQ(kr_kdtree_size(t), 1);
+    float q[3] = {5, -3, 2}, d2 = -1;
+    CHECK_EQ(kr_kdtree_descend(t, q), 0);
+    CHECK_EQ(kr_kdtree_nearest(t, q, &d2), 0);
+    CHECK_NEAR(d2, 4.9 * 4.9 + 3.2 * 3.2 + 1.7 * 1.7, 1e-4);
+    float pp[3], nn[3];
+    kr_kdtree_point(t, 0, pp, nn);
+    CHECK(pp[1] == 0.2f);
+    CHECK_NEAR(nn[2], 1.0, 1e-7);
+    kr_kdtree_point(t, 1, pp, nn); /* out of range: NaN, no crash */
+    CHECK(isnan(pp[0]) && isnan(nn[0]));
+    kr_kdtree_destroy(&t);
+    CHECK(t == NULL);
+    kr_kdtree_destroy(&t);
+    kr_kdtree_destroy(NULL);
+}
+
+KR_TEST(kdtree, point_order_and_missing_normals)
+{
+    enum { N = 257 };
+    float *p = mixed_cloud(N), nrm[3 * N];
+    for (int i = 0; i < N; i++) {
+        nrm[3 * i] = i % 3 ? 0.0f : NAN;
+        nrm[3 * i + 1] = 1;
+        nrm[3 * i + 2] = 0;
+    }
+    kr_kdtree *t = NULL;
+    REQUIRE_OK(kr_kdtree_build(&t, p, nrm, N));
+    for (int i = 0; i < N; i++) {
+        float pp[3], nn[3];
+        kr_kdtree_point(t, (size_t)i, pp, nn);
+        CHECK(pp[0] == p[3 * i] && pp[1] == p[3 * i + 1] && pp[2] == p[3 * i + 2]);
+        if (i % 3)
+            CHECK(nn[1] == 1.0f);
+        else
+            CHECK(isnan(nn[0]));
+    }
+    kr_kdtree_destroy(&t);
+    free(p);
+}
+
+KR_TEST(kdtree, exact_matches_brute_force)
+{
+    /* Several sizes so that the complete-tree shapes with odd leaf counts are
+     * covered, then the 10k-point cloud with 2k queries. */
+    const size_t sizes[] = {2, 3, 5, 7, 31, 1000, 10000};
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        size_t n = sizes[si];
+        float *p = mixed_cloud(n);
+        kr_kdtree *t = NULL;
+        REQUIRE_OK(kr_kdtree_build(&t, p, NULL, n));
+        int queries = n == 10000 ? 2000 : 200, bad = 0;
+        for (int k = 0; k < queries; k++) {
+            float q[3];
+            /* a quarter far outside the cloud (up to 100 units away) */
+            double scale = k % 4 == 0 ? 100 : 1.2;
+            for (int a = 0; a < 3; a++)
+                q[a] = (float)((urand() * 2 - 1) * scale);
+            if (k % 7 == 0)
+                memcpy(q, p + 3 * (size_t)(urand() * n), sizeof q); /* on a model point */
+            size_t bi = 0;
+            double want = brute_nearest(p, n, q, &bi);
+            float d2 = -1;
+            size_t got = kr_kdtree_nearest(t, q, &d2);
+            REQUIRE(got < n);
+            /* ties may return another index at the same distance */
+            double have = dist2_to(p, got, q);
+            if (fabs(have - want) > 1e-6 * (1 + want) || fabs(d2 - want) > 1e-5 * (1 + want)) {
+                if (bad++ < 5)
+                    CHECK_MSG(0, "n=%zu query %d: tree %zu at %.9g, brute force %zu at %.9g", n, k,
+                              got, have, bi, want);
+            }
+        }
+        CHECK_EQ(bad, 0);
+        kr_kdtree_destroy(&t);
+        free(p);
+    }
+}
+
+KR_TEST(kdtree, knn_matches_brute_force)
+{
+    size_t n = 3000;
+    float *p = mixed_cloud(n);
+    kr_kdtree *t = NULL;
+    REQUIRE_OK(kr_kdtree_build(&t, p, NULL, n));
+    double *d = malloc(n * sizeof *d);
+    for (int k = 0; k < 100; k++) {
+        float q[3];
+        for (int a = 0; a < 3; a++)
+            q[a] = (float)(urand() * 2.4 - 1.2);
+        for (size_t i = 0; i < n; i++)
+            d[i] = dist2_to(p, i, q);
+        uint32_t idx[12];
+        float d2[12];
+        size_t got = kr_kdtree_knn(t, q, 12, idx, d2);
+        REQUIRE(got == 12);
+        for (size_t j = 0; j < got; j++) {
+            /* the j-th result is the j-th smallest distance: exactly j points are closer */
+            double dj = dist2_to(p, idx[j], q);
+            size_t closer = 0;
+            for (size_t i = 0; i < n; i++)
+                closer += d[i] < dj - 1e-9;
+            CHECK_MSG(closer <= j, "query %d: result %zu has %zu closer points", k, j, closer);
+            if (j) CHECK(d2[j] >= d2[j - 1]);
+        }
+    }
+    free(d);
+    kr_kdtree_destroy(&t);
+    free(p);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Points on a sphere of radius 1 (a surface, like the model), spacing ~1 cm. */
+static float *sphere_cloud(size_t n)
+{
+    float *p = malloc(3 * n * sizeof *p);
+    for (size_t i = 0; i < n; i++) {
+        double z = urand() * 2 - 1, a = urand() * 2 * M_PI, r = sqrt(1 - z * z);
+        p[3 * i] = (float)(r * cos(a));
+        p[3 * i + 1] = (float)(r * sin(a));
+        p[3 * i + 2] = (float)z;
+    }
+    return p;
+}
+
+KR_TEST(kdtree, descend_lands_in_the_query_cell)
+{
+    size_t n = 20000;
+    float *p = sphere_cloud(n);
+    kr_kdtree *t = NULL;
+    REQUIRE_OK(kr_kdtree_build(&t, p, NULL, n));
+
+    /* Each model point lies in its own cell (the split plane separates distinct
+     * coordinates strictly), so descending from it returns it. */
+    int self = 0;
+    for (size_t i = 0; i < n; i++)
+        self += kr_kdtree_descend(t, p + 3 * i) == i;
+    CHECK_EQ(self, (int)n);
+
+    /* Queries near the surface (noise up to half the point spacing, as frame
+     * points near a denser model): the descended point
+     * shares q's cell, checked independently of the descent loop: at every
+     * split on q's root-to-leaf path the point is on q's side (or on the plane). */
+    enum { Q = 4000 };
+    double ratio[Q], excess[Q];
+    int outside = 0, exact = 0;
+    double spacing = sqrt(4 * M_PI / n);
+    for (int k = 0; k < Q; k++) {
+        float q[3];
+        size_t base = (size_t)(urand() * n);
+        for (int a = 0; a < 3; a++)
+            q[a] = p[3 * base + a] + (float)((urand() * 2 - 1) * 0.5 * spacing);
+        size_t d = kr_kdtree_descend(t, q);
+        REQUIRE(d < n);
+        uint32_t node = 0;
+        while (node < t->n_internal) {
+            const kr_kd_node *nd = &t->nodes[node];
+            int q_right = q[nd->axis] >= nd->split, p_right = p[3 * d + nd->axis] >= nd->split;
+            if (q_right != p_right && p[3 * d + nd->axis] != nd->split) outside++;
+            node = 2 * node + 1 + (uint32_t)q_right;
+        }
+        size_t bi = 0;
+        double nn = brute_nearest(p, n, q, &bi), dd = dist2_to(p, d, q);
+        CHECK_MSG(dd >= nn - 1e-9, "descent closer than the nearest neighbour");
+        exact += dd <= nn + 1e-12;
+        ratio[k] = sqrt(dd) / fmax(sqrt(nn), 1e-12);
+        excess[k] = (sqrt(dd) - sqrt(nn)) / spacing;
+    }
+    CHECK_EQ(outside, 0);
+    /* The cell error is a statistic, not a bound (a cell can be long and
+     * thin): most queries get their true nearest neighbour and the typical
+     * excess is small. */
+    qsort(ratio, Q, sizeof *ratio, cmp_double);
+    qsort(excess, Q, sizeof *excess, cmp_double);
+    printf("    descent on a sphere (%zu pts, spacing %.1f mm): exact %.1f%%, distance ratio "
+           "median %.3f; "
+           "excess over the NN distance in spacings: p90 %.3f, p99 %.3f, max %.3f\n",
+           n, 1e3 * spacing, 100.0 * exact / Q, ratio[Q / 2], excess[Q * 9 / 10],
+           excess[Q * 99 / 100], excess[Q - 1]);
+    CHECK_GE(exact, Q / 2);
+    CHECK_LE(ratio[Q / 2], 1.0 + 1e-9);
+    CHECK_LE(excess[Q * 9 / 10], 1.0);
+    CHECK_LE(excess[Q * 99 / 100], 3.0);
+    kr_kdtree_destroy(&t);
+    free(p);
+}
+
+KR_TEST(kdtree, build_timing_100k)
+{
+    size_t n = 100000;
+    float *p = sphere_cloud(n), *nrm = malloc(3 * n * sizeof *nrm);
+    memcpy(nrm, p, 3 * n * sizeof *nrm);
+    double best = INFINITY;
+    for (int r = 0; r < 3; r++) {
+        kr_kdtree *t = NULL;
+        double t0 = kr_now();
+        REQUIRE_OK(kr_kdtree_build(&t, p, nrm, n));
+        double dt = kr_now() - t0;
+        best = dt < best ? dt : best;
+        if (r == 2) {
+            double t1 = kr_now();
+            size_t sum = 0;
+            for (size_t i = 0; i < n; i++)
+                sum += kr_kdtree_descend(t, p + 3 * ((i * 7919) % n));
+            double dd = kr_now() - t1;
+            t1 = kr_now();
+            for (size_t i = 0; i < n / 10; i++)
+                sum += kr_kdtree_nearest(t, p + 3 * ((i * 7919) % n), NULL);
+            double de = kr_now() - t1;
+            printf("    100k points: build %.1f ms (best of 3); descend %.0f ns/query, exact %.0f "
+                   "ns/query "
+                   "(random order) [%zu]\n",
+                   best * 1e3, dd / n * 1e9, de / (n / 10) * 1e9, sum % 2);
+        }
+        kr_kdtree_destroy(&t);
+    }
+    /* Generous: the tree is rebuilt in the background every few frames. */
+    CHECK_LT(best, 1.0);
+    free(nrm);
+    free(p);
+}
+
+KR_TEST(kdtree, pca_normals_of_a_plane)
+{
+    /* Points on the plane n·x = 0.3 with n = (1, 2, 2)/3: every PCA normal is
+     * ±n, oriented towards the given direction. */
+    size_t n = 2000;
+    float *p = malloc(3 * n * sizeof *p), *nrm = malloc(3 * n * sizeof *nrm);
+    const double nv[3] = {1 / 3.0, 2 / 3.0, 2 / 3.0}, u[3] = {2 / 3.0, 1 / 3.0, -2 / 3.0},
+                 v[3] = {2 / 3.0, -2 / 3.0, 1 / 3.0}; /* orthonormal frame */
+    for (size_t i = 0; i < n; i++) {
+        double a = urand() - 0.5, b = urand() - 0.5;
+        for (int k = 0; k < 3; k++)
+            p[3 * i + k] = (float)(0.3 * nv[k] + a * u[k] + b * v[k]);
+    }
+    kr_kdtree *t = NULL;
+    REQUIRE_OK(kr_kdtree_build(&t, p, NULL, n));
+    const float toward[3] = {0, 0, -1};
+    REQUIRE_OK(kr_kdtree_normals_pca(t, 10, toward, nrm));
+    double worst = 1;
+    for (size_t i = 0; i < n; i++) {
+        double d =
+            -(nrm[3 * i] * nv[0] + nrm[3 * i + 1] * nv[1] + nrm[3 * i + 2] * nv[2]); /* faces −z */
+        worst = fmin(worst, d);
+    }
+    CHECK_GT(worst, 1 - 1e-5);
+    CHECK_STATUS(kr_kdtree_normals_pca(t, 2, toward, nrm), KR_ERR_INVALID_ARG);
+    kr_kdtree_destroy(&t);
+    free(p);
+    free(nrm);
+}
