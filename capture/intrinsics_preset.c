@@ -10,11 +10,14 @@ typedef struct {
 } preset;
 
 static const preset presets[] = {
-    {"fr1", {640, 480, 517.3f, 516.5f, 318.6f, 255.3f}},
-    {"fr2", {640, 480, 520.9f, 521.0f, 325.1f, 249.7f}},
-    {"fr3", {640, 480, 535.4f, 539.2f, 320.1f, 247.6f}},
-    {"default", {640, 480, 525.0f, 525.0f, 319.5f, 239.5f}},
-    {"kinect", {640, 480, 525.0f, 525.0f, 319.5f, 239.5f}},
+    /* fr1 and fr2 depth is registered to the colour camera by the driver
+     * without undistortion, so it carries that camera's lens distortion
+     * (TUM RGB-D calibration); fr3 images were undistorted at recording. */
+    {"fr1", {640, 480, 517.3f, 516.5f, 318.6f, 255.3f, 0.2624f, -0.9531f, -0.0054f, 0.0026f, 1.1633f}},
+    {"fr2", {640, 480, 520.9f, 521.0f, 325.1f, 249.7f, 0.2312f, -0.7849f, -0.0033f, -0.0001f, 0.9172f}},
+    {"fr3", {640, 480, 535.4f, 539.2f, 320.1f, 247.6f, 0, 0, 0, 0, 0}},
+    {"default", {640, 480, 525.0f, 525.0f, 319.5f, 239.5f, 0, 0, 0, 0, 0}},
+    {"kinect", {640, 480, 525.0f, 525.0f, 319.5f, 239.5f, 0, 0, 0, 0, 0}},
 };
 
 kr_status kr_intrinsics_preset(const char *name, kr_intrinsics *out)

@@ -22,8 +22,9 @@ void kr_preprocess_config_default(kr_preprocess_config *cfg)
  * cx' = (cx + 0.5)/2 − 0.5. Applied l times: cx/2^l with the half-pixel shift. */
 kr_intrinsics kr_intrinsics_level(const kr_intrinsics *k, int level)
 {
-    kr_intrinsics out = {0, 0, 0, 0, 0, 0};
+    kr_intrinsics out = {0};
     if (!k || level < 0 || level >= 31) return out;
+    out = *k; /* distortion acts on normalised coordinates: the same at every level */
     float s = 1.0f / (float)(1 << level);
     out.width = k->width >> level;
     out.height = k->height >> level;

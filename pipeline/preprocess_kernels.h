@@ -44,7 +44,32 @@ static inline KR_HD float kr_hd_depth(uint16_t v, const kr_hd_depth_params *dp)
     return (z > 0.0f && z >= dp->min_depth && z <= dp->max_depth) ? z : 0.0f;
 }
 
-/* Pinhole back-projection of pixel (u, v) at depth z: x = (u − cx)·z/fx.
+/* Undistorts normalised image coordinates in place: finds (x, y) whose
+ * Brown–Conrady distortion is the given (xd, yd) by fixed-point iteration
+ * x ← (xd − tangential(x, y)) / radial(r²). The map is a contraction for
+ * Kinect-class lenses (distortion of a few per cent), so a handful of
+ * iterations reach float precision. Skipped when every coefficient is 0. */
+#define KR_UNDISTORT_ITERATIONS 6
+static inline KR_HD void kr_hd_undistort(const kr_intrinsics *k, float *x, float *y)
+{
+    if (k->k1 == 0.0f && k->k2 == 0.0f && k->k3 == 0.0f && k->p1 == 0.0f && k->p2 == 0.0f) return;
+    const float xd = *x, yd = *y;
+    float xu = xd, yu = yd;
+    for (int it = 0; it < KR_UNDISTORT_ITERATIONS; it++) {
+        float xx = KR_MUL(xu, xu), yy = KR_MUL(yu, yu), xy = KR_MUL(xu, yu);
+        float r2 = xx + yy;
+        float radial = 1.0f + KR_MUL(r2, k->k1 + KR_MUL(r2, k->k2 + KR_MUL(r2, k->k3)));
+        float dx = KR_MUL(2.0f * k->p1, xy) + KR_MUL(k->p2, r2 + 2.0f * xx);
+        float dy = KR_MUL(k->p1, r2 + 2.0f * yy) + KR_MUL(2.0f * k->p2, xy);
+        xu = (xd - dx) / radial;
+        yu = (yd - dy) / radial;
+    }
+    *x = xu;
+    *y = yu;
+}
+
+/* Back-projection of pixel (u, v) at depth z: x = (u − cx)·z/fx for the
+ * pinhole model, through kr_hd_undistort when the lens has distortion.
  * z ≤ 0 (no depth) gives the invalid point. */
 static inline KR_HD void kr_hd_backproject(int u, int v, float z, const kr_intrinsics *k, float *p)
 {
@@ -52,8 +77,10 @@ static inline KR_HD void kr_hd_backproject(int u, int v, float z, const kr_intri
         kr_hd_set_nan3(p);
         return;
     }
-    p[0] = ((float)u - k->cx) * z / k->fx;
-    p[1] = ((float)v - k->cy) * z / k->fy;
+    float x = ((float)u - k->cx) / k->fx, y = ((float)v - k->cy) / k->fy;
+    kr_hd_undistort(k, &x, &y);
+    p[0] = KR_MUL(x, z);
+    p[1] = KR_MUL(y, z);
     p[2] = z;
 }
 

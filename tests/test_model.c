@@ -62,7 +62,7 @@ static bool hit(const surface *s, const double o[3], const double dir[3], double
 
 static kr_intrinsics qvga(void)
 {
-    kr_intrinsics k = {320, 240, 262.5f, 262.5f, 159.5f, 119.5f};
+    kr_intrinsics k = {320, 240, 262.5f, 262.5f, 159.5f, 119.5f, 0, 0, 0, 0, 0};
     return k;
 }
 
@@ -259,7 +259,7 @@ KR_TEST(model, tilted_plane_at_a_pose_lies_on_the_surface)
      * sample (at QVGA ~19% are thin corner cuts that no pixel hits). */
     surface s = plane(0.3, -0.2, 1.0, 1.4);
     kr_pose T = pose_of(0.15, -0.2, 0.1, 0.2, -0.1, 0.3);
-    kr_intrinsics K = {1280, 960, 1050.0f, 1050.0f, 639.5f, 479.5f};
+    kr_intrinsics K = {1280, 960, 1050.0f, 1050.0f, 639.5f, 479.5f, 0, 0, 0, 0, 0};
     kr_cloud cl;
     REQUIRE(make_cloud(&cl, K, &T, &s, 1));
     REQUIRE(cl.valid_normals > 1000000);

@@ -9,6 +9,8 @@
 
 #include "kinreg/device.h"
 #include "kinreg/preprocess.h"
+#include "kinreg/source.h"
+#include "pipeline/preprocess_kernels.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -36,7 +38,7 @@ static kr_frame make_frame(int w, int h, kr_depth_encoding enc, float scale)
 
 static kr_intrinsics make_k(int w, int h, float f, float cx, float cy)
 {
-    kr_intrinsics k = {w, h, f, f, cx, cy};
+    kr_intrinsics k = {.width = w, .height = h, .fx = f, .fy = f, .cx = cx, .cy = cy};
     return k;
 }
 
@@ -320,7 +322,7 @@ KR_TEST(preprocess, depth_step_rejects_normals_on_the_edge)
 KR_TEST(preprocess, level_intrinsics)
 {
     /* fr1: cx' = (cx + 0.5)/2^l − 0.5, fx' = fx/2^l (computed by hand). */
-    kr_intrinsics k = {640, 480, 517.3f, 516.5f, 318.6f, 255.3f};
+    kr_intrinsics k = {640, 480, 517.3f, 516.5f, 318.6f, 255.3f, 0, 0, 0, 0, 0};
     kr_intrinsics k1 = kr_intrinsics_level(&k, 1), k2 = kr_intrinsics_level(&k, 2);
     CHECK_EQ(k1.width, 320);
     CHECK_EQ(k1.height, 240);
@@ -637,4 +639,47 @@ KR_TEST(preprocess, cuda_without_device_is_an_error)
     REQUIRE_OK(kr_device_create(&dev, &dc));
     CHECK_EQ(kr_device_backend(dev), KR_BACKEND_CPU);
     kr_device_destroy(&dev);
+}
+
+/* Brown–Conrady forward model in double (OpenCV's formula). */
+static void distort(const kr_intrinsics *k, double x, double y, double *xd, double *yd)
+{
+    double r2 = x * x + y * y;
+    double radial = 1 + k->k1 * r2 + k->k2 * r2 * r2 + k->k3 * r2 * r2 * r2;
+    *xd = x * radial + 2 * k->p1 * x * y + k->p2 * (r2 + 2 * x * x);
+    *yd = y * radial + k->p1 * (r2 + 2 * y * y) + 2 * k->p2 * x * y;
+}
+
+KR_TEST(preprocess, distorted_lens_back_projection_inverts_the_forward_model)
+{
+    /* Every pixel's back-projected ray, pushed through the forward distortion
+     * model, must land on that pixel again (fr1's strong lens: ~6 % at the
+     * corners). The pinhole model is the special case of zero coefficients. */
+    kr_intrinsics k;
+    REQUIRE_OK(kr_intrinsics_preset("fr1", &k));
+    CHECK(k.k1 != 0.0f);
+    double worst = 0, moved = 0;
+    for (int v = 0; v < k.height; v += 7)
+        for (int u = 0; u < k.width; u += 7) {
+            float p[3];
+            kr_hd_backproject(u, v, 2.0f, &k, p);
+            CHECK_NEAR(p[2], 2.0, 0);
+            double xd, yd;
+            distort(&k, p[0] / 2.0, p[1] / 2.0, &xd, &yd);
+            double du = xd * k.fx + k.cx - u, dv = yd * k.fy + k.cy - v;
+            worst = fmax(worst, sqrt(du * du + dv * dv));
+            double pu = p[0] / 2.0 * k.fx + k.cx - u, pv = p[1] / 2.0 * k.fy + k.cy - v;
+            moved = fmax(moved, sqrt(pu * pu + pv * pv));
+        }
+    CHECK_LT(worst, 1e-3); /* pixels */
+    CHECK_GT(moved, 5.0);  /* the correction is real: many pixels at the corners */
+    kr_intrinsics pin = k;
+    pin.k1 = pin.k2 = pin.k3 = pin.p1 = pin.p2 = 0;
+    float p[3];
+    kr_hd_backproject(100, 50, 1.5f, &pin, p);
+    CHECK_NEAR(p[0], (100 - pin.cx) * 1.5 / pin.fx, 1e-6);
+    CHECK_NEAR(p[1], (50 - pin.cy) * 1.5 / pin.fy, 1e-6);
+    /* Coarser levels keep the coefficients (they act on normalised coordinates). */
+    kr_intrinsics l2 = kr_intrinsics_level(&k, 2);
+    CHECK_EQ(l2.k1 == k.k1 && l2.k3 == k.k3 && l2.p2 == k.p2, 1);
 }

@@ -48,7 +48,7 @@ KR_TEST(source, intrinsics_presets)
         CHECK_NEAR(k.cx, want[i].cx, 0);
         CHECK_NEAR(k.cy, want[i].cy, 0);
     }
-    kr_intrinsics k = {1, 2, 3, 4, 5, 6};
+    kr_intrinsics k = {1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0};
     CHECK_STATUS(kr_intrinsics_preset("fr4", &k), KR_ERR_INVALID_ARG);
     CHECK_CONTAINS(kr_last_error(), "fr4");
     CHECK_CONTAINS(kr_last_error(), "fr1");
@@ -122,7 +122,7 @@ KR_TEST(source, synthetic_uri_and_overrides)
 
     /* custom intrinsics change the rendered size; max_frames and live apply */
     cfg.override_intrinsics = true;
-    cfg.custom = (kr_intrinsics){160, 120, 131.25f, 131.25f, 79.5f, 59.5f};
+    cfg.custom = (kr_intrinsics){160, 120, 131.25f, 131.25f, 79.5f, 59.5f, 0, 0, 0, 0, 0};
     cfg.max_frames = 3;
     cfg.live = true;
     REQUIRE_OK(kr_source_create(&src, &cfg));

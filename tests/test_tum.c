@@ -242,7 +242,7 @@ KR_TEST(tum, size_follows_intrinsics)
     kr_source_config_default(&cfg);
     cfg.uri = dir;
     cfg.override_intrinsics = true;
-    cfg.custom = (kr_intrinsics){320, 240, 260, 260, 160, 120};
+    cfg.custom = (kr_intrinsics){320, 240, 260, 260, 160, 120, 0, 0, 0, 0, 0};
     kr_source *src = NULL;
     REQUIRE_OK(kr_source_create(&src, &cfg));
     kr_frame f;

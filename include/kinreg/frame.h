@@ -11,10 +11,16 @@
 extern "C" {
 #endif
 
-/* Pinhole intrinsics: x = (u − cx)·z/fx, y = (v − cy)·z/fy. */
+/* Pinhole intrinsics with optional Brown–Conrady lens distortion. Without
+ * distortion x = (u − cx)·z/fx, y = (v − cy)·z/fy. With it, the pixel's
+ * normalised coordinates ((u − cx)/fx, (v − cy)/fy) are the *distorted* ones
+ * (k1, k2, k3 radial, p1, p2 tangential, as in OpenCV and the TUM RGB-D
+ * calibration) and back-projection undistorts them first. All-zero
+ * coefficients (the default) are the plain pinhole model. */
 typedef struct {
     int width, height;
     float fx, fy, cx, cy;
+    float k1, k2, p1, p2, k3;
 } kr_intrinsics;
 
 /* How the 16-bit samples of a frame become metres (DESIGN.md §5). */
