@@ -1,0 +1,88 @@
+/* kinreg — the streaming pipeline: capture thread → bounded queue → tracker
+ * thread (preprocess, track, fuse) → publisher thread, with the model's
+ * snapshot rebuilds in the background (DESIGN.md §2). The pipeline only
+ * composes the modules; each step reads like the algorithm. */
+#ifndef KINREG_PIPELINE_H
+#define KINREG_PIPELINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kinreg/device.h"
+#include "kinreg/model.h"
+#include "kinreg/preprocess.h"
+#include "kinreg/source.h"
+#include "kinreg/track.h"
+#include "kinreg/trajectory.h"
+#include "kinreg/transport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kr_pipeline kr_pipeline;
+
+/* What the tracker produced for one frame. */
+typedef struct {
+    uint64_t frame_index;
+    double timestamp;
+    kr_track_result track;     /* pose, state and quality */
+    kr_method method;          /* KR_METHOD_NEWTON, or KR_METHOD_PREDICTED for LOST/first frames */
+    double latency_ms;         /* frame capture → pose ready */
+    double preprocess_ms, track_ms, fuse_ms;
+} kr_frame_result;
+
+typedef struct {
+    uint64_t frames_in;        /* delivered by the source */
+    uint64_t frames_out;       /* tracked and published */
+    uint64_t frames_dropped;   /* live only: dropped because the tracker was behind */
+    uint64_t frames_lost;      /* frames whose state was LOST */
+    uint64_t frames_skipped;   /* corrupt frames skipped (--skip-bad) */
+    double elapsed_s;          /* wall time from start to the last frame */
+    double fps;                /* frames_out / elapsed_s */
+    uint64_t model_points;     /* voxels in the running model */
+    kr_track_state last_state;
+} kr_pipeline_stats;
+
+typedef void (*kr_frame_callback)(const kr_frame_result *result, const kr_pipeline_stats *stats, void *user);
+
+typedef struct {
+    kr_source_config source;
+    kr_device_config device;
+    kr_preprocess_config preprocess;
+    kr_track_config track;
+    kr_model_config model;
+    kr_publisher_config publish;   /* endpoint NULL = no publishing */
+    int queue_capacity;            /* frames between capture and tracker (default 4) */
+    double rate;                   /* 0 = as fast as possible; 1.0 = recorded timing */
+    int rebuild_every;             /* frames between model snapshot requests (default 8) */
+    int fuse_level;                /* pyramid level fused into the model (default = track.finest_level) */
+    const char *trajectory_path;   /* TUM file written as poses are computed; NULL = none */
+    const char *model_path;        /* PLY written at the end; NULL = none */
+    kr_frame_callback on_frame;    /* called on the tracker thread after each frame */
+    void *user;
+} kr_pipeline_config;
+
+KR_API void kr_pipeline_config_default(kr_pipeline_config *cfg);
+/* Opens the source, device and publisher (so bad input, a missing GPU or an
+ * endpoint in use fail here, before any thread starts). */
+KR_API kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg);
+/* Runs to the end of the source or until kr_pipeline_stop(). Threads start
+ * and stop inside this call. Every pose computed is written to the trajectory
+ * file and published before it returns, also on error. Returns the first
+ * error of any thread, else KR_OK. */
+KR_API kr_status kr_pipeline_run(kr_pipeline *p);
+/* Asks a running pipeline to finish; async-signal-safe (for Ctrl-C). */
+KR_API void kr_pipeline_stop(kr_pipeline *p);
+KR_API void kr_pipeline_destroy(kr_pipeline **p);
+
+KR_API void kr_pipeline_get_stats(const kr_pipeline *p, kr_pipeline_stats *out);
+/* Poses computed so far (valid until destroy). */
+KR_API const kr_trajectory *kr_pipeline_trajectory(const kr_pipeline *p);
+KR_API const kr_source *kr_pipeline_source(const kr_pipeline *p);
+KR_API const kr_device *kr_pipeline_device(const kr_pipeline *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

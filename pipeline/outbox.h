@@ -1,0 +1,33 @@
+/* The tracker → publisher hand-off: a growable FIFO of messages drained by the
+ * publisher thread, which alone owns the ZeroMQ socket (sockets are not
+ * thread-safe). The tracker never waits on the network. */
+#ifndef KINREG_PIPELINE_OUTBOX_H
+#define KINREG_PIPELINE_OUTBOX_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "kinreg/transport.h"
+
+typedef struct {
+    kr_topic topic;
+    kr_pose_msg pose;
+    kr_status_msg status;
+} kr_outbox_item;
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t ready;
+    kr_outbox_item *items;
+    size_t head, count, capacity;
+    bool closed;
+} kr_outbox;
+
+kr_status kr_outbox_init(kr_outbox *box);
+void kr_outbox_destroy(kr_outbox *box);
+kr_status kr_outbox_put(kr_outbox *box, const kr_outbox_item *item);
+/* Blocks for the next item; false once closed and drained. */
+bool kr_outbox_take(kr_outbox *box, kr_outbox_item *out);
+void kr_outbox_close(kr_outbox *box);
+
+#endif

@@ -1,0 +1,422 @@
+/* The streaming pipeline: composes source, queue, preprocessing, tracking,
+ * fusion and publishing on three threads (capture, tracker, publisher). */
+#include "kinreg/pipeline.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kinreg/queue.h"
+#include "pipeline/outbox.h"
+
+struct kr_pipeline {
+    kr_pipeline_config cfg;
+    kr_source *source;
+    kr_device *device;
+    kr_model *model;
+    kr_publisher *publisher;
+    kr_queue *queue;
+    kr_outbox outbox;
+    kr_intrinsics intrinsics;
+    kr_pyramid pyramid;
+    FILE *trajectory_file;
+    kr_trajectory trajectory;
+
+    /* Motion history for the constant-velocity seed. */
+    kr_pose last_pose, velocity;
+    bool have_pose;
+
+    atomic_bool stop;
+    /* First error raised on a worker thread, re-raised by kr_pipeline_run. */
+    pthread_mutex_t error_lock;
+    kr_status error;
+    char error_text[1024];
+
+    pthread_mutex_t stats_lock;
+    kr_pipeline_stats stats;
+    double start_time, last_status_time;
+};
+
+void kr_pipeline_config_default(kr_pipeline_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    kr_source_config_default(&cfg->source);
+    kr_device_config_default(&cfg->device);
+    kr_preprocess_config_default(&cfg->preprocess);
+    kr_track_config_default(&cfg->track);
+    kr_model_config_default(&cfg->model);
+    kr_publisher_config_default(&cfg->publish);
+    cfg->publish.endpoint = NULL;
+    cfg->queue_capacity = 4;
+    cfg->rate = 0;
+    cfg->rebuild_every = 8;
+    cfg->fuse_level = -1;
+}
+
+static void record_error(kr_pipeline *p, kr_status status)
+{
+    pthread_mutex_lock(&p->error_lock);
+    if (p->error == KR_OK) {
+        p->error = status;
+        snprintf(p->error_text, sizeof p->error_text, "%s", kr_last_error());
+    }
+    pthread_mutex_unlock(&p->error_lock);
+}
+
+kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
+{
+    if (!out || !cfg) return kr_error(KR_ERR_INVALID_ARG, "kr_pipeline_create: NULL argument");
+    if (cfg->queue_capacity < 1 || cfg->rebuild_every < 1 || cfg->rate < 0)
+        return kr_error(KR_ERR_INVALID_ARG, "pipeline: queue capacity and rebuild interval must be >= 1, rate >= 0");
+    kr_pipeline *p = calloc(1, sizeof *p);
+    if (!p) return kr_error(KR_ERR_NOMEM, "cannot allocate the pipeline");
+    p->cfg = *cfg;
+    if (p->cfg.fuse_level < 0) p->cfg.fuse_level = cfg->track.finest_level;
+    pthread_mutex_init(&p->error_lock, NULL);
+    pthread_mutex_init(&p->stats_lock, NULL);
+    atomic_init(&p->stop, false);
+
+    kr_status s;
+    if ((s = kr_source_create(&p->source, &cfg->source)) != KR_OK) goto fail;
+    p->intrinsics = kr_source_intrinsics(p->source);
+    if ((s = kr_device_create(&p->device, &cfg->device)) != KR_OK) goto fail;
+    if ((s = kr_model_create(&p->model, &cfg->model)) != KR_OK) goto fail;
+    if ((s = kr_publisher_create(&p->publisher, &cfg->publish)) != KR_OK) goto fail;
+    kr_queue_config qcfg;
+    kr_queue_config_default(&qcfg);
+    qcfg.capacity = cfg->queue_capacity;
+    qcfg.policy = kr_source_is_live(p->source) ? KR_QUEUE_DROP_OLDEST : KR_QUEUE_BLOCK;
+    if ((s = kr_queue_create(&p->queue, &qcfg)) != KR_OK) goto fail;
+    if ((s = kr_outbox_init(&p->outbox)) != KR_OK) goto fail;
+    if (cfg->trajectory_path && *cfg->trajectory_path) {
+        p->trajectory_file = fopen(cfg->trajectory_path, "w");
+        if (!p->trajectory_file) {
+            s = kr_error(KR_ERR_IO, "cannot write the trajectory to %s: %s", cfg->trajectory_path,
+                         strerror(errno));
+            goto fail;
+        }
+        fprintf(p->trajectory_file, "# kinreg trajectory (TUM format): timestamp tx ty tz qx qy qz qw\n");
+    }
+    *out = p;
+    return KR_OK;
+fail:;
+    /* Keep the failing step's message while tearing down the rest. */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", kr_last_error());
+    kr_pipeline_destroy(&p);
+    return kr_error(s, "%s", msg);
+}
+
+void kr_pipeline_destroy(kr_pipeline **pp)
+{
+    if (!pp || !*pp) return;
+    kr_pipeline *p = *pp;
+    if (p->trajectory_file) fclose(p->trajectory_file);
+    kr_outbox_destroy(&p->outbox);
+    kr_queue_destroy(&p->queue);
+    kr_publisher_destroy(&p->publisher);
+    kr_model_destroy(&p->model);
+    kr_pyramid_free(&p->pyramid);
+    kr_device_destroy(&p->device);
+    kr_source_destroy(&p->source);
+    kr_trajectory_free(&p->trajectory);
+    pthread_mutex_destroy(&p->error_lock);
+    pthread_mutex_destroy(&p->stats_lock);
+    free(p);
+    *pp = NULL;
+}
+
+void kr_pipeline_stop(kr_pipeline *p)
+{
+    if (p) atomic_store(&p->stop, true);
+}
+
+void kr_pipeline_get_stats(const kr_pipeline *p, kr_pipeline_stats *out)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&p->stats_lock);
+    *out = p->stats;
+    pthread_mutex_unlock((pthread_mutex_t *)&p->stats_lock);
+}
+
+const kr_trajectory *kr_pipeline_trajectory(const kr_pipeline *p)
+{
+    return &p->trajectory;
+}
+
+const kr_source *kr_pipeline_source(const kr_pipeline *p)
+{
+    return p->source;
+}
+
+const kr_device *kr_pipeline_device(const kr_pipeline *p)
+{
+    return p->device;
+}
+
+/* ---- capture thread ------------------------------------------------------ */
+
+static void sleep_until(double t)
+{
+    double now = kr_now();
+    if (t <= now) return;
+    double d = t - now;
+    struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static void *capture_main(void *arg)
+{
+    kr_pipeline *p = arg;
+    double first_stamp = 0, start = kr_now();
+    while (!atomic_load(&p->stop)) {
+        kr_frame frame;
+        kr_status s = kr_source_read(p->source, &frame);
+        if (s == KR_END) break;
+        if (s != KR_OK) {
+            record_error(p, s);
+            break;
+        }
+        if (p->cfg.rate > 0) {
+            /* Recorded timing: frame k leaves (t_k − t_0)/rate after the first. */
+            if (frame.index == 0 || first_stamp == 0) first_stamp = frame.timestamp;
+            sleep_until(start + (frame.timestamp - first_stamp) / p->cfg.rate);
+        }
+        frame.capture_time = kr_now();
+        pthread_mutex_lock(&p->stats_lock);
+        p->stats.frames_in++;
+        pthread_mutex_unlock(&p->stats_lock);
+        if (kr_queue_push(p->queue, &frame) != KR_OK) {
+            kr_frame_release(&frame); /* queue closed: the tracker has stopped */
+            break;
+        }
+    }
+    kr_queue_close(p->queue);
+    return NULL;
+}
+
+/* ---- publisher thread ---------------------------------------------------- */
+
+static void *publisher_main(void *arg)
+{
+    kr_pipeline *p = arg;
+    kr_outbox_item item;
+    while (kr_outbox_take(&p->outbox, &item)) {
+        kr_status s = item.topic == KR_TOPIC_STATUS ? kr_publisher_send_status(p->publisher, &item.status)
+                                                     : kr_publisher_send_pose(p->publisher, &item.pose);
+        if (s != KR_OK) kr_log(KR_LOG_WARN, "publish failed: %s (%s)", kr_strerror(s), kr_last_error());
+    }
+    return NULL;
+}
+
+static void publish_status(kr_pipeline *p, kr_event event, const char *text)
+{
+    kr_outbox_item item = {.topic = KR_TOPIC_STATUS};
+    kr_pipeline_stats st;
+    kr_pipeline_get_stats(p, &st);
+    item.status.event = (uint8_t)event;
+    item.status.state = (uint8_t)st.last_state;
+    item.status.frames_in = st.frames_in;
+    item.status.frames_out = st.frames_out;
+    item.status.frames_dropped = st.frames_dropped;
+    item.status.frames_lost = st.frames_lost;
+    item.status.fps = (float)st.fps;
+    item.status.model_points = st.model_points;
+    snprintf(item.status.text, sizeof item.status.text, "%.63s", text ? text : "");
+    kr_outbox_put(&p->outbox, &item);
+}
+
+/* ---- tracker thread ------------------------------------------------------ */
+
+/* Constant-velocity prediction: T_k = T_{k−1} · (T_{k−2}⁻¹ T_{k−1}). */
+static kr_pose predict_pose(const kr_pipeline *p)
+{
+    if (!p->have_pose) return kr_pose_identity();
+    return kr_pose_mul(&p->last_pose, &p->velocity);
+}
+
+static void accept_pose(kr_pipeline *p, const kr_pose *pose)
+{
+    if (p->have_pose) {
+        kr_pose inv = kr_pose_inv(&p->last_pose);
+        p->velocity = kr_pose_mul(&inv, pose);
+    } else {
+        p->velocity = kr_pose_identity();
+    }
+    p->last_pose = *pose;
+    p->have_pose = true;
+}
+
+static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_result *r)
+{
+    kr_status s;
+    double t0 = kr_now();
+    if ((s = kr_preprocess(p->device, &p->cfg.preprocess, frame, &p->intrinsics, &p->pyramid)) != KR_OK)
+        return s;
+    double t1 = kr_now();
+
+    kr_pose seed = predict_pose(p);
+    kr_model_snapshot *snap = kr_model_snapshot_acquire(p->model);
+    bool first = snap == NULL;
+    if (snap) {
+        s = kr_track_frame(kr_model_snapshot_tree(snap), &p->pyramid, &seed, &p->cfg.track, &r->track);
+        kr_model_snapshot_release(&snap);
+        if (s != KR_OK) return s;
+        r->method = r->track.state == KR_TRACK_LOST ? KR_METHOD_PREDICTED : KR_METHOD_NEWTON;
+    } else {
+        /* First frame: it defines the world frame and seeds the model. */
+        memset(&r->track, 0, sizeof r->track);
+        r->track.pose = seed;
+        r->track.state = KR_TRACK_GOOD;
+        r->track.inlier_fraction = 1;
+        r->method = KR_METHOD_PREDICTED;
+    }
+    double t2 = kr_now();
+
+    if (r->track.state != KR_TRACK_LOST) {
+        accept_pose(p, &r->track.pose);
+        const kr_cloud *cloud = &p->pyramid.level[p->cfg.fuse_level];
+        if ((s = kr_model_integrate(p->model, cloud, &r->track.pose, frame->index)) != KR_OK) return s;
+    } else {
+        /* A LOST frame keeps the predicted pose; without a trusted motion the
+         * next seed is the last good pose (recovery comes in a later issue). */
+        p->velocity = kr_pose_identity();
+    }
+    if (first || frame->index % (uint64_t)p->cfg.rebuild_every == 0) {
+        if ((s = kr_model_request_snapshot(p->model, frame->index)) != KR_OK) return s;
+        if (first) kr_model_wait_idle(p->model); /* frame 1 needs a model to track against */
+    }
+    double t3 = kr_now();
+    r->frame_index = frame->index;
+    r->timestamp = frame->timestamp;
+    r->preprocess_ms = 1e3 * (t1 - t0);
+    r->track_ms = 1e3 * (t2 - t1);
+    r->fuse_ms = 1e3 * (t3 - t2);
+    r->latency_ms = 1e3 * (t3 - frame->capture_time);
+    return KR_OK;
+}
+
+static void emit_pose(kr_pipeline *p, const kr_frame_result *r)
+{
+    kr_quat q = kr_pose_to_quat(&r->track.pose);
+    kr_outbox_item item = {.topic = KR_TOPIC_POSE};
+    kr_pose_msg *m = &item.pose;
+    m->topic = KR_TOPIC_POSE;
+    m->frame_index = r->frame_index;
+    m->timestamp = r->timestamp;
+    memcpy(m->t, r->track.pose.t, sizeof m->t);
+    m->q[0] = q.x;
+    m->q[1] = q.y;
+    m->q[2] = q.z;
+    m->q[3] = q.w;
+    m->state = (uint8_t)r->track.state;
+    m->method = (uint8_t)r->method;
+    m->iterations = (uint16_t)r->track.iterations;
+    m->inlier_fraction = r->track.inlier_fraction;
+    m->rms = r->track.rms;
+    m->condition = r->track.condition;
+    m->latency_ms = (float)r->latency_ms;
+    kr_outbox_put(&p->outbox, &item);
+
+    kr_trajectory_push(&p->trajectory, r->timestamp, &r->track.pose);
+    if (p->trajectory_file) {
+        char line[256];
+        kr_trajectory_format_line(r->timestamp, &r->track.pose, line, sizeof line);
+        fprintf(p->trajectory_file, "%s\n", line);
+        fflush(p->trajectory_file); /* a killed process still leaves every pose so far */
+    }
+}
+
+static void update_stats(kr_pipeline *p, const kr_frame_result *r)
+{
+    pthread_mutex_lock(&p->stats_lock);
+    kr_pipeline_stats *st = &p->stats;
+    st->frames_out++;
+    if (r->track.state == KR_TRACK_LOST) st->frames_lost++;
+    st->last_state = r->track.state;
+    st->frames_dropped = kr_queue_dropped(p->queue);
+    st->frames_skipped = kr_source_skipped(p->source);
+    st->model_points = kr_model_size(p->model);
+    st->elapsed_s = kr_now() - p->start_time;
+    st->fps = st->elapsed_s > 0 ? (double)st->frames_out / st->elapsed_s : 0;
+    pthread_mutex_unlock(&p->stats_lock);
+}
+
+static void tracker_loop(kr_pipeline *p)
+{
+    while (!atomic_load(&p->stop)) {
+        kr_frame frame;
+        kr_status s = kr_queue_pop(p->queue, &frame, 200);
+        if (s == KR_END) break;
+        if (s != KR_OK) continue; /* timeout: check the stop flag */
+        kr_frame_result r;
+        memset(&r, 0, sizeof r);
+        s = track_frame(p, &frame, &r);
+        kr_frame_release(&frame);
+        if (s != KR_OK) {
+            record_error(p, s);
+            break;
+        }
+        emit_pose(p, &r);
+        update_stats(p, &r);
+        if (p->cfg.on_frame) {
+            kr_pipeline_stats st;
+            kr_pipeline_get_stats(p, &st);
+            p->cfg.on_frame(&r, &st, p->cfg.user);
+        }
+        if (r.latency_ms >= 0 && kr_now() - p->last_status_time >= 1.0) {
+            p->last_status_time = kr_now();
+            publish_status(p, KR_EVENT_PROGRESS, NULL);
+        }
+    }
+}
+
+kr_status kr_pipeline_run(kr_pipeline *p)
+{
+    if (!p) return kr_error(KR_ERR_INVALID_ARG, "kr_pipeline_run: NULL pipeline");
+    p->start_time = p->last_status_time = kr_now();
+    pthread_t capture, publisher;
+    if (pthread_create(&publisher, NULL, publisher_main, p) != 0)
+        return kr_error(KR_ERR_NOMEM, "cannot start the publisher thread");
+    publish_status(p, KR_EVENT_STARTED, kr_source_describe(p->source));
+    if (pthread_create(&capture, NULL, capture_main, p) != 0) {
+        kr_outbox_close(&p->outbox);
+        pthread_join(publisher, NULL);
+        return kr_error(KR_ERR_NOMEM, "cannot start the capture thread");
+    }
+
+    /* The calling thread is the tracker. */
+    tracker_loop(p);
+
+    /* Shutdown: stop capture (a blocked push returns once the queue closes),
+     * then flush every computed pose to the socket before returning. */
+    atomic_store(&p->stop, true);
+    kr_queue_close(p->queue);
+    pthread_join(capture, NULL);
+    kr_model_wait_idle(p->model);
+    pthread_mutex_lock(&p->stats_lock);
+    p->stats.frames_dropped = kr_queue_dropped(p->queue);
+    p->stats.frames_skipped = kr_source_skipped(p->source);
+    pthread_mutex_unlock(&p->stats_lock);
+
+    kr_status err;
+    char text[1024];
+    pthread_mutex_lock(&p->error_lock);
+    err = p->error;
+    snprintf(text, sizeof text, "%s", p->error_text);
+    pthread_mutex_unlock(&p->error_lock);
+    publish_status(p, err == KR_OK ? KR_EVENT_STOPPED : KR_EVENT_ERROR, err == KR_OK ? "end" : text);
+    kr_outbox_close(&p->outbox);
+    pthread_join(publisher, NULL);
+    if (p->trajectory_file) fflush(p->trajectory_file);
+
+    if (p->cfg.model_path && *p->cfg.model_path) {
+        kr_status s = kr_model_save_ply(p->model, p->cfg.model_path);
+        if (s != KR_OK && err == KR_OK) return s;
+    }
+    if (err != KR_OK) return kr_error(err, "%s", text);
+    return KR_OK;
+}
