@@ -8,8 +8,8 @@
 void kr_model_config_default(kr_model_config *cfg)
 {
     if (!cfg) return;
-    cfg->voxel_size = 0.01f;
-    cfg->active_window = 100;
+    cfg->voxel_size = 0.015f;
+    cfg->active_window = 50;
     cfg->max_weight = 64.0f;
     cfg->background = true;
     cfg->geometric_weight = true;

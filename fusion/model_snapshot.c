@@ -4,6 +4,7 @@
  * swap never waits for them and they never see a tree being freed. */
 #include "fusion/model_internal.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,10 @@ static kr_status build_and_swap(kr_model *m)
 static void *worker_main(void *arg)
 {
     kr_model *m = arg;
+    /* The rebuild is background work: one thread, so that it never starts an
+     * OpenMP team of its own that competes with the tracker's for the cores
+     * (on a 2-core machine oversubscribed teams spin and stall each other). */
+    omp_set_num_threads(1);
     pthread_mutex_lock(&m->mu);
     for (;;) {
         while (!m->job_ready && !m->stop) pthread_cond_wait(&m->wake, &m->mu);

@@ -37,7 +37,7 @@ void kr_track_config_default(kr_track_config *cfg)
      * of 0.1–0.2° on ray-cast Kinect scenes). Set it below gate/2 for
      * Mitra-style far-field attraction on large motions. */
     cfg->far_field = 0.10f;
-    cfg->gate = 0.10f;
+    cfg->gate = 0.03f;
     cfg->normal_gate_deg = 45.0f;
     cfg->exact_nn = false;
     /* α down to 1/4: smaller steps did not help (the failures are
@@ -45,8 +45,8 @@ void kr_track_config_default(kr_track_config *cfg)
      * full pass over the level. */
     cfg->max_line_search = 2;
     cfg->armijo_c = 1e-4;
-    cfg->converge_rot = 1e-4;   /* 0.006° */
-    cfg->converge_trans = 1e-4; /* 0.1 mm at the centroid */
+    cfg->converge_rot = 3e-4;   /* 0.017° */
+    cfg->converge_trans = 3e-4; /* 0.3 mm at the centroid */
     cfg->good_inlier = 0.5f;
     cfg->lost_inlier = 0.15f;
     cfg->good_rms = 0.02f;

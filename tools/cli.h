@@ -13,6 +13,12 @@ enum {
     KR_EXIT_STALLED = 3 /* live sensor stopped delivering frames */
 };
 
+/* Shared by run and demo (tools/cmd_run.c). */
+#include <stdbool.h>
+#include "kinreg/pipeline.h"
+int kr_exit_code(kr_status s);
+kr_status kr_run_pipeline(kr_pipeline *p, bool quiet, kr_pipeline_stats *stats);
+
 int kr_cmd_run(int argc, char **argv);
 int kr_cmd_demo(int argc, char **argv);
 int kr_cmd_sub(int argc, char **argv);

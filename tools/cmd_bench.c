@@ -1,12 +1,223 @@
-/* kinreg bench — placeholder until its owner lands it. */
-#include <stdio.h>
+/* kinreg bench — per-stage medians on a named source and backend, as a table
+ * and as JSON. Stages run one after another on the calling thread so each
+ * time is that stage's alone; `--pipeline` also runs the threaded pipeline on
+ * the same frames for end-to-end frames per second. */
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
+#include "pipeline_options.h"
+
+enum { ST_READ, ST_PREPROCESS, ST_TRACK, ST_ITERATION, ST_FUSE, ST_SNAPSHOT, ST_FRAME, ST_COUNT };
+static const char *const stage_names[ST_COUNT] = {
+    "source read", "preprocess", "track (whole frame)", "one Newton iteration",
+    "fuse into model", "tree build (snapshot)", "frame total"};
+static const char *const stage_keys[ST_COUNT] = {"read", "preprocess", "track", "newton_iteration",
+                                                 "fuse", "tree_build", "frame"};
+
+typedef struct {
+    double *v;
+    size_t n, cap;
+} samples;
+
+static void add(samples *s, double ms)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 256;
+        s->v = realloc(s->v, s->cap * sizeof *s->v);
+    }
+    s->v[s->n++] = ms;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(samples *s)
+{
+    if (!s->n) return 0;
+    qsort(s->v, s->n, sizeof *s->v, cmp_double);
+    return s->n % 2 ? s->v[s->n / 2] : 0.5 * (s->v[s->n / 2 - 1] + s->v[s->n / 2]);
+}
+
+static void help(FILE *out)
+{
+    fprintf(out, "usage: kinreg bench [OPTIONS] [SOURCE]\n\n"
+                 "Times each stage per frame (median over frames) on SOURCE with the chosen backend.\n\n"
+                 "      --json FILE         also write the results as JSON (- for stdout)\n"
+                 "      --pipeline          also run the threaded pipeline for end-to-end frames/s\n");
+    kr_pipeline_options_help(out);
+    fprintf(out, "  -h, --help              this text\n");
+}
+
+static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT], int *frames, int *lost,
+                              char *device_name, size_t device_size)
+{
+    kr_source *src = NULL;
+    kr_device *dev = NULL;
+    kr_model *model = NULL;
+    kr_pyramid pyr;
+    memset(&pyr, 0, sizeof pyr);
+    kr_model_config mcfg = cfg->model;
+    mcfg.background = false; /* time the tree build itself, on this thread */
+    kr_status s;
+    if ((s = kr_source_create(&src, &cfg->source)) != KR_OK) return s;
+    if ((s = kr_device_create(&dev, &cfg->device)) != KR_OK) goto done;
+    snprintf(device_name, device_size, "%s", kr_device_describe(dev));
+    if ((s = kr_model_create(&model, &mcfg)) != KR_OK) goto done;
+    kr_intrinsics K = kr_source_intrinsics(src);
+    kr_pose pose = kr_pose_identity(), velocity = kr_pose_identity();
+    int fuse_level = cfg->fuse_level >= 0 ? cfg->fuse_level : cfg->track.finest_level;
+    for (;;) {
+        kr_frame frame;
+        double t0 = kr_now();
+        s = kr_source_read(src, &frame);
+        if (s == KR_END) {
+            s = KR_OK;
+            break;
+        }
+        if (s != KR_OK) goto done;
+        double t1 = kr_now();
+        s = kr_preprocess(dev, &cfg->preprocess, &frame, &K, &pyr);
+        double t2 = kr_now();
+        if (s != KR_OK) {
+            kr_frame_release(&frame);
+            goto done;
+        }
+        add(&st[ST_READ], 1e3 * (t1 - t0));
+        add(&st[ST_PREPROCESS], 1e3 * (t2 - t1));
+        kr_model_snapshot *snap = kr_model_snapshot_acquire(model);
+        bool have_model = snap != NULL;
+        double t3 = kr_now(), t4 = t3;
+        bool good = true;
+        if (snap) {
+            kr_pose seed = kr_pose_mul(&pose, &velocity);
+            kr_track_result r;
+            s = kr_track_frame(kr_model_snapshot_tree(snap), &pyr, &seed, &cfg->track, &r);
+            t4 = kr_now();
+            if (s != KR_OK) {
+                kr_model_snapshot_release(&snap);
+                kr_frame_release(&frame);
+                goto done;
+            }
+            add(&st[ST_TRACK], 1e3 * (t4 - t3));
+            kr_newton_sums sums;
+            double t5 = kr_now();
+            kr_newton_linearize(kr_model_snapshot_tree(snap), &pyr.level[cfg->track.finest_level], &r.pose,
+                                &cfg->track, cfg->track.gate, &sums);
+            add(&st[ST_ITERATION], 1e3 * (kr_now() - t5));
+            good = r.state != KR_TRACK_LOST;
+            if (good) {
+                kr_pose inv = kr_pose_inv(&pose);
+                velocity = kr_pose_mul(&inv, &r.pose);
+                pose = r.pose;
+            } else {
+                (*lost)++;
+                velocity = kr_pose_identity();
+            }
+            kr_model_snapshot_release(&snap);
+        }
+        double t6 = kr_now();
+        if (good) kr_model_integrate(model, &pyr.level[fuse_level], &pose, frame.index);
+        double t7 = kr_now();
+        add(&st[ST_FUSE], 1e3 * (t7 - t6));
+        if (!have_model || frame.index % (uint64_t)cfg->rebuild_every == 0) {
+            double t8 = kr_now();
+            kr_model_request_snapshot(model, frame.index);
+            add(&st[ST_SNAPSHOT], 1e3 * (kr_now() - t8));
+        }
+        /* A frame's cost on the tracker thread: preprocess + track + fuse
+         * (the tree build runs in the background in the pipeline). */
+        add(&st[ST_FRAME], 1e3 * ((t2 - t1) + (t4 - t3) + (t7 - t6)));
+        (*frames)++;
+        kr_frame_release(&frame);
+    }
+done:
+    kr_pyramid_free(&pyr);
+    kr_model_destroy(&model);
+    kr_device_destroy(&dev);
+    kr_source_destroy(&src);
+    return s;
+}
 
 int kr_cmd_bench(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "kinreg bench: not built yet\n");
-    return KR_EXIT_FAILURE;
+    kr_pipeline_config cfg;
+    kr_pipeline_config_default(&cfg);
+    cfg.source.max_frames = 300;
+    const char *json_path = NULL;
+    bool run_pipeline = false;
+    static const struct option longopts[] = {KR_PIPELINE_LONG_OPTIONS, {"json", required_argument, 0, 'j'},
+                                             {"pipeline", no_argument, 0, 'P'}, {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, KR_PIPELINE_SHORT_OPTIONS "h", longopts, NULL)) != -1) {
+        int handled = kr_pipeline_option(&cfg, opt, optarg);
+        if (handled < 0) return KR_EXIT_USAGE;
+        if (handled) continue;
+        if (opt == 'j') json_path = optarg;
+        else if (opt == 'P') run_pipeline = true;
+        else if (opt == 'h') {
+            help(stdout);
+            return KR_EXIT_OK;
+        } else {
+            help(stderr);
+            return KR_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) cfg.source.uri = argv[optind++];
+
+    samples st[ST_COUNT];
+    memset(st, 0, sizeof st);
+    int frames = 0, lost = 0;
+    char device_name[256] = "";
+    fprintf(stderr, "kinreg bench: timing stages on %s ...\n", cfg.source.uri ? cfg.source.uri : "synthetic");
+    kr_status s = bench_stages(&cfg, st, &frames, &lost, device_name, sizeof device_name);
+    if (s != KR_OK) {
+        fprintf(stderr, "kinreg bench: %s: %s\n", kr_strerror(s), kr_last_error());
+        return KR_EXIT_FAILURE;
+    }
+    double med[ST_COUNT];
+    for (int i = 0; i < ST_COUNT; i++) med[i] = median(&st[i]);
+
+    double pipeline_fps = 0;
+    if (run_pipeline) {
+        kr_pipeline *p = NULL;
+        if ((s = kr_pipeline_create(&p, &cfg)) == KR_OK) s = kr_pipeline_run(p);
+        if (s != KR_OK) {
+            fprintf(stderr, "kinreg bench: pipeline: %s: %s\n", kr_strerror(s), kr_last_error());
+        } else {
+            kr_pipeline_stats ps;
+            kr_pipeline_get_stats(p, &ps);
+            pipeline_fps = ps.fps;
+        }
+        kr_pipeline_destroy(&p);
+    }
+
+    const char *src_name = cfg.source.uri ? cfg.source.uri : "synthetic";
+    printf("kinreg bench: source %s, %d frames (%d lost), backend %s\n", src_name, frames, lost, device_name);
+    printf("%-24s %10s %8s\n", "stage", "median ms", "samples");
+    for (int i = 0; i < ST_COUNT; i++) printf("%-24s %10.3f %8zu\n", stage_names[i], med[i], st[i].n);
+    printf("%-24s %10.1f\n", "tracker frames/s", med[ST_FRAME] > 0 ? 1e3 / med[ST_FRAME] : 0);
+    if (run_pipeline) printf("%-24s %10.1f\n", "pipeline frames/s", pipeline_fps);
+
+    if (json_path) {
+        FILE *f = strcmp(json_path, "-") ? fopen(json_path, "w") : stdout;
+        if (!f) {
+            fprintf(stderr, "kinreg bench: cannot write %s\n", json_path);
+            return KR_EXIT_FAILURE;
+        }
+        fprintf(f, "{\"source\": \"%s\", \"device\": \"%s\", \"frames\": %d, \"lost\": %d, \"median_ms\": {", src_name,
+                device_name, frames, lost);
+        for (int i = 0; i < ST_COUNT; i++) fprintf(f, "%s\"%s\": %.4f", i ? ", " : "", stage_keys[i], med[i]);
+        fprintf(f, "}, \"tracker_fps\": %.2f", med[ST_FRAME] > 0 ? 1e3 / med[ST_FRAME] : 0);
+        if (run_pipeline) fprintf(f, ", \"pipeline_fps\": %.2f", pipeline_fps);
+        fprintf(f, "}\n");
+        if (f != stdout) fclose(f);
+    }
+    for (int i = 0; i < ST_COUNT; i++) free(st[i].v);
+    return KR_EXIT_OK;
 }

@@ -1,12 +1,102 @@
-/* kinreg run — placeholder until its owner lands it. */
+/* kinreg run — track a source, publish poses, write trajectory and model. */
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
+#include "pipeline_options.h"
+#include "status_line.h"
+
+static kr_pipeline *running;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    kr_pipeline_stop(running); /* async-signal-safe: sets an atomic flag */
+}
+
+static void help(FILE *out)
+{
+    fprintf(out, "usage: kinreg run [OPTIONS] [SOURCE]\n\n"
+                 "Tracks every frame of SOURCE against the running model, publishes poses over\n"
+                 "ZeroMQ, and writes the trajectory and model. Ctrl-C stops cleanly: every pose\n"
+                 "computed so far is written and published.\n\n");
+    kr_pipeline_options_help(out);
+    fprintf(out, "  -q, --quiet             no status line\n"
+                 "  -h, --help              this text\n\n"
+                 "example: kinreg run tum:../shared/data/tum/fr1_xyz_head --intrinsics fr1 -t traj.txt -p tcp://*:5555\n");
+}
+
+/* Exit code for a pipeline status. */
+int kr_exit_code(kr_status s)
+{
+    if (s == KR_OK || s == KR_ERR_INTERRUPTED) return KR_EXIT_OK;
+    if (s == KR_ERR_STALLED) return KR_EXIT_STALLED;
+    return KR_EXIT_FAILURE;
+}
+
+/* Runs a configured pipeline with the status line and Ctrl-C handling; the
+ * pipeline is left for the caller to inspect and destroy. */
+kr_status kr_run_pipeline(kr_pipeline *p, bool quiet, kr_pipeline_stats *stats)
+{
+    kr_status_line line;
+    kr_status_line_init(&line, quiet, kr_source_length(kr_pipeline_source(p)));
+    running = p;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    kr_status s = kr_pipeline_run(p);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    running = NULL;
+    kr_pipeline_get_stats(p, stats);
+    kr_status_line_finish(&line, stats);
+    return s;
+}
 
 int kr_cmd_run(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "kinreg run: not built yet\n");
-    return KR_EXIT_FAILURE;
+    kr_pipeline_config cfg;
+    kr_pipeline_config_default(&cfg);
+    bool quiet = false;
+    static const struct option longopts[] = {KR_PIPELINE_LONG_OPTIONS, {"quiet", no_argument, 0, 'q'},
+                                             {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, KR_PIPELINE_SHORT_OPTIONS "qh", longopts, NULL)) != -1) {
+        int handled = kr_pipeline_option(&cfg, opt, optarg);
+        if (handled < 0) return KR_EXIT_USAGE;
+        if (handled) continue;
+        if (opt == 'q') quiet = true;
+        else if (opt == 'h') {
+            help(stdout);
+            return KR_EXIT_OK;
+        } else {
+            help(stderr);
+            return KR_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) cfg.source.uri = argv[optind++];
+    if (optind < argc) {
+        fprintf(stderr, "kinreg run: unexpected argument '%s'\n", argv[optind]);
+        return KR_EXIT_USAGE;
+    }
+
+    kr_pipeline_stats stats;
+    kr_pipeline *p = NULL;
+    kr_status s = kr_pipeline_create(&p, &cfg);
+    if (s != KR_OK) {
+        fprintf(stderr, "kinreg run: %s: %s\n", kr_strerror(s), kr_last_error());
+        return s == KR_ERR_INVALID_ARG ? KR_EXIT_USAGE : KR_EXIT_FAILURE;
+    }
+    fprintf(stderr, "kinreg run: %s on %s\n", kr_source_describe(kr_pipeline_source(p)),
+            kr_device_describe(kr_pipeline_device(p)));
+    s = kr_run_pipeline(p, quiet, &stats);
+    if (s != KR_OK) fprintf(stderr, "kinreg run: %s: %s\n", kr_strerror(s), kr_last_error());
+    if (cfg.trajectory_path) fprintf(stderr, "kinreg run: trajectory written to %s\n", cfg.trajectory_path);
+    if (cfg.model_path && s == KR_OK) fprintf(stderr, "kinreg run: model written to %s\n", cfg.model_path);
+    kr_pipeline_destroy(&p);
+    return kr_exit_code(s);
 }

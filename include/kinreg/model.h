@@ -21,8 +21,8 @@ typedef struct kr_model kr_model;
 typedef struct kr_model_snapshot kr_model_snapshot;
 
 typedef struct {
-    float voxel_size;       /* metres, default 0.01 */
-    int active_window;      /* voxels seen in the last N frames form a snapshot (default 100) */
+    float voxel_size;       /* metres, default 0.015 */
+    int active_window;      /* voxels seen in the last N frames form a snapshot (default 50) */
     float max_weight;       /* per-voxel weight cap so the map can follow change (default 64) */
     bool background;        /* rebuild snapshots on a background thread (default true);
                                false rebuilds inside kr_model_request_snapshot (tests) */

@@ -28,7 +28,7 @@ typedef struct {
     kr_quad_mode quad;
     float far_field;                /* AUTO: A = n nᵀ up to this |q − s*|, blending smoothly to A = I at twice it
                                        (m, default 0.10; coarser levels x2 per level, like the gate) */
-    float gate;                     /* pairs farther apart are rejected (m, default 0.10; coarser levels x2 per level) */
+    float gate;                     /* pairs farther apart are rejected (m, default 0.03; coarser levels x2 per level) */
     float normal_gate_deg;          /* max angle between frame and model normals (default 45) */
     bool exact_nn;                  /* exact nearest neighbour instead of cell descent (tests) */
     int max_line_search;            /* Armijo halvings before giving up (default 2) */

@@ -1,0 +1,168 @@
+/* Parsing of the options shared by run, demo and bench. */
+#include "pipeline_options.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void kr_pipeline_options_help(FILE *out)
+{
+    kr_pipeline_config d;
+    kr_pipeline_config_default(&d);
+    fprintf(out,
+            "source and output:\n"
+            "  -s, --source URI        synthetic[:SEED] | tum:DIR | DIR with depth.txt (default synthetic)\n"
+            "  -n, --frames N          stop after N frames (default: the whole source)\n"
+            "  -r, --rate max|FACTOR   max = as fast as possible (default); 1.0 = recorded timing\n"
+            "      --intrinsics NAME|fx,fy,cx,cy[,k1,k2,p1,p2,k3]\n"
+            "                          preset fr1 fr2 fr3 default, or explicit pinhole values with\n"
+            "                          optional Brown-Conrady distortion (OpenCV order)\n"
+            "      --depth-scale S     raw units per metre for 16-bit PNG depth (TUM: 5000)\n"
+            "      --skip-bad          skip and count corrupt frames instead of stopping\n"
+            "      --seed N            synthetic scene and trajectory seed (default 1)\n"
+            "      --duration SEC      synthetic sequence length (default 30)\n"
+            "  -t, --trajectory FILE   write poses as a TUM trajectory while tracking\n"
+            "  -m, --save-model FILE   write the model (PLY, points and normals) at the end\n"
+            "  -p, --publish ENDPOINT  ZeroMQ PUB endpoint, e.g. tcp://*:5555 (default: none)\n"
+            "compute:\n"
+            "  -b, --backend B         auto | cpu | cuda (default auto: CUDA when a GPU is present)\n"
+            "      --threads N         OpenMP threads (default: all cores)\n"
+            "      --finest-level L    finest pyramid level tracked, 0 = 640x480 (default %d)\n"
+            "      --voxel M           model voxel size in metres (default %g)\n"
+            "      --exact-nn          exact nearest neighbours instead of k-d cell descent\n"
+            "      --iterations N,N,..  Newton steps per level, finest first (default %d,%d,%d)\n"
+            "      --gate M            reject pairs farther apart than M metres at the finest level (default %g)\n"
+            "      --active-window N   model voxels seen in the last N frames are tracked against (default %d)\n"
+            "      --rebuild-every N   frames between model snapshot rebuilds (default %d)\n",
+            d.track.finest_level, (double)d.model.voxel_size, d.track.iterations[0], d.track.iterations[1],
+            d.track.iterations[2], (double)d.track.gate, d.model.active_window,
+            d.rebuild_every);
+}
+
+static int parse_double(const char *arg, double *out, const char *what)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (end == arg || *end) {
+        fprintf(stderr, "kinreg: %s expects a number, got '%s'\n", what, arg);
+        return -1;
+    }
+    *out = v;
+    return 1;
+}
+
+int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
+{
+    double v;
+    switch (opt) {
+    case 's':
+        cfg->source.uri = arg;
+        return 1;
+    case 'b':
+        if (kr_backend_parse(arg, &cfg->device.backend) != KR_OK) {
+            fprintf(stderr, "kinreg: --backend must be auto, cpu or cuda, got '%s'\n", arg);
+            return -1;
+        }
+        return 1;
+    case 'p':
+        cfg->publish.endpoint = arg;
+        return 1;
+    case 't':
+        cfg->trajectory_path = arg;
+        return 1;
+    case 'm':
+        cfg->model_path = arg;
+        return 1;
+    case 'r':
+        if (!strcmp(arg, "max")) {
+            cfg->rate = 0;
+            return 1;
+        }
+        if (parse_double(arg, &v, "--rate") < 0 || v <= 0) {
+            fprintf(stderr, "kinreg: --rate must be 'max' or a positive factor\n");
+            return -1;
+        }
+        cfg->rate = v;
+        return 1;
+    case 'n':
+        if (parse_double(arg, &v, "--frames") < 0 || v < 1) return -1;
+        cfg->source.max_frames = (int)v;
+        return 1;
+    case 1001: {
+        kr_intrinsics k;
+        if (kr_intrinsics_preset(arg, &k) == KR_OK) {
+            cfg->source.intrinsics = arg;
+            return 1;
+        }
+        kr_intrinsics c = {.width = 640, .height = 480};
+        int n = sscanf(arg, "%f,%f,%f,%f,%f,%f,%f,%f,%f", &c.fx, &c.fy, &c.cx, &c.cy, &c.k1, &c.k2, &c.p1,
+                       &c.p2, &c.k3);
+        if ((n == 4 || n == 9) && c.fx > 0 && c.fy > 0) {
+            cfg->source.override_intrinsics = true;
+            cfg->source.custom = c;
+            return 1;
+        }
+        fprintf(stderr,
+                "kinreg: --intrinsics must be fr1, fr2, fr3, default, fx,fy,cx,cy or "
+                "fx,fy,cx,cy,k1,k2,p1,p2,k3; got '%s'\n",
+                arg);
+        return -1;
+    }
+    case 1002:
+        if (parse_double(arg, &v, "--depth-scale") < 0 || v <= 0) return -1;
+        cfg->source.depth_scale = (float)v;
+        return 1;
+    case 1003:
+        cfg->source.skip_bad = true;
+        return 1;
+    case 1004:
+        if (parse_double(arg, &v, "--finest-level") < 0 || v < 0 || v >= cfg->preprocess.levels) {
+            fprintf(stderr, "kinreg: --finest-level must be 0..%d\n", cfg->preprocess.levels - 1);
+            return -1;
+        }
+        cfg->track.finest_level = (int)v;
+        cfg->fuse_level = (int)v;
+        return 1;
+    case 1005:
+        if (parse_double(arg, &v, "--voxel") < 0 || v <= 0) return -1;
+        cfg->model.voxel_size = (float)v;
+        return 1;
+    case 1006:
+        if (parse_double(arg, &v, "--seed") < 0) return -1;
+        cfg->source.seed = (unsigned)v;
+        return 1;
+    case 1007:
+        if (parse_double(arg, &v, "--duration") < 0 || v <= 0) return -1;
+        cfg->source.duration_s = v;
+        return 1;
+    case 1008:
+        if (parse_double(arg, &v, "--threads") < 0 || v < 0) return -1;
+        cfg->device.cpu_threads = (int)v;
+        return 1;
+    case 1009:
+        cfg->track.exact_nn = true;
+        return 1;
+    case 1010:
+        if (parse_double(arg, &v, "--active-window") < 0 || v < 1) return -1;
+        cfg->model.active_window = (int)v;
+        return 1;
+    case 1012:
+        if (parse_double(arg, &v, "--gate") < 0 || v <= 0) return -1;
+        cfg->track.gate = (float)v;
+        return 1;
+    case 1013: {
+        int it[KR_MAX_LEVELS] = {0};
+        int n = sscanf(arg, "%d,%d,%d,%d,%d", &it[0], &it[1], &it[2], &it[3], &it[4]);
+        if (n < 1) {
+            fprintf(stderr, "kinreg: --iterations expects counts like 6,5,4, got '%s'\n", arg);
+            return -1;
+        }
+        for (int i = 0; i < KR_MAX_LEVELS; i++) cfg->track.iterations[i] = i < n ? it[i] : it[n - 1];
+        return 1;
+    }
+    case 1011:
+        if (parse_double(arg, &v, "--rebuild-every") < 0 || v < 1) return -1;
+        cfg->rebuild_every = (int)v;
+        return 1;
+    }
+    return 0;
+}

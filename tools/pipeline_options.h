@@ -1,0 +1,34 @@
+/* Command-line options shared by `kinreg run`, `demo` and `bench`: they only
+ * fill a kr_pipeline_config (DESIGN.md §7.4). */
+#ifndef KINREG_TOOLS_PIPELINE_OPTIONS_H
+#define KINREG_TOOLS_PIPELINE_OPTIONS_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "kinreg/pipeline.h"
+
+/* Long options understood by kr_pipeline_option(); each command appends its own. */
+#define KR_PIPELINE_LONG_OPTIONS                                                                   \
+    {"source", required_argument, 0, 's'}, {"backend", required_argument, 0, 'b'},                 \
+        {"publish", required_argument, 0, 'p'}, {"trajectory", required_argument, 0, 't'},         \
+        {"save-model", required_argument, 0, 'm'}, {"rate", required_argument, 0, 'r'},            \
+        {"intrinsics", required_argument, 0, 1001}, {"depth-scale", required_argument, 0, 1002},   \
+        {"skip-bad", no_argument, 0, 1003}, {"frames", required_argument, 0, 'n'},                 \
+        {"finest-level", required_argument, 0, 1004}, {"voxel", required_argument, 0, 1005},       \
+        {"seed", required_argument, 0, 1006}, {"duration", required_argument, 0, 1007},            \
+        {"threads", required_argument, 0, 1008}, {"exact-nn", no_argument, 0, 1009},          \
+        {"active-window", required_argument, 0, 1010}, {"rebuild-every", required_argument, 0, 1011},          \
+        {"gate", required_argument, 0, 1012}, {"iterations", required_argument, 0, 1013}
+
+#define KR_PIPELINE_SHORT_OPTIONS "s:b:p:t:m:r:n:"
+
+/* Help text for the shared options. */
+void kr_pipeline_options_help(FILE *out);
+
+/* Applies option `opt` with argument `arg`. Returns 1 when handled, 0 when the
+ * option is not a pipeline option, -1 on a bad value (message printed). */
+int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg);
+
+#endif

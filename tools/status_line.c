@@ -1,0 +1,37 @@
+/* Status line: frames, fps, tracking state, model size, drops, latency. */
+#include "status_line.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+void kr_status_line_init(kr_status_line *line, bool quiet, unsigned total)
+{
+    line->enabled = !quiet && isatty(STDERR_FILENO);
+    line->last_print = 0;
+    line->total = total;
+}
+
+void kr_status_line_frame(const kr_frame_result *r, const kr_pipeline_stats *st, void *user)
+{
+    kr_status_line *line = user;
+    if (!line->enabled) return;
+    double now = kr_now();
+    if (now - line->last_print < 0.2) return;
+    line->last_print = now;
+    char progress[32] = "";
+    if (line->total) snprintf(progress, sizeof progress, "/%u", line->total);
+    fprintf(stderr, "\r\033[K frame %llu%s | %.1f fps | %s | model %llu pts | lost %llu | dropped %llu | %.1f ms",
+            (unsigned long long)st->frames_out, progress, st->fps, kr_track_state_name(r->track.state),
+            (unsigned long long)st->model_points, (unsigned long long)st->frames_lost,
+            (unsigned long long)st->frames_dropped, r->latency_ms);
+    fflush(stderr);
+}
+
+void kr_status_line_finish(kr_status_line *line, const kr_pipeline_stats *st)
+{
+    if (line->enabled) fprintf(stderr, "\r\033[K");
+    fprintf(stderr, "kinreg: %llu frames in %.2f s (%.1f frames/s), lost %llu, dropped %llu, skipped %llu, model %llu points\n",
+            (unsigned long long)st->frames_out, st->elapsed_s, st->fps, (unsigned long long)st->frames_lost,
+            (unsigned long long)st->frames_dropped, (unsigned long long)st->frames_skipped,
+            (unsigned long long)st->model_points);
+}
