@@ -199,6 +199,7 @@ static kr_model *new_model(bool background, int window)
     kr_model_config_default(&cfg);
     cfg.background = background;
     cfg.active_window = window;
+    cfg.voxel_size = 0.01f; /* the voxel counts below are computed for 1 cm */
     kr_model *m = NULL;
     return kr_model_create(&m, &cfg) == KR_OK ? m : NULL;
 }
@@ -722,8 +723,8 @@ KR_TEST(model, rejects_bad_arguments)
 {
     kr_model_config cfg;
     kr_model_config_default(&cfg);
-    CHECK_NEAR(cfg.voxel_size, 0.01, 1e-9);
-    CHECK_EQ(cfg.active_window, 100);
+    CHECK_NEAR(cfg.voxel_size, 0.015, 1e-9);
+    CHECK_EQ(cfg.active_window, 50);
     CHECK_NEAR(cfg.max_weight, 64, 0);
     CHECK(cfg.background);
     kr_model *m = NULL;
