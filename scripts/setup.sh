@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# kinreg set-up on Debian 12: installs what is missing, builds, then either
+# runs the demo on the embedded synthetic scan or runs the whole test suite.
+#
+#   scripts/setup.sh demo    install + build + `kinreg demo`
+#   scripts/setup.sh test    install + build + ctest (what CI runs)
+#
+# Environment: BUILD_DIR (default build), KINREG_CUDA=OFF to skip the CUDA
+# backend even when nvcc is installed, JOBS (default: all cores).
+set -euo pipefail
+
+mode=${1:-}
+case "$mode" in
+demo | test) ;;
+*)
+    echo "usage: scripts/setup.sh demo|test" >&2
+    exit 2
+    ;;
+esac
+shift
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+build=${BUILD_DIR:-build}
+jobs=${JOBS:-$(nproc)}
+
+# ---- 1. Debian packages that are missing ------------------------------------
+packages=(build-essential cmake pkg-config libpng-dev libzmq3-dev python3 python3-zmq
+    libfreenect-dev libfreenect-bin)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "kinreg setup: installing ${missing[*]}"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# ---- 2. Build ---------------------------------------------------------------
+# nvcc usually lives outside PATH on Debian CUDA installs.
+[ -x /usr/local/cuda/bin/nvcc ] && export PATH="$PATH:/usr/local/cuda/bin"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKINREG_WERROR=ON \
+    -DKINREG_CUDA="${KINREG_CUDA:-ON}" >/dev/null
+cmake --build "$build" -j "$jobs"
+
+# ---- 3. Run -------------------------------------------------------------------
+if [ "$mode" = demo ]; then
+    exec "$build/kinreg" demo --out "$build/demo" "$@"
+else
+    cd "$build"
+    exec ctest --output-on-failure --timeout 900 "$@"
+fi
