@@ -17,7 +17,8 @@ enum {
 #include <stdbool.h>
 #include "kinreg/pipeline.h"
 int kr_exit_code(kr_status s);
-kr_status kr_run_pipeline(kr_pipeline *p, bool quiet, kr_pipeline_stats *stats);
+kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, bool quiet, kr_pipeline **out,
+                          kr_pipeline_stats *stats);
 
 int kr_cmd_run(int argc, char **argv);
 int kr_cmd_demo(int argc, char **argv);

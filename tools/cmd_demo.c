@@ -70,16 +70,9 @@ int kr_cmd_demo(int argc, char **argv)
     join(plot_path, sizeof plot_path, out_dir, "trajectory.svg");
 
     kr_pipeline *p = NULL;
-    kr_status s = kr_pipeline_create(&p, &cfg);
-    if (s != KR_OK) {
-        fprintf(stderr, "kinreg demo: %s: %s\n", kr_strerror(s), kr_last_error());
-        return KR_EXIT_FAILURE;
-    }
-    fprintf(stderr, "kinreg demo: %s on %s\n", kr_source_describe(kr_pipeline_source(p)),
-            kr_device_describe(kr_pipeline_device(p)));
     kr_pipeline_stats stats;
-    s = kr_run_pipeline(p, quiet, &stats);
-    if (s != KR_OK) fprintf(stderr, "kinreg demo: %s: %s\n", kr_strerror(s), kr_last_error());
+    kr_status s = kr_run_pipeline(&cfg, "kinreg demo", quiet, &p, &stats);
+    if (!p) return KR_EXIT_FAILURE;
 
     const kr_trajectory *gt = kr_source_groundtruth(kr_pipeline_source(p));
     const kr_trajectory *est = kr_pipeline_trajectory(p);

@@ -35,24 +35,40 @@ int kr_exit_code(kr_status s)
     return KR_EXIT_FAILURE;
 }
 
-/* Runs a configured pipeline with the status line and Ctrl-C handling; the
- * pipeline is left for the caller to inspect and destroy. */
-kr_status kr_run_pipeline(kr_pipeline *p, bool quiet, kr_pipeline_stats *stats)
+/* Creates and runs a pipeline with the status line and Ctrl-C handling;
+ * *out receives the pipeline (NULL when it could not be created) for the
+ * caller to inspect and destroy. Errors are printed prefixed with `who`. */
+kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, bool quiet, kr_pipeline **out,
+                          kr_pipeline_stats *stats)
 {
-    kr_status_line line;
-    kr_status_line_init(&line, quiet, kr_source_length(kr_pipeline_source(p)));
+    static kr_status_line line;
+    kr_status_line_init(&line, quiet, 0);
+    cfg->on_frame = kr_status_line_frame;
+    cfg->user = &line;
+    *out = NULL;
+    kr_pipeline *p = NULL;
+    kr_status s = kr_pipeline_create(&p, cfg);
+    if (s != KR_OK) {
+        fprintf(stderr, "%s: %s: %s\n", who, kr_strerror(s), kr_last_error());
+        return s;
+    }
+    line.total = kr_source_length(kr_pipeline_source(p));
+    fprintf(stderr, "%s: %s on %s\n", who, kr_source_describe(kr_pipeline_source(p)),
+            kr_device_describe(kr_pipeline_device(p)));
     running = p;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    kr_status s = kr_pipeline_run(p);
+    s = kr_pipeline_run(p);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     running = NULL;
     kr_pipeline_get_stats(p, stats);
     kr_status_line_finish(&line, stats);
+    if (s != KR_OK) fprintf(stderr, "%s: %s: %s\n", who, kr_strerror(s), kr_last_error());
+    *out = p;
     return s;
 }
 
@@ -86,15 +102,8 @@ int kr_cmd_run(int argc, char **argv)
 
     kr_pipeline_stats stats;
     kr_pipeline *p = NULL;
-    kr_status s = kr_pipeline_create(&p, &cfg);
-    if (s != KR_OK) {
-        fprintf(stderr, "kinreg run: %s: %s\n", kr_strerror(s), kr_last_error());
-        return s == KR_ERR_INVALID_ARG ? KR_EXIT_USAGE : KR_EXIT_FAILURE;
-    }
-    fprintf(stderr, "kinreg run: %s on %s\n", kr_source_describe(kr_pipeline_source(p)),
-            kr_device_describe(kr_pipeline_device(p)));
-    s = kr_run_pipeline(p, quiet, &stats);
-    if (s != KR_OK) fprintf(stderr, "kinreg run: %s: %s\n", kr_strerror(s), kr_last_error());
+    kr_status s = kr_run_pipeline(&cfg, "kinreg run", quiet, &p, &stats);
+    if (!p) return s == KR_ERR_INVALID_ARG ? KR_EXIT_USAGE : KR_EXIT_FAILURE;
     if (cfg.trajectory_path) fprintf(stderr, "kinreg run: trajectory written to %s\n", cfg.trajectory_path);
     if (cfg.model_path && s == KR_OK) fprintf(stderr, "kinreg run: model written to %s\n", cfg.model_path);
     kr_pipeline_destroy(&p);
