@@ -16,19 +16,7 @@
 
 #include "kinreg/kdtree.h"
 
-/* KR_HD as in pipeline/newton_kernels.h: __host__ __device__ under nvcc. */
-#if defined(__has_include)
-#if __has_include("pipeline/kr_hd.h")
 #include "pipeline/kr_hd.h"
-#endif
-#endif
-#ifndef KR_HD
-#ifdef __CUDACC__
-#define KR_HD __host__ __device__
-#else
-#define KR_HD
-#endif
-#endif
 
 /* Internal node: points with coordinate `axis` below `split` go left. */
 typedef struct {

@@ -27,18 +27,7 @@
 #ifndef KINREG_PIPELINE_NEWTON_KERNELS_H
 #define KINREG_PIPELINE_NEWTON_KERNELS_H
 
-#if defined(__has_include)
-#if __has_include("pipeline/kr_hd.h")
 #include "pipeline/kr_hd.h"
-#endif
-#endif
-#ifndef KR_HD
-#ifdef __CUDACC__
-#define KR_HD __host__ __device__
-#else
-#define KR_HD
-#endif
-#endif
 
 /* Accumulation type: double on the CPU; a CUDA twin may define it as float
  * before including this header. */

@@ -45,7 +45,8 @@ static double median(samples *s)
 static void help(FILE *out)
 {
     fprintf(out, "usage: kinreg bench [OPTIONS] [SOURCE]\n\n"
-                 "Times each stage per frame (median over frames) on SOURCE with the chosen backend.\n\n"
+                 "Times each stage per frame (median over frames) on SOURCE with the chosen backend;\n"
+                 "the first 300 frames unless -n says otherwise.\n\n"
                  "      --json FILE         also write the results as JSON (- for stdout)\n"
                  "      --pipeline          also run the threaded pipeline for end-to-end frames/s\n");
     kr_pipeline_options_help(out);
@@ -142,32 +143,33 @@ done:
     return s;
 }
 
+typedef struct {
+    const char *json_path;
+    bool run_pipeline;
+} bench_options;
+
+static int bench_option(int opt, const char *arg, void *user)
+{
+    bench_options *o = user;
+    if (opt == 'j') o->json_path = arg;
+    else if (opt == 'P') o->run_pipeline = true;
+    else return -1;
+    return 0;
+}
+
 int kr_cmd_bench(int argc, char **argv)
 {
     kr_pipeline_config cfg;
     kr_pipeline_config_default(&cfg);
     cfg.source.max_frames = 300;
-    const char *json_path = NULL;
-    bool run_pipeline = false;
-    static const struct option longopts[] = {KR_PIPELINE_LONG_OPTIONS, {"json", required_argument, 0, 'j'},
-                                             {"pipeline", no_argument, 0, 'P'}, {"help", no_argument, 0, 'h'},
-                                             {0, 0, 0, 0}};
-    int opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, KR_PIPELINE_SHORT_OPTIONS "h", longopts, NULL)) != -1) {
-        int handled = kr_pipeline_option(&cfg, opt, optarg);
-        if (handled < 0) return KR_EXIT_USAGE;
-        if (handled) continue;
-        if (opt == 'j') json_path = optarg;
-        else if (opt == 'P') run_pipeline = true;
-        else if (opt == 'h') {
-            help(stdout);
-            return KR_EXIT_OK;
-        } else {
-            help(stderr);
-            return KR_EXIT_USAGE;
-        }
-    }
+    bench_options o = {NULL, false};
+    static const struct option own[] = {{"json", required_argument, 0, 'j'}, {"pipeline", no_argument, 0, 'P'},
+                                        {0, 0, 0, 0}};
+    const kr_command_options opts = {own, "", bench_option, &o, help};
+    int rc = kr_parse_command(argc, argv, &cfg, &opts);
+    if (rc >= 0) return rc;
+    const char *json_path = o.json_path;
+    bool run_pipeline = o.run_pipeline;
     if (optind < argc) cfg.source.uri = argv[optind++];
 
     samples st[ST_COUNT];

@@ -29,32 +29,33 @@ static char *join(char *buf, size_t size, const char *dir, const char *name)
     return buf;
 }
 
+typedef struct {
+    const char *out_dir;
+    bool quiet;
+} demo_options;
+
+static int demo_option(int opt, const char *arg, void *user)
+{
+    demo_options *o = user;
+    if (opt == 'o') o->out_dir = arg;
+    else if (opt == 'q') o->quiet = true;
+    else return -1;
+    return 0;
+}
+
 int kr_cmd_demo(int argc, char **argv)
 {
     kr_pipeline_config cfg;
     kr_pipeline_config_default(&cfg);
     cfg.source.uri = "synthetic";
-    const char *out_dir = "kinreg-demo";
-    bool quiet = false;
-    static const struct option longopts[] = {KR_PIPELINE_LONG_OPTIONS, {"out", required_argument, 0, 'o'},
-                                             {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
-                                             {0, 0, 0, 0}};
-    int opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, KR_PIPELINE_SHORT_OPTIONS "o:qh", longopts, NULL)) != -1) {
-        int handled = kr_pipeline_option(&cfg, opt, optarg);
-        if (handled < 0) return KR_EXIT_USAGE;
-        if (handled) continue;
-        if (opt == 'o') out_dir = optarg;
-        else if (opt == 'q') quiet = true;
-        else if (opt == 'h') {
-            help(stdout);
-            return KR_EXIT_OK;
-        } else {
-            help(stderr);
-            return KR_EXIT_USAGE;
-        }
-    }
+    demo_options o = {"kinreg-demo", false};
+    static const struct option own[] = {{"out", required_argument, 0, 'o'}, {"quiet", no_argument, 0, 'q'},
+                                        {0, 0, 0, 0}};
+    const kr_command_options opts = {own, "o:q", demo_option, &o, help};
+    int rc = kr_parse_command(argc, argv, &cfg, &opts);
+    if (rc >= 0) return rc;
+    const char *out_dir = o.out_dir;
+    bool quiet = o.quiet;
     if (optind < argc) {
         fprintf(stderr, "kinreg demo: unexpected argument '%s'\n", argv[optind]);
         return KR_EXIT_USAGE;

@@ -72,28 +72,23 @@ kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, bool quiet, 
     return s;
 }
 
+static int run_option(int opt, const char *arg, void *user)
+{
+    (void)arg;
+    if (opt != 'q') return -1;
+    *(bool *)user = true;
+    return 0;
+}
+
 int kr_cmd_run(int argc, char **argv)
 {
     kr_pipeline_config cfg;
     kr_pipeline_config_default(&cfg);
     bool quiet = false;
-    static const struct option longopts[] = {KR_PIPELINE_LONG_OPTIONS, {"quiet", no_argument, 0, 'q'},
-                                             {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    int opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, KR_PIPELINE_SHORT_OPTIONS "qh", longopts, NULL)) != -1) {
-        int handled = kr_pipeline_option(&cfg, opt, optarg);
-        if (handled < 0) return KR_EXIT_USAGE;
-        if (handled) continue;
-        if (opt == 'q') quiet = true;
-        else if (opt == 'h') {
-            help(stdout);
-            return KR_EXIT_OK;
-        } else {
-            help(stderr);
-            return KR_EXIT_USAGE;
-        }
-    }
+    static const struct option own[] = {{"quiet", no_argument, 0, 'q'}, {0, 0, 0, 0}};
+    const kr_command_options opts = {own, "q", run_option, &quiet, help};
+    int rc = kr_parse_command(argc, argv, &cfg, &opts);
+    if (rc >= 0) return rc;
     if (optind < argc) cfg.source.uri = argv[optind++];
     if (optind < argc) {
         fprintf(stderr, "kinreg run: unexpected argument '%s'\n", argv[optind]);

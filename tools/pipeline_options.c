@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
+
 void kr_pipeline_options_help(FILE *out)
 {
     kr_pipeline_config d;
@@ -165,4 +167,35 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
         return 1;
     }
     return 0;
+}
+
+int kr_parse_command(int argc, char **argv, kr_pipeline_config *cfg, const kr_command_options *own)
+{
+    static const struct option shared[] = {KR_PIPELINE_LONG_OPTIONS};
+    enum { MAX_OPTIONS = 64 };
+    struct option longopts[MAX_OPTIONS];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++) longopts[n++] = shared[i];
+    for (const struct option *o = own->longopts; o && o->name && n < MAX_OPTIONS - 2; o++) longopts[n++] = *o;
+    longopts[n++] = (struct option){"help", no_argument, 0, 'h'};
+    longopts[n] = (struct option){0, 0, 0, 0};
+    char shortopts[64];
+    snprintf(shortopts, sizeof shortopts, "%s%sh", KR_PIPELINE_SHORT_OPTIONS, own->shortopts ? own->shortopts : "");
+
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        int handled = kr_pipeline_option(cfg, opt, optarg);
+        if (handled < 0) return KR_EXIT_USAGE;
+        if (handled) continue;
+        if (opt == 'h') {
+            own->help(stdout);
+            return KR_EXIT_OK;
+        }
+        if (opt == '?' || !own->apply || own->apply(opt, optarg, own->user) < 0) {
+            own->help(stderr);
+            return KR_EXIT_USAGE;
+        }
+    }
+    return -1;
 }

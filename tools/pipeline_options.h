@@ -24,6 +24,22 @@
 
 #define KR_PIPELINE_SHORT_OPTIONS "s:b:p:t:m:r:n:"
 
+/* A command's own options beside the shared ones. */
+typedef struct {
+    const struct option *longopts; /* terminated by {0, 0, 0, 0}; may be NULL */
+    const char *shortopts;         /* getopt letters, e.g. "o:q" */
+    /* Applies one of them; returns 0, or -1 on a bad value (message printed). */
+    int (*apply)(int opt, const char *arg, void *user);
+    void *user;
+    void (*help)(FILE *out);
+} kr_command_options;
+
+/* Parses argv for run, demo and bench: shared options fill cfg, the
+ * command's own go to own->apply, -h/--help prints own->help. Returns -1 when
+ * the command should go on (optind then indexes the first operand), else the
+ * exit code to return at once. */
+int kr_parse_command(int argc, char **argv, kr_pipeline_config *cfg, const kr_command_options *own);
+
 /* Help text for the shared options. */
 void kr_pipeline_options_help(FILE *out);
 
