@@ -367,7 +367,7 @@ static void tracker_loop(kr_pipeline *p)
             kr_pipeline_get_stats(p, &st);
             p->cfg.on_frame(&r, &st, p->cfg.user);
         }
-        if (r.latency_ms >= 0 && kr_now() - p->last_status_time >= 1.0) {
+        if (kr_now() - p->last_status_time >= 1.0) {
             p->last_status_time = kr_now();
             publish_status(p, KR_EVENT_PROGRESS, NULL);
         }
