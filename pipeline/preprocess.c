@@ -117,6 +117,40 @@ static bool same_shape(const kr_pyramid *a, const kr_pyramid *b)
     return true;
 }
 
+/* Bytes of the ray table of a planned pyramid: 2 floats per pixel per level. */
+static size_t ray_bytes(const kr_pyramid *plan)
+{
+    size_t floats = 0;
+    for (int l = 0; l < plan->levels; l++)
+        floats += 2 * (size_t)plan->level[l].width * (size_t)plan->level[l].height;
+    return floats * sizeof(float);
+}
+
+/* Whether `pyr` holds a ray table for these level-0 intrinsics and levels.
+ * Compared bit for bit (kr_intrinsics is ints and floats, no padding): equal
+ * bits give equal rays. */
+static bool rays_match(const kr_pyramid *pyr, const kr_intrinsics *k, int levels)
+{
+    return pyr->rays && pyr->rays_levels == levels &&
+           memcmp(&pyr->rays_intrinsics, k, sizeof *k) == 0;
+}
+
+/* Every level's undistorted rays, with the same kr_hd_pixel_ray that the
+ * inline path (kr_hd_backproject) calls: the table holds its exact bits. */
+static void build_rays(const kr_pyramid *plan, float *rays, int threads)
+{
+    for (int l = 0; l < plan->levels; l++) {
+        const kr_cloud *c = &plan->level[l];
+        const int w = c->width, h = c->height;
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (int v = 0; v < h; v++)
+            for (int u = 0; u < w; u++)
+                kr_hd_pixel_ray(u, v, &c->intrinsics,
+                                rays + 2 * ((size_t)v * (size_t)w + (size_t)u));
+        rays += 2 * (size_t)w * (size_t)h;
+    }
+}
+
 static void release_storage(void *storage, bool pinned)
 {
     if (pinned)
@@ -171,16 +205,42 @@ kr_status kr_preprocess(kr_device *dev, const kr_preprocess_config *cfg, const k
     plan.storage_bytes = bytes;
     plan.storage_pinned = pinned;
 
+    /* The CPU engine back-projects a distorted lens through a ray table
+     * (kr_pyramid.rays), built on the first frame and whenever the
+     * intrinsics or levels change; the pinhole model needs none, and the
+     * CUDA engine undistorts inline (cheap there). A table that is not
+     * wanted goes away on success, so the CPU engine uses one exactly when
+     * it is present. A new block only when the size changes. */
+    const bool want_rays = !gpu && kr_hd_has_distortion(intrinsics);
+    const bool build = want_rays && !rays_match(out, intrinsics, cfg->levels);
+    const size_t rbytes = want_rays ? ray_bytes(&plan) : 0;
+    float *rays = want_rays ? out->rays : NULL;
+    if (build && (!out->rays || out->rays_bytes != rbytes)) {
+        rays = malloc(rbytes);
+        if (!rays) {
+            if (!reuse) release_storage(storage, pinned);
+            return kr_error(KR_ERR_NOMEM, "preprocess: cannot allocate %zu bytes for the ray table",
+                            rbytes);
+        }
+    }
+    plan.rays = rays;
+    plan.rays_bytes = rbytes;
+    plan.rays_levels = want_rays ? cfg->levels : 0;
+    if (want_rays) plan.rays_intrinsics = *intrinsics;
+
     if (gpu) {
         s = kr_gpu_preprocess(gpu, cfg, frame, &plan);
     } else {
+        /* Nothing fails from here on: a table rebuilt in place is safe. */
+        if (build) build_rays(&plan, rays, kr_device_threads(dev));
         kr_preprocess_cpu(cfg, frame, kr_device_threads(dev), &plan);
     }
     if (s != KR_OK) {
         if (!reuse) release_storage(storage, pinned);
-        return s;
+        return s; /* the GPU path allocated no table */
     }
     if (!reuse && out->storage) release_storage(out->storage, out->storage_pinned);
+    if (out->rays && out->rays != rays) free(out->rays);
     *out = plan;
     return KR_OK;
 }
@@ -189,5 +249,6 @@ void kr_pyramid_free(kr_pyramid *pyr)
 {
     if (!pyr) return;
     if (pyr->storage) release_storage(pyr->storage, pyr->storage_pinned);
+    free(pyr->rays);
     memset(pyr, 0, sizeof *pyr);
 }

@@ -11,6 +11,16 @@ void kr_preprocess_cpu(const kr_preprocess_config *cfg, const kr_frame *frame, i
     const float disc = cfg->discontinuity;
     const uint16_t *raw = frame->raw;
     int valid_points[KR_MAX_LEVELS] = {0}, valid_normals[KR_MAX_LEVELS] = {0};
+    /* Each level's slice of the ray table when kr_preprocess built one (a
+     * lens with distortion): the same bits as undistorting inline. */
+    const float *rays[KR_MAX_LEVELS] = {0};
+    if (pyr->rays) {
+        const float *r = pyr->rays;
+        for (int l = 0; l < pyr->levels; l++) {
+            rays[l] = r;
+            r += 2 * (size_t)pyr->level[l].width * (size_t)pyr->level[l].height;
+        }
+    }
 
     /* One parallel region for the whole pyramid: each level's loop ends in a
      * barrier, so level l+1 reads a finished level l. */
@@ -18,17 +28,28 @@ void kr_preprocess_cpu(const kr_preprocess_config *cfg, const kr_frame *frame, i
     {
         const kr_cloud *c0 = &pyr->level[0];
 #pragma omp for schedule(static)
-        for (int v = 0; v < c0->height; v++)
-            for (int u = 0; u < c0->width; u++)
-                kr_hd_level0_pixel(raw, c0->width, u, v, &dp, &c0->intrinsics, c0->points);
+        for (int v = 0; v < c0->height; v++) {
+            if (rays[0])
+                for (int u = 0; u < c0->width; u++)
+                    kr_hd_level0_pixel_rays(raw, c0->width, u, v, &dp, rays[0], c0->points);
+            else
+                for (int u = 0; u < c0->width; u++)
+                    kr_hd_level0_pixel(raw, c0->width, u, v, &dp, &c0->intrinsics, c0->points);
+        }
 
         for (int l = 1; l < pyr->levels; l++) {
             const kr_cloud *f = &pyr->level[l - 1], *c = &pyr->level[l];
 #pragma omp for schedule(static)
-            for (int v = 0; v < c->height; v++)
-                for (int u = 0; u < c->width; u++)
-                    kr_hd_downsample_pixel(f->points, f->width, c->width, u, v, tol, &c->intrinsics,
-                                           c->points);
+            for (int v = 0; v < c->height; v++) {
+                if (rays[l])
+                    for (int u = 0; u < c->width; u++)
+                        kr_hd_downsample_pixel_rays(f->points, f->width, c->width, u, v, tol,
+                                                    rays[l], c->points);
+                else
+                    for (int u = 0; u < c->width; u++)
+                        kr_hd_downsample_pixel(f->points, f->width, c->width, u, v, tol,
+                                               &c->intrinsics, c->points);
+            }
         }
 
         /* Normals of different levels are independent (all points exist by

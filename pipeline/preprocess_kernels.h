@@ -51,9 +51,17 @@ static inline KR_HD float kr_hd_depth(uint16_t v, const kr_hd_depth_params *dp)
  * iterations reach float precision (10: 3e-4 px at fr1's corners, where 6
  * leave 0.035 px). Skipped when every coefficient is 0. */
 #define KR_UNDISTORT_ITERATIONS 10
+
+/* Whether the lens model has distortion: any coefficient other than 0 (NaN
+ * counts as distortion, so it propagates as the iteration would). */
+static inline KR_HD int kr_hd_has_distortion(const kr_intrinsics *k)
+{
+    return !(k->k1 == 0.0f && k->k2 == 0.0f && k->k3 == 0.0f && k->p1 == 0.0f && k->p2 == 0.0f);
+}
+
 static inline KR_HD void kr_hd_undistort(const kr_intrinsics *k, float *x, float *y)
 {
-    if (k->k1 == 0.0f && k->k2 == 0.0f && k->k3 == 0.0f && k->p1 == 0.0f && k->p2 == 0.0f) return;
+    if (!kr_hd_has_distortion(k)) return;
     const float xd = *x, yd = *y;
     float xu = xd, yu = yd;
     for (int it = 0; it < KR_UNDISTORT_ITERATIONS; it++) {
@@ -69,20 +77,43 @@ static inline KR_HD void kr_hd_undistort(const kr_intrinsics *k, float *x, float
     *y = yu;
 }
 
-/* Back-projection of pixel (u, v) at depth z: x = (u − cx)·z/fx for the
- * pinhole model, through kr_hd_undistort when the lens has distortion.
+/* The normalised ray (x, y) of pixel (u, v) — the point at depth z is
+ * (x·z, y·z, z): ((u − cx)/fx, (v − cy)/fy) for the pinhole model, through
+ * kr_hd_undistort when the lens has distortion. Depends on the pixel and the
+ * intrinsics alone, so the CPU engine tabulates it once per level for
+ * distorted lenses (kr_pyramid.rays) and both paths give the same bits. */
+static inline KR_HD void kr_hd_pixel_ray(int u, int v, const kr_intrinsics *k, float ray[2])
+{
+    float x = ((float)u - k->cx) / k->fx, y = ((float)v - k->cy) / k->fy;
+    kr_hd_undistort(k, &x, &y);
+    ray[0] = x;
+    ray[1] = y;
+}
+
+/* Back-projection along a precomputed ray (kr_hd_pixel_ray) at depth z.
  * z ≤ 0 (no depth) gives the invalid point. */
+static inline KR_HD void kr_hd_backproject_ray(const float ray[2], float z, float *p)
+{
+    if (!(z > 0.0f)) {
+        kr_hd_set_nan3(p);
+        return;
+    }
+    p[0] = KR_MUL(ray[0], z);
+    p[1] = KR_MUL(ray[1], z);
+    p[2] = z;
+}
+
+/* Back-projection of pixel (u, v) at depth z: kr_hd_backproject_ray along
+ * kr_hd_pixel_ray (the ray is only computed where there is a depth). */
 static inline KR_HD void kr_hd_backproject(int u, int v, float z, const kr_intrinsics *k, float *p)
 {
     if (!(z > 0.0f)) {
         kr_hd_set_nan3(p);
         return;
     }
-    float x = ((float)u - k->cx) / k->fx, y = ((float)v - k->cy) / k->fy;
-    kr_hd_undistort(k, &x, &y);
-    p[0] = KR_MUL(x, z);
-    p[1] = KR_MUL(y, z);
-    p[2] = z;
+    float ray[2];
+    kr_hd_pixel_ray(u, v, k, ray);
+    kr_hd_backproject_ray(ray, z, p);
 }
 
 /* Level 0: raw sample → point for pixel (u, v). */
@@ -92,6 +123,16 @@ static inline KR_HD void kr_hd_level0_pixel(const uint16_t *raw, int w, int u, i
 {
     size_t i = (size_t)v * (size_t)w + (size_t)u;
     kr_hd_backproject(u, v, kr_hd_depth(raw[i], dp), k, points + 3 * i);
+}
+
+/* Level 0 with a ray table (2 floats per pixel, row-major, from
+ * kr_hd_pixel_ray): the same point as kr_hd_level0_pixel, bit for bit. */
+static inline KR_HD void kr_hd_level0_pixel_rays(const uint16_t *raw, int w, int u, int v,
+                                                 const kr_hd_depth_params *dp, const float *rays,
+                                                 float *points)
+{
+    size_t i = (size_t)v * (size_t)w + (size_t)u;
+    kr_hd_backproject_ray(rays + 2 * i, kr_hd_depth(raw[i], dp), points + 3 * i);
 }
 
 /* Depth of coarse pixel (u, v) from the 2×2 block (2u..2u+1, 2v..2v+1) of the
@@ -143,6 +184,16 @@ static inline KR_HD void kr_hd_downsample_pixel(const float *fine_points, int fi
 {
     float z = kr_hd_downsample_depth(fine_points, fine_w, u, v, tol);
     kr_hd_backproject(u, v, z, k, points + 3 * ((size_t)v * (size_t)w + (size_t)u));
+}
+
+/* kr_hd_downsample_pixel with the coarse level's ray table. */
+static inline KR_HD void kr_hd_downsample_pixel_rays(const float *fine_points, int fine_w, int w,
+                                                     int u, int v, float tol, const float *rays,
+                                                     float *points)
+{
+    float z = kr_hd_downsample_depth(fine_points, fine_w, u, v, tol);
+    size_t i = (size_t)v * (size_t)w + (size_t)u;
+    kr_hd_backproject_ray(rays + 2 * i, z, points + 3 * i);
 }
 
 /* A neighbour counts when it has a point whose depth is within lim of the centre's. */

@@ -10,6 +10,7 @@
 #include "kinreg/device.h"
 #include "kinreg/preprocess.h"
 #include "kinreg/source.h"
+#include "pipeline/preprocess_internal.h"
 #include "pipeline/preprocess_kernels.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -682,4 +683,159 @@ KR_TEST(preprocess, distorted_lens_back_projection_inverts_the_forward_model)
     /* Coarser levels keep the coefficients (they act on normalised coordinates). */
     kr_intrinsics l2 = kr_intrinsics_level(&k, 2);
     CHECK_EQ(l2.k1 == k.k1 && l2.k3 == k.k3 && l2.p2 == k.p2, 1);
+}
+
+/* ---- the CPU engine's ray table (distorted lenses) ------------------------- */
+
+/* Every level's points as the inline path computes them: kr_hd_backproject
+ * per pixel, undistorting as it goes, each coarser level downsampled from the
+ * finer one computed here. pts[l] gets 3 floats per pixel of level l. */
+static void inline_points(const kr_frame *f, const kr_preprocess_config *cfg,
+                          const kr_intrinsics *k, float *pts[KR_MAX_LEVELS])
+{
+    const kr_hd_depth_params dp = kr_preprocess_depth_params(cfg, f);
+    const float tol = KR_DOWNSAMPLE_TOLERANCE * cfg->discontinuity;
+    for (int l = 0; l < cfg->levels; l++) {
+        kr_intrinsics kl = kr_intrinsics_level(k, l);
+        pts[l] = malloc(3 * sizeof(float) * (size_t)kl.width * (size_t)kl.height);
+        int fine_w = l ? kr_intrinsics_level(k, l - 1).width : 0;
+        for (int v = 0; v < kl.height; v++)
+            for (int u = 0; u < kl.width; u++) {
+                size_t i = (size_t)v * (size_t)kl.width + (size_t)u;
+                float z = l ? kr_hd_downsample_depth(pts[l - 1], fine_w, u, v, tol)
+                            : kr_hd_depth(f->raw[i], &dp);
+                kr_hd_backproject(u, v, z, &kl, pts[l] + 3 * i);
+            }
+    }
+}
+
+/* Pixels of the pyramid whose points differ, bit for bit, from pts. */
+static int bit_differences(const kr_pyramid *pyr, float *const pts[KR_MAX_LEVELS])
+{
+    int differ = 0;
+    for (int l = 0; l < pyr->levels; l++) {
+        const kr_cloud *c = &pyr->level[l];
+        for (int i = 0; i < c->width * c->height; i++)
+            if (memcmp(c->points + 3 * i, pts[l] + 3 * i, 3 * sizeof(float)) != 0) {
+                if (differ < 3)
+                    printf("    level %d pixel %d: (%.9g %.9g %.9g) vs inline (%.9g %.9g %.9g)\n",
+                           l, i, c->points[3 * i], c->points[3 * i + 1], c->points[3 * i + 2],
+                           pts[l][3 * i], pts[l][3 * i + 1], pts[l][3 * i + 2]);
+                differ++;
+            }
+    }
+    return differ;
+}
+
+static void free_points(float *pts[KR_MAX_LEVELS])
+{
+    for (int l = 0; l < KR_MAX_LEVELS; l++) {
+        free(pts[l]);
+        pts[l] = NULL;
+    }
+}
+
+KR_TEST(preprocess, ray_table_matches_inline_undistortion_bit_for_bit)
+{
+    kr_device *dev = cpu_device();
+    REQUIRE(dev);
+    kr_intrinsics k1, k2;
+    REQUIRE_OK(kr_intrinsics_preset("fr1", &k1));
+    REQUIRE_OK(kr_intrinsics_preset("fr2", &k2));
+    REQUIRE(k1.width == k2.width && k1.height == k2.height);
+    /* A tilted plane with a step, ~5 % holes and some depths out of range,
+     * so downsampling sees partial and mixed blocks. */
+    step_scene sc = {make_plane(0.2, -0.1, -1.0, -0.9), make_plane(0.2, -0.1, -1.0, -1.6), 300};
+    kr_frame f = render(&k1, step_plane, &sc);
+    unsigned r = 777;
+    for (int i = 0; i < k1.width * k1.height; i++) {
+        r = r * 1103515245u + 12345u;
+        unsigned x = (r >> 16) & 0xffff;
+        if (x < 3277)
+            f.raw[i] = 0;
+        else if (x < 3600)
+            f.raw[i] = (uint16_t)(0.2 * f.depth_scale); /* below min_depth */
+    }
+    f.raw[0] = (uint16_t)(1.0 * f.depth_scale); /* a point at the far corner */
+    kr_preprocess_config cfg;
+    kr_preprocess_config_default(&cfg);
+    float *expect[KR_MAX_LEVELS] = {0};
+
+    /* fr1: the table is built and the engine's points are the inline bits. */
+    kr_pyramid pyr = {0};
+    REQUIRE_OK(kr_preprocess(dev, &cfg, &f, &k1, &pyr));
+    REQUIRE(pyr.rays != NULL);
+    CHECK_EQ(pyr.rays_levels, cfg.levels);
+    CHECK(memcmp(&pyr.rays_intrinsics, &k1, sizeof k1) == 0);
+    size_t px = 0;
+    for (int l = 0; l < cfg.levels; l++)
+        px += (size_t)pyr.level[l].width * (size_t)pyr.level[l].height;
+    CHECK_EQ(pyr.rays_bytes, 2 * sizeof(float) * px);
+    inline_points(&f, &cfg, &k1, expect);
+    CHECK_EQ(bit_differences(&pyr, expect), 0);
+    /* The undistortion is real: far from the pinhole ray at the corner. */
+    float pin = (0.0f - k1.cx) / k1.fx * pt(&pyr.level[0], 0, 0)[2];
+    CHECK_GT(fabs(pt(&pyr.level[0], 0, 0)[0] - pin), 0.005);
+    int valid = pyr.level[0].valid_points;
+    CHECK_GT(valid, k1.width * k1.height * 8 / 10);
+
+    /* Same intrinsics: the table is reused, not rebuilt — a value planted in
+     * it shows up in the next frame's point. */
+    float *rays = pyr.rays;
+    const float saved = rays[0];
+    rays[0] = 0.5f;
+    REQUIRE_OK(kr_preprocess(dev, &cfg, &f, &k1, &pyr));
+    CHECK(pyr.rays == rays);
+    CHECK_EQ(pt(&pyr.level[0], 0, 0)[0], 0.5f * pt(&pyr.level[0], 0, 0)[2]);
+    rays[0] = saved;
+
+    /* fr2 (same size): rebuilt in place for the new intrinsics; the points
+     * follow them, again bit for bit. */
+    REQUIRE_OK(kr_preprocess(dev, &cfg, &f, &k2, &pyr));
+    CHECK(pyr.rays == rays);
+    CHECK(memcmp(&pyr.rays_intrinsics, &k2, sizeof k2) == 0);
+    float *expect2[KR_MAX_LEVELS] = {0};
+    inline_points(&f, &cfg, &k2, expect2);
+    CHECK_EQ(bit_differences(&pyr, expect2), 0);
+    int changed = 0;
+    for (int i = 0; i < k1.width * k1.height; i++)
+        changed +=
+            expect[0][3 * i + 2] > 0.0f && (expect[0][3 * i] != pyr.level[0].points[3 * i] ||
+                                            expect[0][3 * i + 1] != pyr.level[0].points[3 * i + 1]);
+    CHECK_EQ(pyr.level[0].valid_points, valid);
+    CHECK_EQ(changed, valid); /* every point moved with the new lens */
+    free_points(expect2);
+
+    /* Only a coefficient changes: still rebuilt. */
+    kr_intrinsics k3 = k2;
+    k3.p2 = 0.001f;
+    REQUIRE_OK(kr_preprocess(dev, &cfg, &f, &k3, &pyr));
+    inline_points(&f, &cfg, &k3, expect2);
+    CHECK_EQ(bit_differences(&pyr, expect2), 0);
+    free_points(expect2);
+
+    /* More levels: a bigger table for the new shape. */
+    cfg.levels = 4;
+    REQUIRE_OK(kr_preprocess(dev, &cfg, &f, &k1, &pyr));
+    REQUIRE(pyr.rays != NULL);
+    CHECK_EQ(pyr.rays_levels, 4);
+    inline_points(&f, &cfg, &k1, expect2);
+    CHECK_EQ(bit_differences(&pyr, expect2), 0);
+    free_points(expect2);
+
+    /* The pinhole model keeps the fast path: no table, same points as inline. */
+    kr_intrinsics pin_k = k1;
+    pin_k.k1 = pin_k.k2 = pin_k.k3 = pin_k.p1 = pin_k.p2 = 0.0f;
+    REQUIRE_OK(kr_preprocess(dev, &cfg, &f, &pin_k, &pyr));
+    CHECK(pyr.rays == NULL);
+    CHECK_EQ(pyr.rays_bytes, 0);
+    inline_points(&f, &cfg, &pin_k, expect2);
+    CHECK_EQ(bit_differences(&pyr, expect2), 0);
+    free_points(expect2);
+
+    free_points(expect);
+    kr_pyramid_free(&pyr);
+    CHECK(pyr.rays == NULL);
+    kr_frame_release(&f);
+    kr_device_destroy(&dev);
 }

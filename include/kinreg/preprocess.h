@@ -37,6 +37,16 @@ typedef struct {
     void *storage;
     size_t storage_bytes;
     bool storage_pinned;
+    /* Owned by kr_preprocess, CPU engine and lenses with distortion only
+     * (NULL otherwise): each level's undistorted normalised ray (x, y) per
+     * pixel, 2 floats per pixel, row-major, levels in order in one block —
+     * undistortion done once instead of per pixel per frame. Built for the
+     * level-0 intrinsics `rays_intrinsics` and `rays_levels` levels; rebuilt
+     * when either changes, reallocated only when its size does. */
+    float *rays;
+    size_t rays_bytes;
+    int rays_levels;
+    kr_intrinsics rays_intrinsics;
 } kr_pyramid;
 
 typedef struct {
