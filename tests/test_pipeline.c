@@ -157,7 +157,7 @@ KR_TEST(pipeline, subscriber_receives_every_pose)
     sub_ctx c = {endpoint, 60, 0, 0, 0, 0};
     pthread_t th;
     pthread_create(&th, NULL, subscribe, &c);
-    usleep(300000); /* ZeroMQ slow joiner: let the subscription reach the publisher */
+    usleep(1000000); /* ZeroMQ slow joiner: let the subscription reach the publisher */
     CHECK_OK(kr_pipeline_run(p));
     pthread_join(th, NULL);
     CHECK_EQ(c.received, 60);
