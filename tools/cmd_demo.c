@@ -16,7 +16,8 @@ static void help(FILE *out)
                  "trajectory, 30 s at 30 Hz), tracks it, and writes into DIR:\n"
                  "  trajectory.txt  estimated poses (TUM)     groundtruth.txt  true poses (TUM)\n"
                  "  model.ply       fused model               trajectory.svg   plot of both\n"
-                 "then prints the ATE against the ground truth and the frames per second.\n\n"
+                 "then prints the ATE against the ground truth and the frames per second.\n"
+                 "Poses are published on ipc://DIR/poses.ipc unless -p names an endpoint.\n\n"
                  "  -o, --out DIR           output directory (default kinreg-demo)\n");
     kr_pipeline_options_help(out);
     fprintf(out, "  -q, --quiet             no status line\n"
@@ -69,6 +70,14 @@ int kr_cmd_demo(int argc, char **argv)
     cfg.model_path = join(model_path, sizeof model_path, out_dir, "model.ply");
     join(gt_path, sizeof gt_path, out_dir, "groundtruth.txt");
     join(plot_path, sizeof plot_path, out_dir, "trajectory.svg");
+    /* Publish by default on a socket file in the output directory: no port
+     * to collide with, and `kinreg sub ipc://DIR/poses.ipc` follows along. */
+    char endpoint[1100];
+    if (!cfg.publish.endpoint) {
+        snprintf(endpoint, sizeof endpoint, "ipc://%s/poses.ipc", out_dir);
+        cfg.publish.endpoint = endpoint;
+    }
+    fprintf(stderr, "kinreg demo: publishing poses on %s\n", cfg.publish.endpoint);
 
     kr_pipeline *p = NULL;
     kr_pipeline_stats stats;
