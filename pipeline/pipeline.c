@@ -172,6 +172,7 @@ static void *capture_main(void *arg)
 {
     kr_pipeline *p = arg;
     double first_stamp = 0, start = kr_now();
+    bool paced = false;
     while (!atomic_load(&p->stop)) {
         kr_frame frame;
         kr_status s = kr_source_read(p->source, &frame);
@@ -182,7 +183,11 @@ static void *capture_main(void *arg)
         }
         if (p->cfg.rate > 0) {
             /* Recorded timing: frame k leaves (t_k − t_0)/rate after the first. */
-            if (frame.index == 0 || first_stamp == 0) first_stamp = frame.timestamp;
+            if (!paced) {
+                first_stamp = frame.timestamp;
+                start = kr_now();
+                paced = true;
+            }
             sleep_until(start + (frame.timestamp - first_stamp) / p->cfg.rate);
         }
         frame.capture_time = kr_now();

@@ -164,6 +164,10 @@ KR_TEST(pipeline, subscriber_receives_every_pose)
     CHECK_EQ(c.in_order, 60);
     CHECK_EQ(c.gaps, 0);
     CHECK_EQ(c.stopped, 1);
+    /* Recorded timing: 60 frames at 30 Hz cannot finish before 59/30 s. */
+    kr_pipeline_stats st;
+    kr_pipeline_get_stats(p, &st);
+    CHECK_GE(st.elapsed_s, 59.0 / 30.0 * 0.98);
     kr_pipeline_destroy(&p);
 }
 
