@@ -26,6 +26,21 @@ const char *kr_test_tmpdir(void);
 /* Path of the kinreg program built with the tests. */
 const char *kr_test_tool(void);
 
+/* Deterministic test randomness: uniform in [0, 1) from a 32-bit LCG state,
+ * and standard normal by Box–Muller. Seeded per test, so failures repeat. */
+static inline double kr_urand(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return ((*s >> 8) & 0xffffff) / (double)0x1000000;
+}
+
+static inline double kr_nrand(unsigned *s)
+{
+    double u = kr_urand(s), v = kr_urand(s);
+    if (u < 1e-12) u = 1e-12;
+    return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
+}
+
 #define KR_TEST(module, name)                                                                      \
     static void test_##module##_##name(void);                                                      \
     __attribute__((constructor)) static void register_##module##_##name(void)                      \

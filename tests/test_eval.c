@@ -14,19 +14,6 @@
 #define T0 1305031102.0
 #define RATE 30.0
 
-static double urand(unsigned *s)
-{
-    *s = *s * 1103515245u + 12345u;
-    return ((*s >> 8) & 0xffffff) / (double)0x1000000;
-}
-
-static double nrand(unsigned *s)
-{
-    double u = urand(s), v = urand(s);
-    if (u < 1e-12) u = 1e-12;
-    return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
-}
-
 /* A smooth handheld-like path: about a metre of travel, turning. */
 static kr_pose path_pose(double t)
 {
@@ -68,7 +55,7 @@ static void rigid_free_noise(const kr_trajectory *gt, double sigma, unsigned *s,
         for (int k = 0; k < 3; k++)
             c[k] += gt->poses[i].t[k] / m;
     for (size_t i = 0; i < 3 * m; i++)
-        n[i] = sigma * nrand(s);
+        n[i] = sigma * kr_nrand(s);
     /* Gram–Schmidt over the 6 generators (length 3m each), then subtract. */
     double *g = malloc(6 * 3 * m * sizeof *g);
     for (int a = 0; a < 6; a++) {
@@ -185,7 +172,7 @@ KR_TEST(eval, ate_with_gaussian_noise_is_close_to_sigma)
     double sigma = 0.005, *noise = malloc(3 * gt.count * sizeof *noise);
     unsigned s = 7;
     for (size_t i = 0; i < 3 * gt.count; i++)
-        noise[i] = sigma * nrand(&s);
+        noise[i] = sigma * kr_nrand(&s);
     kr_pose A = some_transform(), Ainv = kr_pose_inv(&A);
     transformed_copy(&gt, &A, noise, &est);
     kr_ate ate;

@@ -8,25 +8,11 @@
 #include "kinreg/eval.h"
 #include "kinreg/pose.h"
 
-static double urand(unsigned *s)
-{
-    *s = *s * 1103515245u + 12345u;
-    return ((*s >> 8) & 0xffffff) / (double)0x1000000;
-}
-
-/* Standard normal by Box–Muller. */
-static double nrand(unsigned *s)
-{
-    double u = urand(s), v = urand(s);
-    if (u < 1e-12) u = 1e-12;
-    return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
-}
-
 /* Random rotation from a normalised Gaussian quaternion (uniform on SO(3)),
  * built as a matrix here rather than with the library's conversions. */
 static void random_rotation(unsigned *s, double R[9])
 {
-    double a = nrand(s), b = nrand(s), c = nrand(s), d = nrand(s);
+    double a = kr_nrand(s), b = kr_nrand(s), c = kr_nrand(s), d = kr_nrand(s);
     double n = sqrt(a * a + b * b + c * c + d * d);
     a /= n, b /= n, c /= n, d /= n; /* a = w */
     double M[9] = {a * a + b * b - c * c - d * d, 2 * (b * c - a * d),
@@ -164,23 +150,23 @@ KR_TEST(horn, matches_weighted_svd_on_noisy_data)
 {
     unsigned s = 1234;
     for (int trial = 0; trial < 100; trial++) {
-        size_t n = 3 + (size_t)(urand(&s) * 200);
+        size_t n = 3 + (size_t)(kr_urand(&s) * 200);
         double *src = malloc(n * 3 * sizeof *src), *dst = malloc(n * 3 * sizeof *dst),
                *w = malloc(n * sizeof *w);
         REQUIRE(src && dst && w);
         double R0[9], t0[3], off[3];
         random_rotation(&s, R0);
         for (int k = 0; k < 3; k++)
-            t0[k] = 4 * urand(&s) - 2, off[k] = 10 * urand(&s) - 5;
+            t0[k] = 4 * kr_urand(&s) - 2, off[k] = 10 * kr_urand(&s) - 5;
         double noise = trial % 2 ? 0.05 : 0.005;
         for (size_t i = 0; i < n; i++) {
             /* Point clouds away from the origin exercise the centring. */
             for (int k = 0; k < 3; k++)
-                src[3 * i + k] = off[k] + 2 * urand(&s) - 1;
+                src[3 * i + k] = off[k] + 2 * kr_urand(&s) - 1;
             apply(R0, t0, src + 3 * i, dst + 3 * i);
             for (int k = 0; k < 3; k++)
-                dst[3 * i + k] += noise * nrand(&s);
-            w[i] = 0.05 + urand(&s);
+                dst[3 * i + k] += noise * kr_nrand(&s);
+            w[i] = 0.05 + kr_urand(&s);
         }
         kr_pose T;
         REQUIRE_OK(kr_horn(src, dst, w, n, &T));
@@ -213,10 +199,10 @@ KR_TEST(horn, exact_recovery_without_noise)
         double src[3 * n], dst[3 * n], R0[9], t0[3];
         random_rotation(&s, R0);
         for (int k = 0; k < 3; k++)
-            t0[k] = 6 * urand(&s) - 3;
+            t0[k] = 6 * kr_urand(&s) - 3;
         for (int i = 0; i < n; i++) {
             for (int k = 0; k < 3; k++)
-                src[3 * i + k] = 2 * urand(&s) - 1;
+                src[3 * i + k] = 2 * kr_urand(&s) - 1;
             apply(R0, t0, src + 3 * i, dst + 3 * i);
         }
         kr_pose T;
@@ -263,12 +249,12 @@ KR_TEST(horn, weights_select_points)
     random_rotation(&s, R0);
     for (int i = 0; i < n; i++) {
         for (int k = 0; k < 3; k++)
-            src[3 * i + k] = 2 * urand(&s) - 1;
+            src[3 * i + k] = 2 * kr_urand(&s) - 1;
         apply(R0, t0, src + 3 * i, dst + 3 * i);
         w[i] = 1;
         if (i % 4 == 0) {
             for (int k = 0; k < 3; k++)
-                dst[3 * i + k] += 3 * nrand(&s);
+                dst[3 * i + k] += 3 * kr_nrand(&s);
             w[i] = 0;
         }
     }

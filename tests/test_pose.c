@@ -6,16 +6,10 @@
 
 #include "kinreg/pose.h"
 
-static double urand(unsigned *s)
-{
-    *s = *s * 1103515245u + 12345u;
-    return ((*s >> 8) & 0xffffff) / (double)0x1000000;
-}
-
 static void random_twist(unsigned *s, double x[6], double max_angle)
 {
-    for (int i = 0; i < 3; i++) x[i] = (2 * urand(s) - 1) * max_angle / sqrt(3.0);
-    for (int i = 3; i < 6; i++) x[i] = (2 * urand(s) - 1);
+    for (int i = 0; i < 3; i++) x[i] = (2 * kr_urand(s) - 1) * max_angle / sqrt(3.0);
+    for (int i = 3; i < 6; i++) x[i] = (2 * kr_urand(s) - 1);
 }
 
 static double pose_diff(const kr_pose *a, const kr_pose *b)
@@ -93,7 +87,7 @@ KR_TEST(pose, inverse_and_composition)
 {
     unsigned s = 3;
     for (int k = 0; k < 50; k++) {
-        double x[6], y[6], p[3] = {urand(&s), urand(&s), urand(&s)}, a[3], b[3], c[3];
+        double x[6], y[6], p[3] = {kr_urand(&s), kr_urand(&s), kr_urand(&s)}, a[3], b[3], c[3];
         random_twist(&s, x, 2);
         random_twist(&s, y, 2);
         kr_pose A = kr_pose_exp(x), B = kr_pose_exp(y);
@@ -111,13 +105,13 @@ KR_TEST(pose, spd_solve_and_eigen)
 {
     unsigned s = 5;
     double M[36], A[36], x[6], b[6], y[6], ev[6], V[36];
-    for (int i = 0; i < 36; i++) M[i] = 2 * urand(&s) - 1;
+    for (int i = 0; i < 36; i++) M[i] = 2 * kr_urand(&s) - 1;
     for (int i = 0; i < 6; i++)
         for (int j = 0; j < 6; j++) {
             A[i * 6 + j] = (i == j) ? 0.5 : 0;
             for (int k = 0; k < 6; k++) A[i * 6 + j] += M[k * 6 + i] * M[k * 6 + j];
         }
-    for (int i = 0; i < 6; i++) x[i] = urand(&s);
+    for (int i = 0; i < 6; i++) x[i] = kr_urand(&s);
     for (int i = 0; i < 6; i++) {
         b[i] = 0;
         for (int j = 0; j < 6; j++) b[i] += A[i * 6 + j] * x[j];

@@ -7,12 +7,6 @@
 
 #include "kinreg/trajectory.h"
 
-static double urand(unsigned *s)
-{
-    *s = *s * 1103515245u + 12345u;
-    return ((*s >> 8) & 0xffffff) / (double)0x1000000;
-}
-
 static void write_text(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -28,9 +22,9 @@ KR_TEST(trajectory, write_read_round_trip)
     for (int i = 0; i < 500; i++) {
         double x[6];
         for (int k = 0; k < 3; k++)
-            x[k] = (2 * urand(&s) - 1) * 1.5;
+            x[k] = (2 * kr_urand(&s) - 1) * 1.5;
         for (int k = 3; k < 6; k++)
-            x[k] = (2 * urand(&s) - 1) * 20;
+            x[k] = (2 * kr_urand(&s) - 1) * 20;
         kr_pose p = kr_pose_exp(x);
         REQUIRE_OK(kr_trajectory_push(&a, 1305031102.160407 + i / 30.0, &p));
     }
