@@ -17,7 +17,9 @@ static const preset presets[] = {
     {"fr2", {640, 480, 520.9f, 521.0f, 325.1f, 249.7f, 0.2312f, -0.7849f, -0.0033f, -0.0001f, 0.9172f}},
     {"fr3", {640, 480, 535.4f, 539.2f, 320.1f, 247.6f, 0, 0, 0, 0, 0}},
     {"default", {640, 480, 525.0f, 525.0f, 319.5f, 239.5f, 0, 0, 0, 0, 0}},
-    {"kinect", {640, 480, 525.0f, 525.0f, 319.5f, 239.5f, 0, 0, 0, 0, 0}},
+    /* The Kinect v1 depth (IR) camera as OpenNI reports it from the device's
+     * zero-plane data: 120 mm / (2 · 0.1052 mm) = 570.3 px. */
+    {"kinect", {640, 480, 570.3f, 570.3f, 319.5f, 239.5f, 0, 0, 0, 0, 0}},
 };
 
 kr_status kr_intrinsics_preset(const char *name, kr_intrinsics *out)

@@ -25,4 +25,10 @@ kr_status kr_png_read_depth16(kr_png_reader *r, const char *path, const char *wh
                               int want_h, uint16_t **out);
 void kr_png_reader_free(kr_png_reader *r);
 
+/* Writes width × height host-order samples as a 16-bit grayscale PNG (the TUM
+ * depth format), with fast compression so that recording keeps up with a
+ * live sensor. On failure the partial file is removed and the error names
+ * `path` (capture/png_write.c). */
+kr_status kr_png_write_depth16(const char *path, int width, int height, const uint16_t *samples);
+
 #endif

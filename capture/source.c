@@ -5,13 +5,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #define KR_SOURCE_FORMS                                                                            \
-    "accepted sources: 'synthetic', 'synthetic:SEED', 'tum:DIR', or a directory DIR containing "   \
-    "depth.txt"
+    "accepted sources: 'synthetic', 'synthetic:SEED', 'tum:DIR', 'fakenect:DIR', "                 \
+    "'kinect[:N|:SERIAL]', or a directory DIR containing depth.txt (TUM) or INDEX.txt (fakenect)"
 
 void kr_source_config_default(kr_source_config *cfg)
 {
@@ -21,6 +22,9 @@ void kr_source_config_default(kr_source_config *cfg)
     cfg->seed = 1;
     cfg->duration_s = 30.0;
     cfg->fps = 30.0;
+    cfg->depth_mode = KR_KINECT_DEPTH_11BIT;
+    cfg->stall_timeout_s = 2.0;
+    cfg->live_queue = 4;
 }
 
 static kr_status check_intrinsics(const kr_intrinsics *k)
@@ -72,6 +76,24 @@ static bool has_scheme(const char *uri)
     return true;
 }
 
+static bool dir_has(const char *dir, const char *name)
+{
+    char path[4096];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &sb) == 0;
+}
+
+/* A bare directory: TUM when it holds depth.txt (checked first, so existing
+ * sequences keep their meaning), a fakenect dump when it holds INDEX.txt. */
+static kr_status open_dir(kr_source *src, const char *dir, const kr_source_config *cfg,
+                          const kr_intrinsics *want)
+{
+    if (dir_has(dir, "depth.txt") || !dir_has(dir, "INDEX.txt"))
+        return kr_tum_open(src, dir, cfg, want);
+    return kr_fakenect_dump_open(src, dir, cfg, want);
+}
+
 static kr_status open_uri(kr_source *src, const kr_source_config *cfg, const kr_intrinsics *want)
 {
     const char *uri = cfg->uri && cfg->uri[0] ? cfg->uri : "synthetic";
@@ -85,9 +107,12 @@ static kr_status open_uri(kr_source *src, const kr_source_config *cfg, const kr_
         return kr_synthetic_open(src, &c, want);
     }
     if (strncmp(uri, "tum:", 4) == 0) return kr_tum_open(src, uri + 4, cfg, want);
+    if (strncmp(uri, "fakenect:", 9) == 0) return kr_fakenect_dump_open(src, uri + 9, cfg, want);
+    if (strcmp(uri, "kinect") == 0) return kr_kinect_open(src, NULL, cfg, want);
+    if (strncmp(uri, "kinect:", 7) == 0) return kr_kinect_open(src, uri + 7, cfg, want);
 
     struct stat sb;
-    if (stat(uri, &sb) == 0 && S_ISDIR(sb.st_mode)) return kr_tum_open(src, uri, cfg, want);
+    if (stat(uri, &sb) == 0 && S_ISDIR(sb.st_mode)) return open_dir(src, uri, cfg, want);
     if (has_scheme(uri))
         return kr_error(KR_ERR_INVALID_ARG, "unknown source '%s': %s", uri, KR_SOURCE_FORMS);
     return kr_error(KR_ERR_IO,
@@ -146,7 +171,7 @@ kr_status kr_source_read(kr_source *src, kr_frame *frame)
     kr_status st = src->ops->read(src, &tmp);
     if (st != KR_OK) return st;
     tmp.index = src->delivered++;
-    tmp.capture_time = kr_now();
+    if (tmp.capture_time == 0) tmp.capture_time = kr_now();
     *frame = tmp;
     return KR_OK;
 }
@@ -175,6 +200,16 @@ unsigned kr_source_skipped(const kr_source *src)
 const char *kr_source_describe(const kr_source *src)
 {
     return src ? src->description : "(no source)";
+}
+
+uint64_t kr_source_dropped(const kr_source *src)
+{
+    return src && src->ops && src->ops->dropped ? src->ops->dropped(src) : 0;
+}
+
+void kr_source_interrupt(kr_source *src)
+{
+    if (src && src->ops && src->ops->interrupt) src->ops->interrupt(src);
 }
 
 unsigned kr_source_length(const kr_source *src)

@@ -1,7 +1,9 @@
 /* Internal interface every frame source implements (DESIGN.md §7.6): the
  * public kr_source is this struct; an implementation's open function fills in
  * `ops`, `impl` and the descriptive fields. A libfreenect or fakenect source
- * plugs in by adding one open function here and one URI form in source.c. */
+ * plugs in by adding one open function here and one URI form in source.c.
+ * Frames carry capture_time = 0 unless the implementation knows when the
+ * frame arrived (a live callback); kr_source_read fills it in otherwise. */
 #ifndef KINREG_CAPTURE_SOURCE_IMPL_H
 #define KINREG_CAPTURE_SOURCE_IMPL_H
 
@@ -18,6 +20,11 @@ typedef struct {
     kr_status (*read)(kr_source *src, kr_frame *frame);
     /* Frees `impl`; the generic fields are freed by kr_source_destroy. */
     void (*close)(kr_source *src);
+    /* Optional (live sources): wake a waiting read and make reads return
+     * KR_END from now on. Called from another thread. */
+    void (*interrupt)(kr_source *src);
+    /* Optional (live sources): frames dropped so far. Called from any thread. */
+    uint64_t (*dropped)(const kr_source *src);
 } kr_source_ops;
 
 struct kr_source {
@@ -41,5 +48,10 @@ struct kr_source {
 kr_status kr_synthetic_open(kr_source *src, const kr_source_config *cfg, const kr_intrinsics *want);
 kr_status kr_tum_open(kr_source *src, const char *dir, const kr_source_config *cfg,
                       const kr_intrinsics *want);
+kr_status kr_fakenect_dump_open(kr_source *src, const char *dir, const kr_source_config *cfg,
+                                const kr_intrinsics *want);
+/* `device` is what follows "kinect:" (index or serial), or NULL/"" for the first. */
+kr_status kr_kinect_open(kr_source *src, const char *device, const kr_source_config *cfg,
+                         const kr_intrinsics *want);
 
 #endif

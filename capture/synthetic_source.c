@@ -49,7 +49,7 @@ static void synth_close(kr_source *src)
     src->impl = NULL;
 }
 
-static const kr_source_ops synth_ops = {"synthetic", synth_read, synth_close};
+static const kr_source_ops synth_ops = {.name = "synthetic", .read = synth_read, .close = synth_close};
 
 kr_status kr_synthetic_open(kr_source *src, const kr_source_config *cfg, const kr_intrinsics *want)
 {

@@ -170,7 +170,7 @@ static void tum_close(kr_source *src)
     src->impl = NULL;
 }
 
-static const kr_source_ops tum_ops = {"tum", tum_read, tum_close};
+static const kr_source_ops tum_ops = {.name = "tum", .read = tum_read, .close = tum_close};
 
 kr_status kr_tum_open(kr_source *src, const char *dir, const kr_source_config *cfg,
                       const kr_intrinsics *want)

@@ -25,6 +25,9 @@ const char *kr_test_data(const char *relative);
 const char *kr_test_tmpdir(void);
 /* Path of the kinreg program built with the tests. */
 const char *kr_test_tool(void);
+/* Runs `ENV kinreg ARGS` through the shell (ENV: "VAR=value ..." or NULL)
+ * with stdout and stderr captured in `out`; returns the exit code. */
+int kr_test_run_tool(const char *env, const char *args, char *out, size_t size);
 
 /* Deterministic test randomness: uniform in [0, 1) from a 32-bit LCG state,
  * and standard normal by Box–Muller. Seeded per test, so failures repeat. */

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_TESTS 1024
@@ -92,6 +93,22 @@ const char *kr_test_tmpdir(void)
 const char *kr_test_tool(void)
 {
     return KINREG_TOOL_PATH;
+}
+
+int kr_test_run_tool(const char *env, const char *args, char *out, size_t size)
+{
+    char cmd[4096], path[512];
+    snprintf(path, sizeof path, "%s/tool_output.txt", kr_test_tmpdir());
+    snprintf(cmd, sizeof cmd, "%s '%s' %s > '%s' 2>&1", env ? env : "", kr_test_tool(), args, path);
+    int rc = system(cmd);
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (f) {
+        size_t n = fread(out, 1, size - 1, f);
+        out[n] = '\0';
+        fclose(f);
+    }
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 static void remove_tmpdir(void)

@@ -37,7 +37,7 @@ KR_TEST(source, intrinsics_presets)
                 {"fr2", 520.9f, 521.0f, 325.1f, 249.7f},
                 {"fr3", 535.4f, 539.2f, 320.1f, 247.6f},
                 {"default", 525, 525, 319.5f, 239.5f},
-                {"kinect", 525, 525, 319.5f, 239.5f}};
+                {"kinect", 570.3f, 570.3f, 319.5f, 239.5f}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         kr_intrinsics k;
         REQUIRE_OK(kr_intrinsics_preset(want[i].name, &k));

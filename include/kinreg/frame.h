@@ -2,6 +2,7 @@
 #ifndef KINREG_FRAME_H
 #define KINREG_FRAME_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,6 +59,31 @@ static inline float kr_depth_to_metres(uint16_t v, kr_depth_encoding enc, float 
         return inv > 0 ? (float)(1.0 / inv) : 0.0f;
     }
     return v ? (float)v / scale : 0.0f;
+}
+
+/* The inverse of the disparity model: the raw 11-bit sample whose depth is
+ * nearest to z metres. Depths nearer than the model can express (z < 1/A,
+ * about 0.30 m) and z <= 0 give KR_DISPARITY_INVALID; depths beyond the
+ * model's far end (d = 1084, about 530 m) clamp to it. A round trip keeps
+ * depth within half the local disparity step, 0.5·|B|·z² to first order
+ * (1.5 mm at 1 m, 25 mm at 4 m). */
+static inline uint16_t kr_metres_to_disparity(float z)
+{
+    const long far_end = 1084; /* the largest d with A + B·d > 0 */
+    /* (float)(1/A) is what kr_depth_to_metres gives for d = 0: it must map back. */
+    if (!(z >= (float)(1.0 / KR_DISPARITY_A))) return KR_DISPARITY_INVALID;
+    double zz = z, d = (1.0 / zz - KR_DISPARITY_A) / KR_DISPARITY_B;
+    long best = d > far_end ? far_end : (long)(d + 0.5);
+    if (best < 0) best = 0;
+    /* Rounding d is rounding inverse depth; depth grows faster than linearly
+     * in d, so just above a midpoint the lower neighbour can be nearer. */
+    double err = fabs(zz - 1.0 / (KR_DISPARITY_A + KR_DISPARITY_B * (double)best));
+    for (long c = best - 1; c <= best + 1; c += 2) {
+        if (c < 0 || c > far_end) continue;
+        double e = fabs(zz - 1.0 / (KR_DISPARITY_A + KR_DISPARITY_B * (double)c));
+        if (e < err) err = e, best = c;
+    }
+    return (uint16_t)best;
 }
 
 /* Monotonic clock in seconds. */

@@ -3,13 +3,20 @@
  *
  * URIs:  synthetic[:SEED]        procedural indoor scene, Kinect v1 model
  *        tum:DIR                 TUM RGB-D sequence (depth.txt + 16-bit PNG)
- *        DIR                     same as tum:DIR when DIR holds depth.txt      */
+ *        fakenect:DIR            libfreenect fakenect dump (INDEX.txt + d-*.pgm),
+ *                                read directly from the files
+ *        DIR                     tum:DIR when DIR holds depth.txt,
+ *                                fakenect:DIR when it holds INDEX.txt
+ *        kinect[:N | :SERIAL]    live Kinect v1 through libfreenect: the first
+ *                                device, device index N, or the device with
+ *                                that camera serial (see `kinreg devices`)  */
 #ifndef KINREG_SOURCE_H
 #define KINREG_SOURCE_H
 
 #include <stdbool.h>
 
 #include "kinreg/frame.h"
+#include "kinreg/kinect.h"
 #include "kinreg/trajectory.h"
 
 #ifdef __cplusplus
@@ -17,6 +24,7 @@ extern "C" {
 #endif
 
 typedef struct kr_source kr_source;
+
 
 typedef struct {
     const char *uri;            /* see above; default "synthetic" */
@@ -32,6 +40,11 @@ typedef struct {
     double fps;                 /* default 30 */
     int max_frames;             /* 0 = all (honoured by every source) */
     int render_threads;         /* synthetic only: OpenMP threads per frame, 1 or 2 (0 = 1) */
+    /* live Kinect only */
+    kr_kinect_depth_mode depth_mode; /* default KR_KINECT_DEPTH_11BIT */
+    double stall_timeout_s;     /* no frame for this long = KR_ERR_STALLED (default 2) */
+    int live_queue;             /* frames buffered between libfreenect's callback
+                                   and kr_source_read, oldest dropped when full (default 4) */
 } kr_source_config;
 
 KR_API void kr_source_config_default(kr_source_config *cfg);
@@ -49,13 +62,21 @@ KR_API const kr_trajectory *kr_source_groundtruth(const kr_source *src);
 KR_API bool kr_source_is_live(const kr_source *src);
 /* Frames skipped as corrupt so far (skip_bad). */
 KR_API unsigned kr_source_skipped(const kr_source *src);
+/* Live sources: frames the sensor delivered that were dropped because the
+ * reader was behind. Safe from any thread. */
+KR_API uint64_t kr_source_dropped(const kr_source *src);
+/* Makes a kr_source_read that is waiting for a live sensor (and every later
+ * one) return KR_END promptly. For shutdown; safe from any thread. */
+KR_API void kr_source_interrupt(kr_source *src);
 /* Human-readable description, e.g. "tum:/data/fr1 (400 frames)". */
 KR_API const char *kr_source_describe(const kr_source *src);
 /* Number of frames when known in advance, else 0. */
 KR_API unsigned kr_source_length(const kr_source *src);
 
-/* Named intrinsics presets: "fr1" "fr2" "fr3" "default" (525/525/319.5/239.5),
- * "kinect" (Kinect v1 default, same as "default"). */
+/* Named intrinsics presets: "fr1" "fr2" "fr3", "default" (525/525/319.5/239.5,
+ * the usual colour-camera default, also right for registered depth), and
+ * "kinect" (Kinect v1 IR/depth camera, 570.3/570.3/319.5/239.5 as OpenNI
+ * reports it: raw 11-bit and millimetre depth that is not registered). */
 KR_API kr_status kr_intrinsics_preset(const char *name, kr_intrinsics *out);
 
 #ifdef __cplusplus

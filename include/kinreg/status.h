@@ -33,7 +33,8 @@ extern "C" {
     X(KR_ERR_EMPTY, -13, "not enough data (empty model or too few points)")                \
     X(KR_ERR_STALLED, -14, "sensor stopped delivering frames")                             \
     X(KR_ERR_INTERRUPTED, -15, "interrupted")                                              \
-    X(KR_ERR_NUMERIC, -16, "numerical failure (singular or non-finite)")
+    X(KR_ERR_NUMERIC, -16, "numerical failure (singular or non-finite)")                  \
+    X(KR_ERR_EXISTS, -17, "output already exists")
 
 typedef enum {
 #define KR_STATUS_ENUM(name, value, text) name = value,
