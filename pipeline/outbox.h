@@ -13,6 +13,7 @@ typedef struct {
     kr_topic topic;
     kr_pose_msg pose;
     kr_status_msg status;
+    double capture_time; /* pose: when its frame entered kinreg (kr_now()) */
 } kr_outbox_item;
 
 typedef struct {

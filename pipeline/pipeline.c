@@ -3,6 +3,7 @@
 #include "kinreg/pipeline.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -39,6 +40,10 @@ struct kr_pipeline {
     pthread_mutex_t stats_lock;
     kr_pipeline_stats stats;
     double start_time, last_status_time;
+
+    /* Capture → publish latency of every pose, in ms (publisher thread). */
+    double *latency;
+    size_t latency_count, latency_cap;
 };
 
 void kr_pipeline_config_default(kr_pipeline_config *cfg)
@@ -124,6 +129,7 @@ void kr_pipeline_destroy(kr_pipeline **pp)
     kr_device_destroy(&p->device);
     kr_source_destroy(&p->source);
     kr_trajectory_free(&p->trajectory);
+    free(p->latency);
     pthread_mutex_destroy(&p->error_lock);
     pthread_mutex_destroy(&p->stats_lock);
     free(p);
@@ -173,6 +179,8 @@ static void *capture_main(void *arg)
     kr_pipeline *p = arg;
     double first_stamp = 0, start = kr_now();
     bool paced = false;
+    /* A sensor sets its own pace. */
+    const bool pace = p->cfg.rate > 0 && !kr_source_is_live(p->source);
     while (!atomic_load(&p->stop)) {
         kr_frame frame;
         kr_status s = kr_source_read(p->source, &frame);
@@ -181,16 +189,17 @@ static void *capture_main(void *arg)
             record_error(p, s);
             break;
         }
-        if (p->cfg.rate > 0) {
-            /* Recorded timing: frame k leaves (t_k − t_0)/rate after the first. */
+        if (pace) {
+            /* Recorded timing: frame k leaves (t_k − t_0)/rate after the first,
+             * and that is when it counts as captured. */
             if (!paced) {
                 first_stamp = frame.timestamp;
                 start = kr_now();
                 paced = true;
             }
             sleep_until(start + (frame.timestamp - first_stamp) / p->cfg.rate);
+            frame.capture_time = kr_now();
         }
-        frame.capture_time = kr_now();
         pthread_mutex_lock(&p->stats_lock);
         p->stats.frames_in++;
         pthread_mutex_unlock(&p->stats_lock);
@@ -205,16 +214,58 @@ static void *capture_main(void *arg)
 
 /* ---- publisher thread ---------------------------------------------------- */
 
+static void record_latency(kr_pipeline *p, double ms)
+{
+    if (p->latency_count == p->latency_cap) {
+        size_t cap = p->latency_cap ? 2 * p->latency_cap : 1024;
+        double *grown = realloc(p->latency, cap * sizeof *grown);
+        if (!grown) return; /* statistics only: keep publishing */
+        p->latency = grown;
+        p->latency_cap = cap;
+    }
+    p->latency[p->latency_count++] = ms;
+    pthread_mutex_lock(&p->stats_lock);
+    p->stats.latency_last_ms = ms;
+    pthread_mutex_unlock(&p->stats_lock);
+}
+
 static void *publisher_main(void *arg)
 {
     kr_pipeline *p = arg;
     kr_outbox_item item;
     while (kr_outbox_take(&p->outbox, &item)) {
-        kr_status s = item.topic == KR_TOPIC_STATUS ? kr_publisher_send_status(p->publisher, &item.status)
-                                                     : kr_publisher_send_pose(p->publisher, &item.pose);
+        kr_status s;
+        if (item.topic == KR_TOPIC_STATUS) {
+            s = kr_publisher_send_status(p->publisher, &item.status);
+        } else {
+            /* The message carries capture → publish, measured as it leaves. */
+            double ms = 1e3 * (kr_now() - item.capture_time);
+            item.pose.latency_ms = (float)ms;
+            s = kr_publisher_send_pose(p->publisher, &item.pose);
+            record_latency(p, ms);
+        }
         if (s != KR_OK) kr_log(KR_LOG_WARN, "publish failed: %s (%s)", kr_strerror(s), kr_last_error());
     }
     return NULL;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median and 99th percentile (nearest rank) of the recorded latencies. */
+static void latency_percentiles(kr_pipeline *p)
+{
+    size_t n = p->latency_count;
+    if (!n) return;
+    qsort(p->latency, n, sizeof *p->latency, compare_double);
+    size_t p99 = (size_t)ceil(0.99 * (double)n);
+    pthread_mutex_lock(&p->stats_lock);
+    p->stats.latency_median_ms = n % 2 ? p->latency[n / 2] : 0.5 * (p->latency[n / 2 - 1] + p->latency[n / 2]);
+    p->stats.latency_p99_ms = p->latency[(p99 ? p99 : 1) - 1];
+    pthread_mutex_unlock(&p->stats_lock);
 }
 
 static void publish_status(kr_pipeline *p, kr_event event, const char *text)
@@ -304,10 +355,10 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
     return KR_OK;
 }
 
-static void emit_pose(kr_pipeline *p, const kr_frame_result *r)
+static void emit_pose(kr_pipeline *p, const kr_frame_result *r, double capture_time)
 {
     kr_quat q = kr_pose_to_quat(&r->track.pose);
-    kr_outbox_item item = {.topic = KR_TOPIC_POSE};
+    kr_outbox_item item = {.topic = KR_TOPIC_POSE, .capture_time = capture_time};
     kr_pose_msg *m = &item.pose;
     m->topic = KR_TOPIC_POSE;
     m->frame_index = r->frame_index;
@@ -323,7 +374,6 @@ static void emit_pose(kr_pipeline *p, const kr_frame_result *r)
     m->inlier_fraction = r->track.inlier_fraction;
     m->rms = r->track.rms;
     m->condition = r->track.condition;
-    m->latency_ms = (float)r->latency_ms;
     kr_outbox_put(&p->outbox, &item);
 
     kr_trajectory_push(&p->trajectory, r->timestamp, &r->track.pose);
@@ -342,11 +392,12 @@ static void update_stats(kr_pipeline *p, const kr_frame_result *r)
     st->frames_out++;
     if (r->track.state == KR_TRACK_LOST) st->frames_lost++;
     st->last_state = r->track.state;
-    st->frames_dropped = kr_queue_dropped(p->queue);
+    st->frames_dropped = kr_queue_dropped(p->queue) + kr_source_dropped(p->source);
     st->frames_skipped = kr_source_skipped(p->source);
     st->model_points = kr_model_size(p->model);
     st->elapsed_s = kr_now() - p->start_time;
     st->fps = st->elapsed_s > 0 ? (double)st->frames_out / st->elapsed_s : 0;
+    st->input_fps = st->elapsed_s > 0 ? (double)st->frames_in / st->elapsed_s : 0;
     pthread_mutex_unlock(&p->stats_lock);
 }
 
@@ -360,12 +411,13 @@ static void tracker_loop(kr_pipeline *p)
         kr_frame_result r;
         memset(&r, 0, sizeof r);
         s = track_frame(p, &frame, &r);
+        double captured = frame.capture_time;
         kr_frame_release(&frame);
         if (s != KR_OK) {
             record_error(p, s);
             break;
         }
-        emit_pose(p, &r);
+        emit_pose(p, &r, captured);
         update_stats(p, &r);
         if (p->cfg.on_frame) {
             kr_pipeline_stats st;
@@ -382,6 +434,15 @@ static void tracker_loop(kr_pipeline *p)
 kr_status kr_pipeline_run(kr_pipeline *p)
 {
     if (!p) return kr_error(KR_ERR_INVALID_ARG, "kr_pipeline_run: NULL pipeline");
+    if (p->cfg.publish_wait_s > 0) {
+        /* The publisher thread does not exist yet: this thread may use the socket. */
+        kr_status w = kr_publisher_wait_subscriber(p->publisher, (int)(p->cfg.publish_wait_s * 1e3));
+        if (w == KR_TIMEOUT)
+            kr_log(KR_LOG_WARN, "no subscriber on %s after %.1f s: starting anyway",
+                   kr_publisher_endpoint(p->publisher), p->cfg.publish_wait_s);
+        else if (w != KR_OK)
+            return w;
+    }
     p->start_time = p->last_status_time = kr_now();
     pthread_t capture, publisher;
     if (pthread_create(&publisher, NULL, publisher_main, p) != 0)
@@ -396,14 +457,16 @@ kr_status kr_pipeline_run(kr_pipeline *p)
     /* The calling thread is the tracker. */
     tracker_loop(p);
 
-    /* Shutdown: stop capture (a blocked push returns once the queue closes),
-     * then flush every computed pose to the socket before returning. */
+    /* Shutdown: stop capture (a blocked push returns once the queue closes,
+     * a read waiting for a sensor once the source is interrupted), then flush
+     * every computed pose to the socket before returning. */
     atomic_store(&p->stop, true);
     kr_queue_close(p->queue);
+    kr_source_interrupt(p->source);
     pthread_join(capture, NULL);
     kr_model_wait_idle(p->model);
     pthread_mutex_lock(&p->stats_lock);
-    p->stats.frames_dropped = kr_queue_dropped(p->queue);
+    p->stats.frames_dropped = kr_queue_dropped(p->queue) + kr_source_dropped(p->source);
     p->stats.frames_skipped = kr_source_skipped(p->source);
     pthread_mutex_unlock(&p->stats_lock);
 
@@ -413,9 +476,11 @@ kr_status kr_pipeline_run(kr_pipeline *p)
     err = p->error;
     snprintf(text, sizeof text, "%s", p->error_text);
     pthread_mutex_unlock(&p->error_lock);
-    publish_status(p, err == KR_OK ? KR_EVENT_STOPPED : KR_EVENT_ERROR, err == KR_OK ? "end" : text);
+    kr_event end = err == KR_OK ? KR_EVENT_STOPPED : err == KR_ERR_STALLED ? KR_EVENT_STALLED : KR_EVENT_ERROR;
+    publish_status(p, end, err == KR_OK ? "end" : text);
     kr_outbox_close(&p->outbox);
     pthread_join(publisher, NULL);
+    latency_percentiles(p);
     if (p->trajectory_file) fflush(p->trajectory_file);
 
     if (p->cfg.model_path && *p->cfg.model_path) {

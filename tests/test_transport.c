@@ -1103,3 +1103,39 @@ KR_TEST(transport, subscriber_programs_end_on_error_event)
     char *pargv[] = {(char *)py, (char *)python_script(), "ENDPOINT", NULL};
     program_ends_on_error(pargv, "py_error.err", "kinreg_sub.py");
 }
+
+KR_TEST(transport, wait_subscriber_holds_the_first_message_until_one_joins)
+{
+    char ep[512];
+    snprintf(ep, sizeof ep, "ipc://%s/wait.ipc", kr_test_tmpdir());
+    kr_publisher_config cfg;
+    kr_publisher_config_default(&cfg);
+    cfg.endpoint = ep;
+    kr_publisher *pub = NULL;
+    REQUIRE_OK(kr_publisher_create(&pub, &cfg));
+    double t0 = now_s();
+    CHECK_STATUS(kr_publisher_wait_subscriber(pub, 150), KR_TIMEOUT);
+    CHECK_GE(now_s() - t0, 0.14);
+
+    kr_subscriber *sub = NULL;
+    REQUIRE_OK(kr_subscriber_create(&sub, ep, 0));
+    CHECK_OK(kr_publisher_wait_subscriber(pub, 5000));
+    /* Sent right after the wait, the very first pose arrives. */
+    kr_pose_msg m = {.topic = KR_TOPIC_POSE, .frame_index = 7};
+    CHECK_OK(kr_publisher_send_pose(pub, &m));
+    kr_message got;
+    CHECK_OK(kr_subscriber_receive(sub, 2000, &got));
+    CHECK_EQ(got.topic, KR_TOPIC_POSE);
+    CHECK_EQ(got.pose.frame_index, 7);
+    CHECK_EQ(got.pose.seq, 0);
+    /* Once someone has subscribed, later waits return at once. */
+    CHECK_OK(kr_publisher_wait_subscriber(pub, 0));
+    kr_subscriber_destroy(&sub);
+    kr_publisher_destroy(&pub);
+
+    kr_publisher *nowhere = NULL;
+    kr_publisher_config_default(&cfg);
+    REQUIRE_OK(kr_publisher_create(&nowhere, &cfg));
+    CHECK_OK(kr_publisher_wait_subscriber(nowhere, 1000));
+    kr_publisher_destroy(&nowhere);
+}

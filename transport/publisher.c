@@ -1,9 +1,15 @@
-/* ZeroMQ PUB publisher. Sends never block (ZMQ_DONTWAIT, and a PUB socket
+/* ZeroMQ publisher. Sends never block (ZMQ_DONTWAIT, and a PUB socket
  * drops per subscriber at its high-water mark), so a slow or stuck subscriber
  * cannot stall tracking; it sees the loss as a sequence gap instead. One
  * context and socket per publisher, used from one thread (ZeroMQ sockets are
- * not thread-safe). */
+ * not thread-safe).
+ *
+ * The socket is an XPUB: to subscribers exactly a PUB, but it also hands the
+ * publisher their subscriptions, so kr_publisher_wait_subscriber can hold the
+ * start of a stream until someone listens. */
 #include "kinreg/transport.h"
+
+#include "kinreg/frame.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -24,6 +30,7 @@ struct kr_publisher {
     char endpoint[256];   /* as bound (ZMQ_LAST_ENDPOINT) */
     uint64_t seq[4];      /* next sequence number, indexed by kr_topic */
     uint64_t dropped;
+    bool subscribed;      /* a subscription has arrived */
 };
 
 void kr_publisher_config_default(kr_publisher_config *cfg)
@@ -117,7 +124,7 @@ kr_status kr_publisher_create(kr_publisher **out, const kr_publisher_config *cfg
         st = kr_error(KR_ERR_TRANSPORT, "zmq_ctx_new failed: %s", zmq_strerror(errno));
         goto fail;
     }
-    p->sock = zmq_socket(p->ctx, ZMQ_PUB);
+    p->sock = zmq_socket(p->ctx, ZMQ_XPUB);
     if (!p->sock) {
         st = kr_error(KR_ERR_TRANSPORT, "cannot create a PUB socket: %s", zmq_strerror(errno));
         goto fail;
@@ -161,6 +168,40 @@ uint64_t kr_publisher_dropped(const kr_publisher *pub)
     return pub ? pub->dropped : 0;
 }
 
+/* Reads the subscription messages that have arrived (XPUB queues them for
+ * the application); true when one of them subscribes. Never waits. */
+static bool drain_subscriptions(kr_publisher *pub)
+{
+    bool subscribed = false;
+    uint8_t msg[64];
+    int n;
+    while ((n = zmq_recv(pub->sock, msg, sizeof msg, ZMQ_DONTWAIT)) > 0 || (n < 0 && errno == EINTR))
+        if (n > 0 && msg[0] == 1) subscribed = true;
+    return subscribed;
+}
+
+kr_status kr_publisher_wait_subscriber(kr_publisher *pub, int timeout_ms)
+{
+    if (!pub) return kr_error(KR_ERR_INVALID_ARG, "kr_publisher_wait_subscriber: NULL publisher");
+    if (!pub->sock || pub->subscribed) return KR_OK;
+    double deadline = kr_now() + (timeout_ms < 0 ? 1e9 : 1e-3 * timeout_ms);
+    for (;;) {
+        if (drain_subscriptions(pub)) break;
+        double left = deadline - kr_now();
+        if (left <= 0) return KR_TIMEOUT;
+        zmq_pollitem_t item = {pub->sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&item, 1, (long)(left * 1e3) + 1) < 0 && errno != EINTR)
+            return kr_error(KR_ERR_TRANSPORT, "waiting for a subscriber on %s: %s", pub->endpoint,
+                            zmq_strerror(errno));
+    }
+    pub->subscribed = true;
+    /* A subscriber sends one subscription per topic; give the rest a moment
+     * so the first messages of every topic reach it. */
+    zmq_pollitem_t item = {pub->sock, 0, ZMQ_POLLIN, 0};
+    while (zmq_poll(&item, 1, 20) > 0) drain_subscriptions(pub);
+    return KR_OK;
+}
+
 /* zmq_send that retries a signal interruption (bounded: the call never waits)
  * and reports EAGAIN as 0. */
 static int send_frame(void *sock, const void *data, size_t n, int flags)
@@ -175,6 +216,7 @@ static int send_frame(void *sock, const void *data, size_t n, int flags)
 static kr_status send_message(kr_publisher *pub, kr_topic topic, const uint8_t *buf, size_t n)
 {
     if (!pub->sock) return KR_OK;
+    if (drain_subscriptions(pub)) pub->subscribed = true;
     const char *name = kr_topic_name(topic);
     /* A PUB socket queues the frames of a multipart message together and
      * delivers all or none, so the topic frame cannot be orphaned. */

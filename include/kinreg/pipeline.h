@@ -28,18 +28,24 @@ typedef struct {
     double timestamp;
     kr_track_result track;     /* pose, state and quality */
     kr_method method;          /* KR_METHOD_NEWTON, or KR_METHOD_PREDICTED for LOST/first frames */
-    double latency_ms;         /* frame capture → pose ready */
+    double latency_ms;         /* frame capture → pose ready (publishing follows at once) */
     double preprocess_ms, track_ms, fuse_ms;
 } kr_frame_result;
 
 typedef struct {
     uint64_t frames_in;        /* delivered by the source */
     uint64_t frames_out;       /* tracked and published */
-    uint64_t frames_dropped;   /* live only: dropped because the tracker was behind */
+    uint64_t frames_dropped;   /* live only: dropped because the tracker (or reader) was behind */
     uint64_t frames_lost;      /* frames whose state was LOST */
     uint64_t frames_skipped;   /* corrupt frames skipped (--skip-bad) */
     double elapsed_s;          /* wall time from start to the last frame */
     double fps;                /* frames_out / elapsed_s */
+    double input_fps;          /* frames_in / elapsed_s */
+    /* Capture → publish latency: the time from a frame entering kinreg (the
+     * sensor callback, or the read of a replayed frame) to its pose leaving
+     * on the socket. Last value while running; median and p99 over the run
+     * once kr_pipeline_run has returned. */
+    double latency_last_ms, latency_median_ms, latency_p99_ms;
     uint64_t model_points;     /* voxels in the running model */
     kr_track_state last_state;
 } kr_pipeline_stats;
@@ -53,6 +59,9 @@ typedef struct {
     kr_track_config track;
     kr_model_config model;
     kr_publisher_config publish;   /* endpoint NULL = no publishing */
+    double publish_wait_s;         /* before the first frame, wait up to this long for a
+                                      subscriber (0 = start at once; ZeroMQ drops what is
+                                      published before a subscriber has joined) */
     int queue_capacity;            /* frames between capture and tracker (default 4) */
     double rate;                   /* 0 = as fast as possible; 1.0 = recorded timing */
     int rebuild_every;             /* frames between model snapshot requests (default 8) */

@@ -105,6 +105,11 @@ KR_API void kr_publisher_destroy(kr_publisher **pub);
  * counts as pose). */
 KR_API kr_status kr_publisher_send_pose(kr_publisher *pub, const kr_pose_msg *m);
 KR_API kr_status kr_publisher_send_status(kr_publisher *pub, const kr_status_msg *m);
+/* Waits up to timeout_ms (-1 = forever) until a subscriber has subscribed:
+ * KR_OK (also at once for a publisher that publishes nowhere, or once any
+ * subscriber has been seen), KR_TIMEOUT otherwise. For streams that must not
+ * lose their first messages to ZeroMQ's "slow joiner" effect. */
+KR_API kr_status kr_publisher_wait_subscriber(kr_publisher *pub, int timeout_ms);
 /* The endpoint actually bound (ZMQ_LAST_ENDPOINT: a "tcp://127.0.0.1:*"
  * wildcard resolved to its port); "" for a publisher that publishes nowhere. */
 KR_API const char *kr_publisher_endpoint(const kr_publisher *pub);
