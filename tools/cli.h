@@ -25,5 +25,8 @@ int kr_cmd_demo(int argc, char **argv);
 int kr_cmd_sub(int argc, char **argv);
 int kr_cmd_eval(int argc, char **argv);
 int kr_cmd_bench(int argc, char **argv);
+int kr_cmd_record(int argc, char **argv);
+int kr_cmd_convert(int argc, char **argv);
+int kr_cmd_devices(int argc, char **argv);
 
 #endif

@@ -16,13 +16,16 @@ static const struct {
     {"sub", kr_cmd_sub, "subscribe to a pose stream and print TUM or JSON lines"},
     {"eval", kr_cmd_eval, "ATE and RPE of an estimated trajectory against ground truth"},
     {"bench", kr_cmd_bench, "per-stage timings (medians) as a table and as JSON"},
+    {"record", kr_cmd_record, "write a sensor's depth frames as a fakenect dump or TUM sequence"},
+    {"convert", kr_cmd_convert, "rewrite a TUM sequence as a fakenect dump or the reverse"},
+    {"devices", kr_cmd_devices, "list the Kinects libfreenect can see"},
 };
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: kinreg COMMAND [OPTIONS]   (kinreg COMMAND --help for details)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(out, "  %-6s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
 }
 
 /* The pipeline runs several threads beside its OpenMP teams (capture, model

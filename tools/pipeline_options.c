@@ -12,19 +12,26 @@ void kr_pipeline_options_help(FILE *out)
     kr_pipeline_config_default(&d);
     fprintf(out,
             "source and output:\n"
-            "  -s, --source URI        synthetic[:SEED] | tum:DIR | DIR with depth.txt (default synthetic)\n"
+            "  -s, --source URI        synthetic[:SEED] | tum:DIR | fakenect:DIR | DIR (TUM or fakenect)\n"
+            "                          | kinect[:N|:SERIAL] live sensor (default synthetic)\n"
             "  -n, --frames N          stop after N frames (default: the whole source)\n"
             "  -r, --rate max|FACTOR   max = as fast as possible (default); 1.0 = recorded timing\n"
+            "                          (replays only: a sensor sets its own pace)\n"
             "      --intrinsics NAME|fx,fy,cx,cy[,k1,k2,p1,p2,k3]\n"
-            "                          preset fr1 fr2 fr3 default, or explicit pinhole values with\n"
+            "                          preset fr1 fr2 fr3 default kinect, or explicit pinhole values with\n"
             "                          optional Brown-Conrady distortion (OpenCV order)\n"
             "      --depth-scale S     raw units per metre for 16-bit PNG depth (TUM: 5000)\n"
             "      --skip-bad          skip and count corrupt frames instead of stopping\n"
             "      --seed N            synthetic scene and trajectory seed (default 1)\n"
             "      --duration SEC      synthetic sequence length (default 30)\n"
+            "      --depth-mode M      kinect: 11bit (raw disparity, default) | mm | registered\n"
+            "      --stall-timeout SEC kinect: a sensor silent this long ends the run with exit\n"
+            "                          status 3 (default %g)\n"
             "  -t, --trajectory FILE   write poses as a TUM trajectory while tracking\n"
             "  -m, --save-model FILE   write the model (PLY, points and normals) at the end\n"
             "  -p, --publish ENDPOINT  ZeroMQ PUB endpoint, e.g. tcp://*:5555 (default: none)\n"
+            "      --wait-subscriber SEC  before the first frame, wait up to SEC for a subscriber\n"
+            "                          (ZeroMQ drops what is sent before one has joined)\n"
             "compute:\n"
             "  -b, --backend B         auto | cpu | cuda (default auto: CUDA when a GPU is present)\n"
             "      --threads N         OpenMP threads (default: all cores)\n"
@@ -35,7 +42,7 @@ void kr_pipeline_options_help(FILE *out)
             "      --gate M            reject pairs farther apart than M metres at the finest level (default %g)\n"
             "      --active-window N   model voxels seen in the last N frames are tracked against (default %d)\n"
             "      --rebuild-every N   frames between model snapshot rebuilds (default %d)\n",
-            d.track.finest_level, (double)d.model.voxel_size, d.track.iterations[0], d.track.iterations[1],
+            d.source.stall_timeout_s, d.track.finest_level, (double)d.model.voxel_size, d.track.iterations[0], d.track.iterations[1],
             d.track.iterations[2], (double)d.track.gate, d.model.active_window,
             d.rebuild_every);
 }
@@ -104,7 +111,7 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
             return 1;
         }
         fprintf(stderr,
-                "kinreg: --intrinsics must be fr1, fr2, fr3, default, fx,fy,cx,cy or "
+                "kinreg: --intrinsics must be fr1, fr2, fr3, default, kinect, fx,fy,cx,cy or "
                 "fx,fy,cx,cy,k1,k2,p1,p2,k3; got '%s'\n",
                 arg);
         return -1;
@@ -164,6 +171,20 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
     case 1011:
         if (parse_double(arg, &v, "--rebuild-every") < 0 || v < 1) return -1;
         cfg->rebuild_every = (int)v;
+        return 1;
+    case 1020:
+        if (kr_kinect_depth_mode_parse(arg, &cfg->source.depth_mode) != KR_OK) {
+            fprintf(stderr, "kinreg: --depth-mode must be 11bit, mm or registered, got '%s'\n", arg);
+            return -1;
+        }
+        return 1;
+    case 1021:
+        if (parse_double(arg, &v, "--stall-timeout") < 0 || v <= 0) return -1;
+        cfg->source.stall_timeout_s = v;
+        return 1;
+    case 1022:
+        if (parse_double(arg, &v, "--wait-subscriber") < 0 || v < 0) return -1;
+        cfg->publish_wait_s = v;
         return 1;
     }
     return 0;

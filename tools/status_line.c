@@ -1,4 +1,5 @@
-/* Status line: frames, fps, tracking state, model size, drops, latency. */
+/* Status line: frames, input and output fps, tracking state, model size,
+ * drops, latency; and the summary with latency percentiles at the end. */
 #include "status_line.h"
 
 #include <stdio.h>
@@ -20,10 +21,15 @@ void kr_status_line_frame(const kr_frame_result *r, const kr_pipeline_stats *st,
     line->last_print = now;
     char progress[32] = "";
     if (line->total) snprintf(progress, sizeof progress, "/%u", line->total);
-    fprintf(stderr, "\r\033[K frame %llu%s | %.1f fps | %s | model %llu pts | lost %llu | dropped %llu | %.1f ms",
-            (unsigned long long)st->frames_out, progress, st->fps, kr_track_state_name(r->track.state),
-            (unsigned long long)st->model_points, (unsigned long long)st->frames_lost,
-            (unsigned long long)st->frames_dropped, r->latency_ms);
+    /* Latency: capture → publish of the last pose sent, or capture → pose
+     * ready before the first one has left. */
+    double latency = st->latency_last_ms > 0 ? st->latency_last_ms : r->latency_ms;
+    fprintf(stderr,
+            "\r\033[K frame %llu%s | in %.1f fps, out %.1f fps | %s | model %llu pts | lost %llu | "
+            "dropped %llu | latency %.1f ms",
+            (unsigned long long)st->frames_out, progress, st->input_fps, st->fps,
+            kr_track_state_name(r->track.state), (unsigned long long)st->model_points,
+            (unsigned long long)st->frames_lost, (unsigned long long)st->frames_dropped, latency);
     fflush(stderr);
 }
 
@@ -34,4 +40,7 @@ void kr_status_line_finish(kr_status_line *line, const kr_pipeline_stats *st)
             (unsigned long long)st->frames_out, st->elapsed_s, st->fps, (unsigned long long)st->frames_lost,
             (unsigned long long)st->frames_dropped, (unsigned long long)st->frames_skipped,
             (unsigned long long)st->model_points);
+    if (st->frames_out)
+        fprintf(stderr, "kinreg: latency capture -> publish: median %.2f ms, p99 %.2f ms\n",
+                st->latency_median_ms, st->latency_p99_ms);
 }

@@ -1,0 +1,101 @@
+/* Parsing of the options shared by record and convert. */
+#include "record_options.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include "cli.h"
+
+void kr_record_options_help(FILE *out)
+{
+    fprintf(
+        out,
+        "options:\n"
+        "  -f, --format F          fakenect | tum: the layout written (see below)\n"
+        "  -n, --max-frames N      stop after N frames (default: all)\n"
+        "      --intrinsics NAME   the source's intrinsics preset: fr1 fr2 fr3 default kinect\n"
+        "                          (recorded beside a fakenect dump in kinreg-intrinsics.txt)\n"
+        "      --skip-bad          skip and count corrupt input frames instead of stopping\n"
+        "      --force             replace a recording already in DIR (its index is rewritten;\n"
+        "                          frame files of the old recording are left in place)\n"
+        "  -q, --quiet             no status line\n"
+        "  -h, --help              this text\n\n"
+        "formats:\n"
+        "  fakenect  DIR/INDEX.txt + d-<time>-<ticks>.pgm, raw 11-bit disparity, 640x480 only;\n"
+        "            replays with kinreg (fakenect:DIR) and libfreenect's fakenect\n"
+        "  tum       DIR/depth.txt + depth/<time>.png, 16-bit PNG, value / 5000 = metres;\n"
+        "            replays with kinreg (tum:DIR) and TUM RGB-D tools\n");
+}
+
+static bool parse_count(const char *who, const char *arg, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (end == arg || *end || errno == ERANGE || v < 1 || v > INT_MAX) {
+        fprintf(stderr, "%s: --max-frames expects a positive whole number, got '%s'\n", who, arg);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+int kr_record_parse_options(int argc, char **argv, const char *who, void (*help)(FILE *out),
+                            kr_record_options *o)
+{
+    enum { OPT_INTRINSICS = 256, OPT_FORCE, OPT_SKIP_BAD };
+    static const struct option longopts[] = {{"format", required_argument, 0, 'f'},
+                                             {"max-frames", required_argument, 0, 'n'},
+                                             {"intrinsics", required_argument, 0, OPT_INTRINSICS},
+                                             {"skip-bad", no_argument, 0, OPT_SKIP_BAD},
+                                             {"force", no_argument, 0, OPT_FORCE},
+                                             {"quiet", no_argument, 0, 'q'},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
+    kr_source_config_default(&o->source);
+    kr_recorder_config_default(&o->recorder);
+    o->format_given = false;
+    o->quiet = false;
+    kr_intrinsics k;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "f:n:qh", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'f':
+            if (kr_record_format_parse(optarg, &o->recorder.format) != KR_OK) {
+                fprintf(stderr, "%s: --format must be fakenect or tum, got '%s'\n", who, optarg);
+                return KR_EXIT_USAGE;
+            }
+            o->format_given = true;
+            break;
+        case 'n':
+            if (!parse_count(who, optarg, &o->source.max_frames)) return KR_EXIT_USAGE;
+            break;
+        case OPT_INTRINSICS:
+            if (kr_intrinsics_preset(optarg, &k) != KR_OK) {
+                fprintf(stderr, "%s: --intrinsics: %s\n", who, kr_last_error());
+                return KR_EXIT_USAGE;
+            }
+            o->source.intrinsics = optarg;
+            break;
+        case OPT_SKIP_BAD:
+            o->source.skip_bad = true;
+            break;
+        case OPT_FORCE:
+            o->recorder.overwrite = true;
+            break;
+        case 'q':
+            o->quiet = true;
+            break;
+        case 'h':
+            help(stdout);
+            return KR_EXIT_OK;
+        default:
+            help(stderr);
+            return KR_EXIT_USAGE;
+        }
+    }
+    return -1;
+}
