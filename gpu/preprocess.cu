@@ -38,12 +38,12 @@ __global__ void downsample_kernel(const float *__restrict__ fine, int fine_w, in
 /* counts[0] += valid points, counts[1] += valid normals: one atomic per
  * block after a block-wide count, not one per pixel. */
 __global__ void normals_kernel(const float *__restrict__ points, int w, int h, float disc,
-                               float *__restrict__ normals, int *counts)
+                               float reach, float *__restrict__ normals, int *counts)
 {
     int u = blockIdx.x * blockDim.x + threadIdx.x, v = blockIdx.y * blockDim.y + threadIdx.y;
     int has_point = 0, has_normal = 0;
     if (u < w && v < h) {
-        has_normal = kr_hd_normal_pixel(points, w, h, u, v, disc, normals);
+        has_normal = kr_hd_normal_pixel(points, w, h, u, v, disc, reach, normals);
         has_point = points[3 * ((size_t)v * (size_t)w + (size_t)u) + 2] > 0.0f;
     }
     /* Every thread of the block reaches these, in-image or not. */
@@ -109,7 +109,8 @@ kr_status kr_gpu_preprocess(kr_gpu_context *ctx, const kr_preprocess_config *cfg
     for (int l = 0; l < levels; l++) {
         const kr_cloud *c = &pyr->level[l];
         normals_kernel<<<grid_for(c->width, c->height), block, 0, ctx->stream>>>(
-            d_points[l], c->width, c->height, cfg->discontinuity, d_normals[l], counts + 2 * l);
+            d_points[l], c->width, c->height, cfg->discontinuity,
+            kr_preprocess_normal_reach(cfg, &c->intrinsics), d_normals[l], counts + 2 * l);
         KR_CUDA_CHECK_LAUNCH(normals_kernel);
     }
 

@@ -27,6 +27,11 @@ kr_status kr_newton_linearize(const kr_kdtree *model, const kr_cloud *cloud, con
     P.gate2 = (double)gate * gate;
     P.far = cfg->far_field;
     P.cos_normal = cos(cfg->normal_gate_deg * (M_PI / 180.0));
+    /* s = gate_steps·depth_step·z²/gate: 1 where gate_steps depth steps
+     * span the level's gate. */
+    P.noise = cfg->depth_step > 0 && cfg->gate_steps > 0 && gate > 0
+                  ? (double)cfg->gate_steps * cfg->depth_step / gate
+                  : 0;
     P.mode = (int)cfg->quad;
     const bool exact = cfg->exact_nn;
     kr_nk_real R[9], t[3];
@@ -79,7 +84,8 @@ kr_status kr_newton_linearize(const kr_kdtree *model, const kr_cloud *cloud, con
             for (int k = 0; k < m; k++) {
                 const kr_kd_cell *cell = &cells[cb[k]];
                 kr_nk_class cls;
-                int kind = kr_nk_classify(&P, R, qd[k], nrm + 3 * ib[k], cell->s, cell->n, &cls);
+                int kind = kr_nk_classify(&P, R, qd[k], pts[3 * ib[k] + 2], nrm + 3 * ib[k],
+                                          cell->s, cell->n, &cls);
                 kr_nk_accumulate(&a, &P, kind, &cls, qd[k], cell->s, cell->n);
             }
             m = 0;

@@ -22,6 +22,16 @@
  * to 1 as |q − s*| goes from the far-field distance to twice it: the near
  * terms scaled by 1 − w plus the far moments weighted by w (kr_nk_classify).
  *
+ * Depth noise. A Kinect's depth is quantised in disparity, so its noise
+ * grows as z²: a step of depth_step·z² (2.2 cm at 2.7 m). Each point carries
+ * a noise scale s = max(1, noise·z²), noise = gate_steps·depth_step/gate,
+ * with z its camera-frame depth: its residual is measured in units of s, so
+ * its gate and far-field distance are s times the level's and its term
+ * weighs 1/s² (inverse variance). z does not depend on the pose being
+ * linearised, so s is a constant of the point and every formula above holds
+ * with the term multiplied by 1/s²; an outlier costs gate²·s²/s² = gate²,
+ * and the term stays continuous at its gate.
+ *
  * Everything is in world coordinates: q = R p + t with the pose being
  * linearised, the frame normal rotated as R n. */
 #ifndef KINREG_PIPELINE_NEWTON_KERNELS_H
@@ -44,6 +54,7 @@ typedef struct {
     kr_nk_real gate2;      /* squared gate: farther pairs are outliers */
     kr_nk_real far;        /* far-field distance (AUTO): blend to A = I over [far, 2 far] */
     kr_nk_real cos_normal; /* smallest accepted cos(angle) between normals */
+    kr_nk_real noise;      /* noise scale s = max(1, noise·z²) at camera depth z (0: s = 1) */
     int mode;              /* KR_NK_MODE_* (same values as kr_quad_mode) */
 } kr_nk_params;
 
@@ -54,7 +65,7 @@ typedef struct {
     kr_nk_real m0, m1[3], m2[6], gr[3], gt[3]; /* far-field moments, weighted by w: Σ1, Σq, Σqqᵀ (xx
                                                   xy xz yy yz zz), Σ q×s*, Σ(s*−q) */
     kr_nk_real h;                              /* objective, outliers included at gate² each */
-    kr_nk_real res;                            /* Σ φ over inliers (for the RMS residual) */
+    kr_nk_real res;                            /* Σ φ/s² over inliers (for the RMS residual) */
     int points, inliers;
 } kr_nk_acc;
 
@@ -105,6 +116,7 @@ static inline KR_HD void kr_nk_transform(const kr_nk_real R[9], const kr_nk_real
 typedef struct {
     kr_nk_real dist2; /* |q − s*|² */
     kr_nk_real w, dw; /* far-field weight (A = (1 − w) n nᵀ + w I) and dw/dd, d = |q − s*| */
+    kr_nk_real wt;    /* the point's weight 1/s² (noise scale s) */
 } kr_nk_class;
 
 static inline KR_HD kr_nk_real kr_nk_smoothstep(kr_nk_real u)
@@ -113,8 +125,12 @@ static inline KR_HD kr_nk_real kr_nk_smoothstep(kr_nk_real u)
 }
 
 /* Gating and the approximant for world point q against cell (s, n)
- * (kr_kd_cell layout: s = (s*, ·), n = (n, has_normal)); nf is the frame
- * normal in the camera frame. Returns KR_NK_OUTLIER or KR_NK_INLIER.
+ * (kr_kd_cell layout: s = (s*, ·), n = (n, has_normal)); z is the point's
+ * camera-frame depth and nf its normal in the camera frame. Returns
+ * KR_NK_OUTLIER or KR_NK_INLIER.
+ *
+ * Noise scale s = max(1, noise·z²): the gate and the far-field distance
+ * below are the level's times s.
  *
  * Far-field weight w: PLANE 0; POINT, or a model point without a normal, 1;
  * AUTO 0 up to the far-field distance f, 1 from 2f on, a smoothstep between.
@@ -128,15 +144,19 @@ static inline KR_HD kr_nk_real kr_nk_smoothstep(kr_nk_real u)
  * rotation towards aligning noisy normals with a force of order gate² — it
  * broke the bunny recovery, so the gate stays hard.) */
 static inline KR_HD int kr_nk_classify(const kr_nk_params *P, const kr_nk_real R[9],
-                                       const kr_nk_real q[3], const float nf[3], const float s[4],
-                                       const float n[4], kr_nk_class *k)
+                                       const kr_nk_real q[3], float z, const float nf[3],
+                                       const float s[4], const float n[4], kr_nk_class *k)
 {
     kr_nk_real d0 = q[0] - s[0], d1 = q[1] - s[1], d2 = q[2] - s[2];
     kr_nk_real dist2 = d0 * d0 + d1 * d1 + d2 * d2;
+    kr_nk_real sc = P->noise * z * z;
+    sc = sc > 1 ? sc : 1;
+    const kr_nk_real far = P->far * sc;
     k->dist2 = dist2;
     k->w = 1;
     k->dw = 0;
-    if (!(dist2 <= P->gate2)) return KR_NK_OUTLIER;
+    k->wt = 1 / (sc * sc);
+    if (!(dist2 <= P->gate2 * (sc * sc))) return KR_NK_OUTLIER;
     if (n[3] == 0) return KR_NK_INLIER; /* model point without a normal: far field only */
     kr_nk_real c = 0;
     for (int r = 0; r < 3; r++)
@@ -144,23 +164,24 @@ static inline KR_HD int kr_nk_classify(const kr_nk_params *P, const kr_nk_real R
     if (!(c >= P->cos_normal)) return KR_NK_OUTLIER;
     if (P->mode == KR_NK_MODE_POINT) return KR_NK_INLIER;
     k->w = 0;
-    if (P->mode == KR_NK_MODE_PLANE || dist2 <= P->far * P->far) return KR_NK_INLIER;
-    kr_nk_real u = (sqrt(dist2) - P->far) / P->far;
-    if (!(P->far > 0) || u >= 1) {
+    if (P->mode == KR_NK_MODE_PLANE || dist2 <= far * far) return KR_NK_INLIER;
+    kr_nk_real u = (sqrt(dist2) - far) / far;
+    if (!(far > 0) || u >= 1) {
         k->w = 1;
         return KR_NK_INLIER;
     }
     k->w = kr_nk_smoothstep(u);
-    k->dw = 6 * u * (1 - u) / P->far;
+    k->dw = 6 * u * (1 - u) / far;
     return KR_NK_INLIER;
 }
 
 /* Adds one classified point; returns its objective term. With e = q − s*,
  * ρ = n·e and t² = |e|² − ρ² (tangential part), the term is
- *   φ = ρ² + w t² = eᵀA e,  A = (1 − w) n nᵀ + w I,
- * and its gradient in q is 2Ae + w'(d) t² e/d. F uses A (Gauss–Newton in
- * the weight); g is exactly −½∇h: the plane part (1 − w) J r, the point part
- * w (q × s*, s* − q), and the weight's part Qᵀu with u = −½ w' t² e/d. */
+ *   φ = (ρ² + w t²)/s² = eᵀA e/s²,  A = (1 − w) n nᵀ + w I,
+ * and its gradient in q is (2Ae + w'(d) t² e/d)/s². F uses A/s² (Gauss–Newton
+ * in the weight); g is exactly −½∇h: the plane part (1 − w) J r, the point
+ * part w (q × s*, s* − q), and the weight's part Qᵀu with u = −½ w' t² e/d,
+ * each over s². An outlier costs the level's gate² (its own gate² over s²). */
 static inline KR_HD kr_nk_real kr_nk_accumulate(kr_nk_acc *a, const kr_nk_params *P, int kind,
                                                 const kr_nk_class *k, const kr_nk_real q[3],
                                                 const float s[4], const float n[4])
@@ -177,8 +198,8 @@ static inline KR_HD kr_nk_real kr_nk_accumulate(kr_nk_acc *a, const kr_nk_params
     kr_nk_real r = nx * (sx - q[0]) + ny * (sy - q[1]) + nz * (sz - q[2]);
     kr_nk_real t2 = k->dist2 - r * r;
     t2 = t2 > 0 ? t2 : 0;
-    kr_nk_real phi = r * r + k->w * t2;
-    kr_nk_real wp = 1 - k->w, ww = k->w;
+    kr_nk_real phi = k->wt * (r * r + k->w * t2);
+    kr_nk_real wp = k->wt * (1 - k->w), ww = k->wt * k->w;
     if (wp > 0) {
         kr_nk_real J[6] = {
             q[1] * nz - q[2] * ny, q[2] * nx - q[0] * nz, q[0] * ny - q[1] * nx, nx, ny, nz};
@@ -209,7 +230,7 @@ static inline KR_HD kr_nk_real kr_nk_accumulate(kr_nk_acc *a, const kr_nk_params
         a->gt[2] += ww * (sz - q[2]);
     }
     if (k->dw != 0 && k->dist2 > 0) {
-        kr_nk_real f = -0.5 * k->dw * t2 / sqrt(k->dist2);
+        kr_nk_real f = -0.5 * k->wt * k->dw * t2 / sqrt(k->dist2);
         kr_nk_real u[3] = {f * (q[0] - sx), f * (q[1] - sy), f * (q[2] - sz)};
         a->gr[0] += q[1] * u[2] - q[2] * u[1];
         a->gr[1] += q[2] * u[0] - q[0] * u[2];

@@ -15,6 +15,7 @@ void kr_preprocess_config_default(kr_preprocess_config *cfg)
     cfg->min_depth = 0.3f;
     cfg->max_depth = 6.0f;
     cfg->discontinuity = 0.04f;
+    cfg->depth_step = (float)-KR_DISPARITY_B;
 }
 
 /* Level l+1 pixel u' covers level-l pixels 2u' and 2u'+1, whose centre is
@@ -49,6 +50,9 @@ static kr_status validate(const kr_preprocess_config *cfg, const kr_frame *frame
     if (!(cfg->discontinuity > 0.0f) || !isfinite(cfg->discontinuity))
         return kr_error(KR_ERR_INVALID_ARG, "preprocess: discontinuity must be > 0, got %g",
                         (double)cfg->discontinuity);
+    if (!(cfg->depth_step >= 0.0f) || !isfinite(cfg->depth_step))
+        return kr_error(KR_ERR_INVALID_ARG, "preprocess: depth_step must be >= 0, got %g",
+                        (double)cfg->depth_step);
     if (!frame->raw)
         return kr_error(KR_ERR_INVALID_ARG, "preprocess: frame %llu has no samples",
                         (unsigned long long)frame->index);

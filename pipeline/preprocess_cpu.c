@@ -57,12 +57,13 @@ void kr_preprocess_cpu(const kr_preprocess_config *cfg, const kr_frame *frame, i
          * the end. */
         for (int l = 0; l < pyr->levels; l++) {
             const kr_cloud *c = &pyr->level[l];
+            const float reach = kr_preprocess_normal_reach(cfg, &c->intrinsics);
             int my_points = 0, my_normals = 0;
 #pragma omp for schedule(static) nowait
             for (int v = 0; v < c->height; v++) {
                 for (int u = 0; u < c->width; u++) {
-                    my_normals +=
-                        kr_hd_normal_pixel(c->points, c->width, c->height, u, v, disc, c->normals);
+                    my_normals += kr_hd_normal_pixel(c->points, c->width, c->height, u, v, disc,
+                                                     reach, c->normals);
                     my_points +=
                         c->points[3 * ((size_t)v * (size_t)c->width + (size_t)u) + 2] > 0.0f;
                 }

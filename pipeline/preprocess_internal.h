@@ -22,6 +22,15 @@ static inline kr_hd_depth_params kr_preprocess_depth_params(const kr_preprocess_
     return dp;
 }
 
+/* depth_step·fx/2 of a level: a normal's half-baseline at depth z is
+ * ⌊reach·z⌋ + 1 pixels (kr_hd_normal_reach). Computed here once for both
+ * engines, so they pass the kernel the same bits. */
+static inline float kr_preprocess_normal_reach(const kr_preprocess_config *cfg,
+                                               const kr_intrinsics *k)
+{
+    return 0.5f * cfg->depth_step * k->fx;
+}
+
 /* Downsampling keeps depths within this many discontinuity thresholds of the
  * block's median: a wider band than normals use, since a 2×2 block at a
  * coarse level spans more surface. */

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "kinreg/frame.h"
+#include "kinreg/preprocess.h"
 #include "pipeline/kr_hd.h"
 
 /* How raw samples become metres, and the accepted range. */
@@ -202,23 +203,28 @@ static inline KR_HD int kr_hd_near(float z, float zc, float lim)
     return z > 0.0f && fabsf(z - zc) <= lim;
 }
 
-/* Normal of pixel (u, v): cross product of the central differences of the
- * left/right and up/down neighbours' points, normalised and oriented towards
- * the camera (n·p < 0). NaN — returns 0 — at the border, where the centre or
- * any neighbour has no point, or where a neighbour's depth differs from the
- * centre's by more than discontinuity·z (a depth edge: the difference would
- * span two surfaces). Returns 1 for a valid normal. */
-static inline KR_HD int kr_hd_normal_pixel(const float *points, int w, int h, int u, int v,
-                                           float discontinuity, float *normals)
+/* Half-baseline k of the normal at depth z: the smallest k >= 1 with
+ * k > reach·z, i.e. ⌊reach·z⌋ + 1, at most KR_NORMAL_MAX_REACH
+ * (reach = depth_step·fx/2, 0 for k = 1). One depth step depth_step·z² over
+ * the baseline 2k·z/fx changes the slope by depth_step·z·fx/(2k) < 1: less
+ * than 45° of tilt. (⌊·⌋ by truncation, as x >= 0: cheaper per pixel than
+ * ⌈·⌉, which x86-64 without SSE4.1 computes in a dozen instructions.) */
+static inline KR_HD int kr_hd_normal_reach(float reach, float z)
 {
-    size_t i = (size_t)v * (size_t)w + (size_t)u;
-    float *n = normals + 3 * i;
-    kr_hd_set_nan3(n);
-    if (u <= 0 || v <= 0 || u >= w - 1 || v >= h - 1) return 0;
-    const float *c = points + 3 * i;
+    float x = KR_MUL(reach, z);
+    return x < (float)(KR_NORMAL_MAX_REACH - 1) ? (int)x + 1 : KR_NORMAL_MAX_REACH;
+}
+
+/* kr_hd_normal_pixel for a pixel with a point and a given k; n is its
+ * normal, NaN on entry. */
+static inline KR_HD int kr_hd_normal_stencil(const float *points, int w, int h, int u, int v,
+                                             float discontinuity, int k, float *n)
+{
+    if (u < k || v < k || u >= w - k || v >= h - k) return 0;
+    const float *c = points + 3 * ((size_t)v * (size_t)w + (size_t)u);
     float zc = c[2];
-    if (!(zc > 0.0f)) return 0;
-    const float *l = c - 3, *r = c + 3, *t = c - 3 * (size_t)w, *b = c + 3 * (size_t)w;
+    const size_t dx = 3 * (size_t)k, dy = 3 * (size_t)w * (size_t)k;
+    const float *l = c - dx, *r = c + dx, *t = c - dy, *b = c + dy;
     float lim = discontinuity * zc;
     if (!kr_hd_near(l[2], zc, lim) || !kr_hd_near(r[2], zc, lim) || !kr_hd_near(t[2], zc, lim) ||
         !kr_hd_near(b[2], zc, lim))
@@ -236,6 +242,40 @@ static inline KR_HD int kr_hd_normal_pixel(const float *points, int w, int h, in
     n[1] = n1 / len;
     n[2] = n2 / len;
     return 1;
+}
+
+/* Normal of pixel (u, v): cross product of the central differences of the
+ * neighbours k pixels left/right and up/down (k = kr_hd_normal_reach of the
+ * centre's depth), normalised and oriented towards the camera (n·p < 0). NaN
+ * — returns 0 — within k pixels of the border, where the centre or any
+ * neighbour has no point, or where a neighbour's depth differs from the
+ * centre's by more than discontinuity·z (a depth edge: the difference would
+ * span two surfaces). Returns 1 for a valid normal. */
+static inline KR_HD int kr_hd_normal_pixel(const float *points, int w, int h, int u, int v,
+                                           float discontinuity, float reach, float *normals)
+{
+    size_t i = (size_t)v * (size_t)w + (size_t)u;
+    float *n = normals + 3 * i;
+    kr_hd_set_nan3(n);
+    float zc = points[3 * i + 2];
+    if (!(zc > 0.0f)) return 0;
+    /* The common k as constants: the compiler folds the offsets and border
+     * tests of each copy. With k a plain variable, a 640×480 frame took
+     * 0.4 ms longer on the 2-core CPU, even with k = 1 everywhere; this way
+     * 0.15 ms. */
+    const int k = kr_hd_normal_reach(reach, zc);
+    switch (k) {
+    case 1:
+        return kr_hd_normal_stencil(points, w, h, u, v, discontinuity, 1, n);
+    case 2:
+        return kr_hd_normal_stencil(points, w, h, u, v, discontinuity, 2, n);
+    case 3:
+        return kr_hd_normal_stencil(points, w, h, u, v, discontinuity, 3, n);
+    case 4:
+        return kr_hd_normal_stencil(points, w, h, u, v, discontinuity, 4, n);
+    default:
+        return kr_hd_normal_stencil(points, w, h, u, v, discontinuity, k, n);
+    }
 }
 
 #endif

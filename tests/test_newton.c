@@ -1,7 +1,10 @@
 /* Newton linearisation: the library's F, g, h against an independent
  * per-point computation (brute-force nearest neighbour, explicit 3×3 A and
  * the moved points q + Q(q)x), g against finite differences of the objective
- * along random twists (g = −½∇h), and F symmetric positive semi-definite. */
+ * along random twists (g = −½∇h), and F symmetric positive semi-definite —
+ * with the depth-noise model off (every point weighs 1) and on (points whose
+ * noise scale s > 1 have s-times gates and far-field distances and weigh
+ * 1/s²). */
 #include "kr_test.h"
 
 #include "kinreg/track.h"
@@ -114,18 +117,60 @@ static void test_config(kr_track_config *cfg, kr_quad_mode mode)
     cfg->far_field = 0.0045f; /* blend band 4.5–9 mm, inside the 10 mm gate */
     cfg->normal_gate_deg = 45;
     cfg->exact_nn = true;
+    cfg->depth_step = 0; /* every point's noise scale is 1 */
+}
+
+/* Turns the depth-noise model on so that the noise scale
+ * s = max(1, gate_steps·depth_step·z²/gate) is 1 up to the median of the
+ * cloud's z² and rises to s_max at its largest: both kinds of points. */
+static void noise_config(kr_track_config *cfg, const kr_cloud *cl, float gate, double s_max)
+{
+    size_t n = (size_t)cl->width * (size_t)cl->height;
+    double *z2 = malloc(n * sizeof *z2), top = 0;
+    for (size_t i = 0; i < n; i++) {
+        double z = cl->points[3 * i + 2];
+        z2[i] = z * z;
+        top = fmax(top, z2[i]);
+    }
+    /* median by selection: count how many lie below each candidate */
+    double med = top;
+    for (size_t i = 0; i < n; i++) {
+        size_t below = 0;
+        for (size_t j = 0; j < n; j++)
+            below += z2[j] < z2[i];
+        if (below == n / 2) med = z2[i];
+    }
+    free(z2);
+    /* s = c·z² with c·med = 1 would reach top/med at the top; pick
+     * gate_steps·depth_step/gate = c so that the top gets s_max, and keep
+     * the median below 1 (s_max·med/top < 1 as long as top > s_max·med). */
+    cfg->gate_steps = 2;
+    double c = s_max / top;
+    if (c * med > 1) c = 1 / med;
+    cfg->depth_step = (float)(c * gate / cfg->gate_steps);
+}
+
+/* The noise scale of a point at camera depth z, computed independently of
+ * the library's kernel. */
+static double noise_scale(const kr_track_config *cfg, float gate, double z)
+{
+    if (!(cfg->depth_step > 0)) return 1;
+    return fmax(1.0, (double)cfg->gate_steps * cfg->depth_step * z * z / gate);
 }
 
 /* The library's quadratic model at twist x computed the long way: Σ over
  * frame points of the approximant at the moved points q + Q(q)x with the
  * cells and far-field weights fixed at x = 0, plus the weight's first-order
- * change (g carries it, F does not).
+ * change (g carries it, F does not). A point with noise scale s has gate
+ * s·gate and far-field distance s·f, and its term is divided by s²; an
+ * outlier costs gate².
  * Counts outliers, near-field (w = 0), far-field (w = 1) and blended points
- * when `kinds` is not NULL. */
+ * when `kinds` is not NULL, and in kinds[4 …] the inliers with s > 1 and
+ * the blended points with s > 1. */
 static double independent_objective(const newton_case *c, const kr_track_config *cfg, float gate,
-                                    const double x[6], int kinds[3])
+                                    const double x[6], int kinds[6])
 {
-    double h = 0, g2 = (double)gate * gate, cosg = cos(cfg->normal_gate_deg * M_PI / 180);
+    double h = 0, cosg = cos(cfg->normal_gate_deg * M_PI / 180);
     size_t n = kr_kdtree_size(c->tree);
     for (int i = 0; i < c->cloud.width; i++) {
         const float *pf = c->cloud.points + 3 * i, *nf = c->cloud.normals + 3 * i;
@@ -143,6 +188,8 @@ static double independent_objective(const newton_case *c, const kr_track_config 
         }
         kr_kdtree_point(c->tree, best, s, sn);
         bool has_n = !isnan(sn[0]);
+        double sc = noise_scale(cfg, gate, pf[2]), g2 = (double)gate * gate * sc * sc,
+               far = cfg->far_field * sc;
         /* far-field weight: A = (1 − w) n nᵀ + w I; AUTO ramps w from 0 at
          * the far-field distance f to 1 at 2f (smoothstep) */
         double w, dw = 0, c = has_n ? nr[0] * sn[0] + nr[1] * sn[1] + nr[2] * sn[2] : 1;
@@ -152,14 +199,18 @@ static double independent_objective(const newton_case *c, const kr_track_config 
         else if (cfg->quad == KR_QUAD_PLANE)
             w = 0;
         else {
-            double u = (sqrt(bd) - cfg->far_field) / cfg->far_field;
+            double u = (sqrt(bd) - far) / far;
             u = u < 0 ? 0 : (u > 1 ? 1 : u);
             w = u * u * (3 - 2 * u);
-            dw = 6 * u * (1 - u) / cfg->far_field; /* dw/dd */
+            dw = 6 * u * (1 - u) / far; /* dw/dd */
         }
-        if (kinds) kinds[outlier ? 0 : w == 0 ? 1 : w == 1 ? 2 : 3]++;
+        if (kinds) {
+            kinds[outlier ? 0 : w == 0 ? 1 : w == 1 ? 2 : 3]++;
+            if (!outlier && sc > 1) kinds[4]++;
+            if (!outlier && sc > 1 && w > 0 && w < 1) kinds[5]++;
+        }
         if (outlier) {
-            h += g2;
+            h += (double)gate * gate;
             continue;
         }
         double A[9];
@@ -185,7 +236,7 @@ static double independent_objective(const newton_case *c, const kr_track_config 
                 dd += e0[a] * (e[a] - e0[a]) / sqrt(bd);
             quad += dw * t2 * dd;
         }
-        h += quad;
+        h += quad / (sc * sc);
     }
     return h;
 }
@@ -204,25 +255,34 @@ static double model_value(const kr_newton_sums *S, const double x[6])
 KR_TEST(newton, sums_match_independent_computation)
 {
     const kr_quad_mode modes[3] = {KR_QUAD_AUTO, KR_QUAD_PLANE, KR_QUAD_POINT};
-    for (int trial = 0; trial < 6; trial++) {
+    /* Trials 6–11 with the noise model: s up to 2, so gates reach 20 mm and
+     * blend bands 9–18 mm, moving points across every boundary. */
+    for (int trial = 0; trial < 12; trial++) {
         newton_case c;
         REQUIRE(newton_case_make(&c, 1000 + (uint64_t)trial, 1500) == 0);
         kr_track_config cfg;
         test_config(&cfg, modes[trial % 3]);
         float gate = 0.010f;
+        if (trial >= 6) noise_config(&cfg, &c.cloud, gate, 2.0);
         kr_newton_sums S;
         REQUIRE_OK(kr_newton_linearize(c.tree, &c.cloud, &c.T, &cfg, gate, &S));
-        int kinds[4] = {0, 0, 0, 0};
+        int kinds[6] = {0, 0, 0, 0, 0, 0};
         double zero[6] = {0};
         double h0 = independent_objective(&c, &cfg, gate, zero, kinds);
         CHECK_EQ(S.points, c.cloud.width);
         CHECK_EQ(S.inliers, kinds[1] + kinds[2] + kinds[3]);
         CHECK_NEAR(S.h, h0, 1e-10 * h0);
-        if (trial == 0) {
-            printf("    AUTO: %d near-field, %d far-field, %d blended, %d outliers of %d\n",
-                   kinds[1], kinds[2], kinds[3], kinds[0], S.points);
+        if (trial == 0 || trial == 6) {
+            printf("    AUTO%s: %d near-field, %d far-field, %d blended, %d outliers of %d; "
+                   "%d inliers with s > 1 (%d blended)\n",
+                   trial ? " with depth noise" : "", kinds[1], kinds[2], kinds[3], kinds[0],
+                   S.points, kinds[4], kinds[5]);
             CHECK(kinds[0] > 100 && kinds[1] > 100 && kinds[2] > 50 &&
                   kinds[3] > 100); /* every branch */
+            if (trial == 6)
+                CHECK(kinds[4] > 200 && kinds[5] > 50); /* scaled terms in play */
+            else
+                CHECK_EQ(kinds[4], 0);
         }
         /* The quadratic model is exact for linearly moved points with fixed
          * cells and weights, for any x: h − 2gᵀx + xᵀFx =
@@ -243,12 +303,23 @@ KR_TEST(newton, sums_match_independent_computation)
 KR_TEST(newton, gradient_matches_finite_differences)
 {
     const kr_quad_mode modes[3] = {KR_QUAD_AUTO, KR_QUAD_PLANE, KR_QUAD_POINT};
-    for (int trial = 0; trial < 9; trial++) {
+    /* Trials 9–17 with the noise model, s up to 1.2: gates up to 12 mm stay
+     * below the outliers' 13 mm and blend bands 4.5–5.4 to 9–10.8 mm keep
+     * the near-field (≤ 4.4 mm) and blended (6.5–8.2 mm) points in their
+     * bands, so no point changes kind under the tiny twists. */
+    for (int trial = 0; trial < 18; trial++) {
         newton_case c;
         REQUIRE(newton_case_make(&c, 2000 + (uint64_t)trial, 1000) == 0);
         kr_track_config cfg;
         test_config(&cfg, modes[trial % 3]);
         float gate = 0.010f;
+        if (trial >= 9) {
+            noise_config(&cfg, &c.cloud, gate, 1.2);
+            int kinds[6] = {0, 0, 0, 0, 0, 0};
+            double zero[6] = {0};
+            independent_objective(&c, &cfg, gate, zero, kinds);
+            CHECK(kinds[4] > 100); /* points with s > 1 contribute */
+        }
         kr_newton_sums S, Sp, Sm;
         REQUIRE_OK(kr_newton_linearize(c.tree, &c.cloud, &c.T, &cfg, gate, &S));
         fx_rng r = {5 + (uint64_t)trial};
@@ -276,11 +347,12 @@ KR_TEST(newton, gradient_matches_finite_differences)
 KR_TEST(newton, F_is_symmetric_positive_semidefinite)
 {
     const kr_quad_mode modes[3] = {KR_QUAD_AUTO, KR_QUAD_PLANE, KR_QUAD_POINT};
-    for (int trial = 0; trial < 3; trial++) {
+    for (int trial = 0; trial < 6; trial++) {
         newton_case c;
         REQUIRE(newton_case_make(&c, 3000 + (uint64_t)trial, 800) == 0);
         kr_track_config cfg;
-        test_config(&cfg, modes[trial]);
+        test_config(&cfg, modes[trial % 3]);
+        if (trial >= 3) noise_config(&cfg, &c.cloud, 0.01f, 2.0);
         kr_newton_sums S;
         REQUIRE_OK(kr_newton_linearize(c.tree, &c.cloud, &c.T, &cfg, 0.01f, &S));
         for (int i = 0; i < 6; i++)

@@ -360,6 +360,9 @@ KR_TEST(preprocess, pyramid_sizes_and_downsampled_plane)
     kr_preprocess_config cfg;
     kr_preprocess_config_default(&cfg);
     cfg.levels = 4;
+    /* Normals from the nearest neighbours everywhere (the widening with
+     * depth has its own test below): every interior pixel has one. */
+    cfg.depth_step = 0;
     kr_pyramid pyr = {0};
     REQUIRE_OK(kr_preprocess(dev, &cfg, &f, &k, &pyr));
     CHECK_EQ(pyr.levels, 4);
@@ -418,6 +421,158 @@ KR_TEST(preprocess, pyramid_sizes_and_downsampled_plane)
     }
     kr_pyramid_free(&pyr);
     CHECK(pyr.storage == NULL);
+    kr_frame_release(&f);
+    kr_device_destroy(&dev);
+}
+
+/* Three slightly tilted planes side by side, 1.0, 2.0 and 3.3 m away. */
+typedef struct {
+    plane p[3];
+    int edge[2]; /* columns < edge[0] see p[0], < edge[1] p[1], the rest p[2] */
+} band_scene;
+
+static const plane *band_plane(int u, int v, const void *user)
+{
+    (void)v;
+    const band_scene *s = user;
+    return &s->p[u < s->edge[0] ? 0 : u < s->edge[1] ? 1 : 2];
+}
+
+/* Normal at (u, v) from the points k pixels away, in double, oriented
+ * towards the camera: the definition, computed independently. */
+static void normal_from(const kr_cloud *c, int u, int v, int k, double n[3])
+{
+    const float *l = pt(c, u - k, v), *r = pt(c, u + k, v), *t = pt(c, u, v - k),
+                *b = pt(c, u, v + k), *p = pt(c, u, v);
+    double dx[3] = {r[0] - l[0], r[1] - l[1], r[2] - l[2]};
+    double dy[3] = {b[0] - t[0], b[1] - t[1], b[2] - t[2]};
+    n[0] = dx[1] * dy[2] - dx[2] * dy[1];
+    n[1] = dx[2] * dy[0] - dx[0] * dy[2];
+    n[2] = dx[0] * dy[1] - dx[1] * dy[0];
+    double len = sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
+    if (n[0] * p[0] + n[1] * p[1] + n[2] * p[2] > 0) len = -len;
+    for (int i = 0; i < 3; i++)
+        n[i] /= len;
+}
+
+/* Angle in degrees between unit vectors a (float) and b (double). */
+static double angle_deg(const float *a, const double *b)
+{
+    double c = a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+    return acos(fmax(-1.0, fmin(1.0, c))) * 180 / M_PI;
+}
+
+KR_TEST(preprocess, normal_baseline_widens_with_depth)
+{
+    kr_device *dev = cpu_device();
+    REQUIRE(dev);
+    /* A Kinect v1 camera and raw 11-bit disparity with the sensor's noise
+     * (Gaussian, 0.5 disparity units, then rounded): depth quantised in
+     * steps of depth_step·z², 3 mm at 1 m and 3.3 cm at 3.3 m, where one
+     * step between neighbours 1 cm apart tilts a normal by 70°. */
+    kr_intrinsics k = make_k(640, 480, 570.3f, 319.5f, 239.5f);
+    band_scene sc;
+    const double zc[3] = {1.0, 2.0, 3.3};
+    for (int i = 0; i < 3; i++)
+        sc.p[i] = make_plane(0.12, 0.08, -1.0, 0); /* tilted by 8° */
+    sc.edge[0] = 213;
+    sc.edge[1] = 426;
+    for (int i = 0; i < 3; i++) /* depth zc[i] at the band's centre column, row cy */
+        sc.p[i].c = zc[i] * (sc.p[i].n[0] * ((106.0 + 213 * i) - k.cx) / k.fx + sc.p[i].n[2]);
+    kr_frame f = make_frame(k.width, k.height, KR_DEPTH_DISPARITY11, 0.0f);
+    unsigned rng = 2024;
+    for (int v = 0; v < k.height; v++)
+        for (int u = 0; u < k.width; u++) {
+            double z = plane_depth(band_plane(u, v, &sc), &k, u, v);
+            f.raw[v * k.width + u] =
+                (uint16_t)lround((1 / z - KR_DISPARITY_A) / KR_DISPARITY_B + 0.5 * kr_nrand(&rng));
+        }
+    kr_preprocess_config wide, narrow;
+    kr_preprocess_config_default(&wide);
+    wide.levels = 2;
+    CHECK_NEAR(wide.depth_step, 0.0030711016, 1e-9); /* the Kinect v1's step */
+    narrow = wide;
+    narrow.depth_step = 0;
+    kr_pyramid pw = {0}, pn = {0};
+    REQUIRE_OK(kr_preprocess(dev, &wide, &f, &k, &pw));
+    REQUIRE_OK(kr_preprocess(dev, &narrow, &f, &k, &pn));
+    for (int l = 0; l < 2; l++) {
+        const kr_cloud *cw = &pw.level[l], *cn = &pn.level[l];
+        const int w = cw->width, h = cw->height, s = 1 << l;
+        CHECK_EQ(cw->valid_points, w * h);
+        int per_k[KR_NORMAL_MAX_REACH + 1] = {0}, wrong_validity = 0, wrong_normal = 0;
+        int checked = 0, changed_k1 = 0;
+        double err_w[3] = {0}, err_n[3] = {0};
+        int cnt[3] = {0};
+        for (int v = 0; v < h; v++)
+            for (int u = 0; u < w; u++) {
+                const float *p = pt(cw, u, v), *nw = nm(cw, u, v), *nn = nm(cn, u, v);
+                /* The half-baseline the rule asks for: the smallest k >= 1
+                 * with depth_step·z·fx/(2k) < 1, here in double. Pixels
+                 * within float rounding of a boundary are left out. */
+                double x = 0.0030711016 * p[2] * cw->intrinsics.fx / 2;
+                if (fabs(x - round(x)) < 1e-4) continue;
+                int ke = (int)fmin(floor(x) + 1, KR_NORMAL_MAX_REACH);
+                /* Valid where the neighbours k away exist and see the same
+                 * plane (the bands are 1 m apart: depth edges). */
+                int band = band_plane(u * s, 0, &sc) - sc.p;
+                bool inside = u >= ke && v >= ke && u < w - ke && v < h - ke &&
+                              band_plane((u - ke) * s, 0, &sc) - sc.p == band &&
+                              band_plane((u + ke) * s + s - 1, 0, &sc) - sc.p == band;
+                /* Level 1 leaves out pixels whose block, or whose left or
+                 * right neighbour's block, straddles an edge: such a block
+                 * keeps one side's samples, whichever its median picks. */
+                bool straddles = false;
+                for (int du = -ke; du <= ke && l > 0; du += ke)
+                    if (u + du >= 0 && u + du < w)
+                        straddles |= band_plane((u + du) * s, 0, &sc) !=
+                                     band_plane((u + du) * s + s - 1, 0, &sc);
+                if (straddles) continue;
+                checked++;
+                wrong_validity += inside == all_nan(nw);
+                if (!inside || all_nan(nw)) continue;
+                per_k[ke]++;
+                double ne[3];
+                normal_from(cw, u, v, ke, ne);
+                wrong_normal += angle_deg(nw, ne) > 0.05;
+                /* Where k = 1 nothing changes, bit for bit. */
+                if (ke == 1) changed_k1 += memcmp(nw, nn, 3 * sizeof(float)) != 0;
+                if (!all_nan(nn)) {
+                    err_w[band] += angle_deg(nw, sc.p[band].n);
+                    err_n[band] += angle_deg(nn, sc.p[band].n);
+                    cnt[band]++;
+                }
+            }
+        CHECK_EQ(wrong_validity, 0);
+        CHECK_EQ(wrong_normal, 0);
+        CHECK_EQ(changed_k1, 0);
+        CHECK_GT(checked, w * h * 9 / 10);
+        /* Level 0 needs k = 1 (1 m), 2 (2 m) and 3 (3.3 m); level 1 half that. */
+        CHECK(per_k[1] > 1000 / s / s && per_k[2] > 1000 / s / s);
+        if (l == 0) CHECK(per_k[3] > 1000);
+        for (int b = 0; b < 3; b++) {
+            REQUIRE(cnt[b] > 1000 / s / s);
+            err_w[b] /= cnt[b];
+            err_n[b] /= cnt[b];
+        }
+        /* With the nearest neighbours the error grows with depth (one step
+         * tilts the slope by depth_step·z·fx/2: 0.88, 1.75 and 2.9 at
+         * level 0); the rule holds that slope change at 0.88, 0.88 and
+         * 0.72–0.96, so the error stays what it is at 1 m. Never worse. */
+        for (int b = 0; b < 3; b++)
+            CHECK_LE(err_w[b], err_n[b] + 0.5);
+        if (l == 0) {
+            CHECK_GT(err_n[2], 1.3 * err_n[0]);
+            CHECK_LT(fabs(err_w[1] - err_w[0]), 0.15 * err_w[0]);
+            CHECK_LT(fabs(err_w[2] - err_w[0]), 0.15 * err_w[0]);
+        }
+        printf("    level %d: k = 1 / 2 / 3 / 4 at %d / %d / %d / %d pixels; mean normal error at "
+               "1 / 2 / 3.3 m: %.1f / %.1f / %.1f° (nearest neighbours: %.1f / %.1f / %.1f°)\n",
+               l, per_k[1], per_k[2], per_k[3], per_k[4], err_w[0], err_w[1], err_w[2], err_n[0],
+               err_n[1], err_n[2]);
+    }
+    kr_pyramid_free(&pw);
+    kr_pyramid_free(&pn);
     kr_frame_release(&f);
     kr_device_destroy(&dev);
 }
@@ -559,6 +714,11 @@ KR_TEST(preprocess, size_mismatch_is_an_error_and_leaves_output)
     kr_preprocess_config_default(&cfg);
     cfg.discontinuity = 0.0f;
     CHECK_STATUS(kr_preprocess(dev, &cfg, &f, &k, &pyr), KR_ERR_INVALID_ARG);
+    kr_preprocess_config_default(&cfg);
+    cfg.depth_step = -1e-3f;
+    CHECK_STATUS(kr_preprocess(dev, &cfg, &f, &k, &pyr), KR_ERR_INVALID_ARG);
+    cfg.depth_step = NAN;
+    CHECK_STATUS(kr_preprocess(dev, &cfg, &f, &k, &pyr), KR_ERR_INVALID_ARG);
     f.depth_scale = 0.0f;
     CHECK_STATUS(kr_preprocess(dev, NULL, &f, &k, &pyr), KR_ERR_INVALID_ARG);
     CHECK_STATUS(kr_preprocess(NULL, NULL, &f, &k, &pyr), KR_ERR_INVALID_ARG);
@@ -580,6 +740,7 @@ KR_TEST(preprocess, config_default)
     CHECK_NEAR(cfg.min_depth, 0.3, 1e-7);
     CHECK_NEAR(cfg.max_depth, 6.0, 1e-7);
     CHECK_NEAR(cfg.discontinuity, 0.04, 1e-7);
+    CHECK_NEAR(cfg.depth_step, -KR_DISPARITY_B, 1e-9);
 }
 
 /* ---- device ---------------------------------------------------------------- */

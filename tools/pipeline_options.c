@@ -45,6 +45,11 @@ void kr_pipeline_options_help(FILE *out)
             d.source.stall_timeout_s, d.track.finest_level, (double)d.model.voxel_size, d.track.iterations[0], d.track.iterations[1],
             d.track.iterations[2], (double)d.track.gate, d.model.active_window,
             d.rebuild_every);
+    fprintf(out,
+            "      --depth-step A      depth noise that grows as z^2: the sensor's depth step at z is\n"
+            "                          A*z^2 (default %g, Kinect v1); normals take wider baselines and\n"
+            "                          far points wider gates and less weight; 0 turns this off\n",
+            (double)d.track.depth_step);
 }
 
 static int parse_double(const char *arg, double *out, const char *what)
@@ -171,6 +176,15 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
     case 1011:
         if (parse_double(arg, &v, "--rebuild-every") < 0 || v < 1) return -1;
         cfg->rebuild_every = (int)v;
+        return 1;
+    case 1014:
+        if (parse_double(arg, &v, "--depth-step") < 0) return -1;
+        if (!(v >= 0)) {
+            fprintf(stderr, "kinreg: --depth-step must be >= 0 (0 turns the noise model off)\n");
+            return -1;
+        }
+        cfg->preprocess.depth_step = (float)v;
+        cfg->track.depth_step = (float)v;
         return 1;
     case 1020:
         if (kr_kinect_depth_mode_parse(arg, &cfg->source.depth_mode) != KR_OK) {

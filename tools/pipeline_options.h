@@ -22,7 +22,7 @@
         {"active-window", required_argument, 0, 1010}, {"rebuild-every", required_argument, 0, 1011},          \
         {"gate", required_argument, 0, 1012}, {"iterations", required_argument, 0, 1013},          \
         {"depth-mode", required_argument, 0, 1020}, {"stall-timeout", required_argument, 0, 1021}, \
-        {"wait-subscriber", required_argument, 0, 1022}
+        {"wait-subscriber", required_argument, 0, 1022}, {"depth-step", required_argument, 0, 1014}
 
 #define KR_PIPELINE_SHORT_OPTIONS "s:b:p:t:m:r:n:"
 

@@ -55,7 +55,18 @@ typedef struct {
     /* Normals are rejected when a neighbour's depth differs from the centre's
      * by more than discontinuity·z (default 0.04) — across depth edges. */
     float discontinuity;
+    /* The sensor's depth step at depth z is depth_step·z² (1/m; default
+     * 0.0030711016, the Kinect v1's −KR_DISPARITY_B: 2.2 cm at 2.7 m; 0 = none).
+     * Normals take the neighbours k pixels away, with k the smallest
+     * (1 … KR_NORMAL_MAX_REACH) for which one step across the 2k-pixel
+     * baseline tilts the normal by less than 45°: k = ⌊depth_step·z·fx/2⌋ + 1
+     * with the level's fx. Farther points thus get a wider baseline, and
+     * normals that are not noise from depth quantisation. */
+    float depth_step;
 } kr_preprocess_config;
+
+/* Widest normal baseline, in pixels either side (kr_preprocess_config). */
+#define KR_NORMAL_MAX_REACH 8
 
 KR_API void kr_preprocess_config_default(kr_preprocess_config *cfg);
 

@@ -30,6 +30,13 @@ typedef struct {
                                        (m, default 0.10; coarser levels x2 per level, like the gate) */
     float gate;                     /* pairs farther apart are rejected (m, default 0.03; coarser levels x2 per level) */
     float normal_gate_deg;          /* max angle between frame and model normals (default 45) */
+    /* Depth noise that grows as z² (Kinect: depth quantised in disparity).
+     * A point at camera depth z gets the noise scale
+     * s = max(1, gate_steps·depth_step·z²/gate): its gate and far-field
+     * distance are s times the level's and its term weighs 1/s². */
+    float depth_step;               /* the sensor's depth step at z is depth_step·z² (1/m; default
+                                       0.0030711016, the Kinect v1's −KR_DISPARITY_B; 0 = s = 1) */
+    float gate_steps;               /* the gate spans at least this many depth steps (default 2) */
     bool exact_nn;                  /* exact nearest neighbour instead of cell descent (tests) */
     int max_line_search;            /* Armijo halvings before giving up (default 2) */
     double armijo_c;                /* sufficient-decrease constant (default 1e-4) */
@@ -45,7 +52,8 @@ typedef struct {
     kr_pose pose;              /* T_world_camera */
     kr_track_state state;
     float inlier_fraction;     /* finest level: inliers / points with normals */
-    float rms;                 /* finest level: RMS residual of inliers, m */
+    float rms;                 /* finest level: RMS residual of inliers, m, each residual divided
+                                  by its noise scale (track config: depth_step) */
     float condition;           /* finest level: λmin/λmax of F */
     int iterations;            /* Newton steps taken, all levels */
     int inliers;
@@ -76,7 +84,7 @@ KR_API const char *kr_track_state_name(kr_track_state s);
 typedef struct {
     double F[36], g[6], h;
     int points, inliers;
-    double residual;           /* Σ of the inliers' squared-distance approximants (RMS = √(residual/inliers)) */
+    double residual;           /* Σ of the inliers' squared-distance approximants over s² (RMS = √(residual/inliers)) */
 } kr_newton_sums;
 
 KR_API kr_status kr_newton_linearize(const kr_kdtree *model, const kr_cloud *cloud, const kr_pose *pose,
