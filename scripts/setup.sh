@@ -25,7 +25,7 @@ build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
 
 # ---- 1. Debian packages that are missing ------------------------------------
-packages=(build-essential cmake pkg-config libpng-dev libzmq3-dev python3 python3-zmq)
+packages=(build-essential cmake pkg-config libpng-dev libzmq3-dev libfreenect-dev libfreenect-bin python3 python3-zmq)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
