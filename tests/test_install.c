@@ -35,9 +35,9 @@ KR_TEST(install, pkg_config_consumer_builds_and_runs)
           f);
     fclose(f);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && export PKG_CONFIG_PATH='%s/prefix/" KINREG_INSTALL_LIBDIR "/pkgconfig' && "
+             "cd '%s' && export PKG_CONFIG_PATH='%s/prefix/" KINREG_INSTALL_LIBDIR "/pkgconfig'${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} && "
              "'%s' -std=c11 -Wall -Werror consumer.c -o consumer $(pkg-config --cflags --libs kinreg) && "
-             "LD_LIBRARY_PATH='%s/prefix/" KINREG_INSTALL_LIBDIR "' ./consumer > out.txt",
+             "LD_LIBRARY_PATH='%s/prefix/" KINREG_INSTALL_LIBDIR "'${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ./consumer > out.txt",
              tmp, tmp, KINREG_C_COMPILER, tmp);
     CHECK_EQ(sh(cmd), 0);
     snprintf(cmd, sizeof cmd, "%s/out.txt", tmp);
