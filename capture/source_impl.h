@@ -42,6 +42,11 @@ struct kr_source {
     char description[512];
 };
 
+/* For a file source that failed to read a frame with `st`: true when the
+ * frame is corrupt (I/O, format or size) and skip_bad is set, after counting
+ * and logging it; false when the error must be returned. */
+bool kr_source_skip_corrupt(kr_source *src, kr_status st);
+
 /* Open functions. `want` is the intrinsics the caller asked for (override or
  * preset) or NULL for the source's own; on error they leave `src` with
  * impl == NULL and nothing allocated. */

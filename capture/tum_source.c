@@ -156,11 +156,7 @@ static kr_status tum_read(kr_source *src, kr_frame *frame)
             frame->raw = raw;
             return KR_OK;
         }
-        bool corrupt = st == KR_ERR_IO || st == KR_ERR_FORMAT || st == KR_ERR_SIZE;
-        if (!src->skip_bad || !corrupt) return st;
-        src->skipped++;
-        kr_log(KR_LOG_WARN, "skipping frame (%u skipped so far): %s", src->skipped,
-               kr_last_error());
+        if (!kr_source_skip_corrupt(src, st)) return st;
     }
 }
 
