@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kinreg/source.h"
 #include "kinreg/status.h"
 
 typedef void (*kr_test_fn)(void);
@@ -25,6 +26,9 @@ const char *kr_test_data(const char *relative);
 const char *kr_test_tmpdir(void);
 /* Path of the kinreg program built with the tests. */
 const char *kr_test_tool(void);
+/* Opens the source "SCHEME:DIR" (e.g. "tum", "fakenect") with default
+ * settings and the given skip_bad. */
+kr_status kr_test_open_dir_source(const char *scheme, const char *dir, bool skip_bad, kr_source **src);
 /* Runs `ENV kinreg ARGS` through the shell (ENV: "VAR=value ..." or NULL)
  * with stdout and stderr captured in `out`; returns the exit code. */
 int kr_test_run_tool(const char *env, const char *args, char *out, size_t size);

@@ -95,6 +95,17 @@ const char *kr_test_tool(void)
     return KINREG_TOOL_PATH;
 }
 
+kr_status kr_test_open_dir_source(const char *scheme, const char *dir, bool skip_bad, kr_source **src)
+{
+    kr_source_config cfg;
+    kr_source_config_default(&cfg);
+    char uri[1024];
+    snprintf(uri, sizeof uri, "%s:%s", scheme, dir);
+    cfg.uri = uri;
+    cfg.skip_bad = skip_bad;
+    return kr_source_create(src, &cfg);
+}
+
 int kr_test_run_tool(const char *env, const char *args, char *out, size_t size)
 {
     char cmd[4096], path[512];

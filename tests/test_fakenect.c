@@ -64,13 +64,7 @@ static const char *make_dump(const char *name)
 
 static kr_status open_dump(const char *dir, bool skip_bad, kr_source **src)
 {
-    kr_source_config cfg;
-    kr_source_config_default(&cfg);
-    char uri[700];
-    snprintf(uri, sizeof uri, "fakenect:%s", dir);
-    cfg.uri = uri;
-    cfg.skip_bad = skip_bad;
-    return kr_source_create(src, &cfg);
+    return kr_test_open_dir_source("fakenect", dir, skip_bad, src);
 }
 
 /* Opens a one-frame dump whose frame file is `name` and reads it; the frame

@@ -101,13 +101,7 @@ static bool write_depth_txt(const char *dir, const char *text)
 
 static kr_status open_tum(const char *dir, bool skip_bad, kr_source **src)
 {
-    kr_source_config cfg;
-    kr_source_config_default(&cfg);
-    char uri[700];
-    snprintf(uri, sizeof uri, "tum:%s", dir);
-    cfg.uri = uri;
-    cfg.skip_bad = skip_bad;
-    return kr_source_create(src, &cfg);
+    return kr_test_open_dir_source("tum", dir, skip_bad, src);
 }
 
 /* Opens a sequence of one frame whose PNG is `png`, reads it and returns the
