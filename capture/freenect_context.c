@@ -99,12 +99,13 @@ static void route_log(freenect_context *ctx, freenect_loglevel level, const char
     kr_log(l, "libfreenect: %.*s", (int)n, msg);
 }
 
-kr_status kr_freenect_context_open(freenect_context **ctx)
+kr_status kr_freenect_context_open(freenect_context **ctx, char *replay_path, size_t path_size,
+                                   unsigned *replay_frames)
 {
+    replay_path[0] = '\0';
+    *replay_frames = 0;
     if (kr_freenect_is_fakenect()) {
-        char path[512];
-        unsigned frames;
-        kr_status st = kr_freenect_check_replay(path, sizeof path, &frames);
+        kr_status st = kr_freenect_check_replay(replay_path, path_size, replay_frames);
         if (st != KR_OK) return st;
     }
     freenect_context *c = NULL;
@@ -127,9 +128,9 @@ kr_status kr_kinect_enumerate(kr_kinect_list *out)
     memset(&list, 0, sizeof list);
     list.replay = kr_freenect_is_fakenect();
     freenect_context *ctx = NULL;
-    kr_status st = kr_freenect_context_open(&ctx);
+    unsigned replay_frames;
+    kr_status st = kr_freenect_context_open(&ctx, list.replay_path, sizeof list.replay_path, &replay_frames);
     if (st != KR_OK) return st;
-    if (list.replay) snprintf(list.replay_path, sizeof list.replay_path, "%s", getenv("FAKENECT_PATH"));
     list.count = freenect_num_devices(ctx);
     if (list.count < 0) list.count = 0;
     if (!list.replay && freenect_list_device_attributes && freenect_free_device_attributes) {

@@ -20,7 +20,10 @@ bool kr_freenect_is_fakenect(void);
 kr_status kr_freenect_check_replay(char *path, size_t path_size, unsigned *depth_frames);
 
 /* freenect_init with libfreenect's log routed to kr_log and only the camera
- * subdevice claimed (the motor and audio are not needed). */
-kr_status kr_freenect_context_open(freenect_context **ctx);
+ * subdevice claimed (the motor and audio are not needed). Under fakenect the
+ * replay is checked first (kr_freenect_check_replay) and `replay_path`,
+ * `replay_frames` describe it; otherwise they are "" and 0. */
+kr_status kr_freenect_context_open(freenect_context **ctx, char *replay_path, size_t path_size,
+                                   unsigned *replay_frames);
 
 #endif

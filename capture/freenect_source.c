@@ -271,8 +271,7 @@ kr_status kr_kinect_open(kr_source *src, const char *device, const kr_source_con
     unsigned replay_frames = 0;
     char replay_path[512] = "";
     kr_status st = kr_queue_create(&k->queue, &qc);
-    if (st == KR_OK && k->fakenect) st = kr_freenect_check_replay(replay_path, sizeof replay_path, &replay_frames);
-    if (st == KR_OK) st = kr_freenect_context_open(&k->ctx);
+    if (st == KR_OK) st = kr_freenect_context_open(&k->ctx, replay_path, sizeof replay_path, &replay_frames);
     if (st == KR_OK) st = open_device(k, device);
     if (st == KR_OK && k->fakenect) snprintf(k->name, sizeof k->name, "fakenect replay of %.70s", replay_path);
     if (st == KR_OK) st = start_depth(k, cfg->depth_mode);
