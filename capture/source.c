@@ -202,15 +202,6 @@ const char *kr_source_describe(const kr_source *src)
     return src ? src->description : "(no source)";
 }
 
-bool kr_source_skip_corrupt(kr_source *src, kr_status st)
-{
-    bool corrupt = st == KR_ERR_IO || st == KR_ERR_FORMAT || st == KR_ERR_SIZE;
-    if (!src->skip_bad || !corrupt) return false;
-    src->skipped++;
-    kr_log(KR_LOG_WARN, "skipping frame (%u skipped so far): %s", src->skipped, kr_last_error());
-    return true;
-}
-
 uint64_t kr_source_dropped(const kr_source *src)
 {
     return src && src->ops && src->ops->dropped ? src->ops->dropped(src) : 0;

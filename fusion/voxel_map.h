@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "kinreg/pose.h"
-#include "kinreg/preprocess.h"
+#include "kinreg/pyramid.h"
 
 typedef struct kr_voxel_map kr_voxel_map;
 

@@ -9,7 +9,8 @@
 
 #include <stddef.h>
 
-#include "kinreg/preprocess.h"
+#include "core/preprocess_kernels.h"
+#include "kinreg/pyramid.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,7 +40,7 @@ void kr_gpu_host_free(void *p);
  * levels' sizes and intrinsics set and points/normals pointing into
  * pyr->storage (page-locked when possible); fills points, normals and counts.
  * The inputs were validated by kr_preprocess. */
-kr_status kr_gpu_preprocess(kr_gpu_context *ctx, const kr_preprocess_config *cfg,
+kr_status kr_gpu_preprocess(kr_gpu_context *ctx, const kr_hd_preprocess_params *pp,
                             const kr_frame *frame, kr_pyramid *pyr);
 
 #ifdef __cplusplus

@@ -1,6 +1,6 @@
 /* The CUDA engine of preprocessing: the twin of pipeline/preprocess_cpu.c.
  * Kernels only map threads to pixels and call the shared per-pixel math of
- * pipeline/preprocess_kernels.h, so both engines compute the same thing.
+ * core/preprocess_kernels.h, so both engines compute the same thing.
  *
  * One frame: raw samples → page-locked staging → device; level 0 points; each
  * coarser level from the finer one; normals and counts per level; counts
@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "gpu/context.h"
-#include "pipeline/preprocess_internal.h"
 
 namespace
 {
@@ -57,7 +56,7 @@ __global__ void normals_kernel(const float *__restrict__ points, int w, int h, f
 
 } // namespace
 
-kr_status kr_gpu_preprocess(kr_gpu_context *ctx, const kr_preprocess_config *cfg,
+kr_status kr_gpu_preprocess(kr_gpu_context *ctx, const kr_hd_preprocess_params *pp,
                             const kr_frame *frame, kr_pyramid *pyr)
 {
     kr_status s = kr_gpu_enter(ctx);
@@ -94,12 +93,12 @@ kr_status kr_gpu_preprocess(kr_gpu_context *ctx, const kr_preprocess_config *cfg
     KR_CUDA_CHECK(cudaMemsetAsync(d_counts, 0, count_bytes, ctx->stream));
 
     const dim3 block(kBlockX, kBlockY);
-    const kr_hd_depth_params dp = kr_preprocess_depth_params(cfg, frame);
+    const kr_hd_depth_params dp = pp->depth;
     level0_kernel<<<grid_for(c0->width, c0->height), block, 0, ctx->stream>>>(
         (const uint16_t *)d_raw, c0->width, c0->height, dp, c0->intrinsics, d_points[0]);
     KR_CUDA_CHECK_LAUNCH(level0_kernel);
 
-    const float tol = KR_DOWNSAMPLE_TOLERANCE * cfg->discontinuity;
+    const float tol = pp->downsample_tol;
     for (int l = 1; l < levels; l++) {
         const kr_cloud *f = &pyr->level[l - 1], *c = &pyr->level[l];
         downsample_kernel<<<grid_for(c->width, c->height), block, 0, ctx->stream>>>(
@@ -109,8 +108,8 @@ kr_status kr_gpu_preprocess(kr_gpu_context *ctx, const kr_preprocess_config *cfg
     for (int l = 0; l < levels; l++) {
         const kr_cloud *c = &pyr->level[l];
         normals_kernel<<<grid_for(c->width, c->height), block, 0, ctx->stream>>>(
-            d_points[l], c->width, c->height, cfg->discontinuity,
-            kr_preprocess_normal_reach(cfg, &c->intrinsics), d_normals[l], counts + 2 * l);
+            d_points[l], c->width, c->height, pp->discontinuity,
+            kr_hd_level_normal_reach(pp, &c->intrinsics), d_normals[l], counts + 2 * l);
         KR_CUDA_CHECK_LAUNCH(normals_kernel);
     }
 

@@ -2,11 +2,11 @@
  * kr_preprocess (no CUDA kr_device can exist), answered for completeness. */
 #include "gpu/gpu.h"
 
-kr_status kr_gpu_preprocess(kr_gpu_context *ctx, const kr_preprocess_config *cfg,
+kr_status kr_gpu_preprocess(kr_gpu_context *ctx, const kr_hd_preprocess_params *pp,
                             const kr_frame *frame, kr_pyramid *pyr)
 {
     (void)ctx;
-    (void)cfg;
+    (void)pp;
     (void)frame;
     (void)pyr;
     return kr_error(

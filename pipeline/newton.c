@@ -1,6 +1,6 @@
 /* One Newton linearisation on the CPU: every frame point with a normal is moved
  * to the world by the pose, finds its cell in the model tree and adds its
- * F, g, h terms (pipeline/newton_kernels.h). OpenMP threads sum into private
+ * F, g, h terms (core/newton_kernels.h). OpenMP threads sum into private
  * accumulators over contiguous chunks (schedule static), combined in thread
  * order afterwards, so a given thread count gives bit-identical results. */
 #include <math.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "kinreg/track.h"
-#include "pipeline/kdtree_internal.h"
-#include "pipeline/newton_kernels.h"
+#include "core/kdtree_internal.h"
+#include "core/newton_kernels.h"
 
 /* Accumulators live on the stack: no allocation per call. */
 #define NEWTON_MAX_THREADS 64

@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/device_internal.h"
-#include "pipeline/preprocess_internal.h"
+#include "gpu/device_internal.h"
+#include "kinreg/preprocess.h"
+#include "pipeline/preprocess_cpu.h"
 
 void kr_preprocess_config_default(kr_preprocess_config *cfg)
 {
@@ -163,6 +164,21 @@ static void release_storage(void *storage, bool pinned)
         free(storage);
 }
 
+/* The settings as the per-pixel kernels take them, computed here once for
+ * both engines so they pass the kernels the same bits. */
+static kr_hd_preprocess_params kernel_params(const kr_preprocess_config *cfg, const kr_frame *frame)
+{
+    kr_hd_preprocess_params pp;
+    pp.depth.encoding = (int)frame->encoding;
+    pp.depth.scale = frame->depth_scale;
+    pp.depth.min_depth = cfg->min_depth;
+    pp.depth.max_depth = cfg->max_depth;
+    pp.discontinuity = cfg->discontinuity;
+    pp.downsample_tol = KR_DOWNSAMPLE_TOLERANCE * cfg->discontinuity;
+    pp.depth_step = cfg->depth_step;
+    return pp;
+}
+
 kr_status kr_preprocess(kr_device *dev, const kr_preprocess_config *cfg, const kr_frame *frame,
                         const kr_intrinsics *intrinsics, kr_pyramid *out)
 {
@@ -232,12 +248,13 @@ kr_status kr_preprocess(kr_device *dev, const kr_preprocess_config *cfg, const k
     plan.rays_levels = want_rays ? cfg->levels : 0;
     if (want_rays) plan.rays_intrinsics = *intrinsics;
 
+    const kr_hd_preprocess_params pp = kernel_params(cfg, frame);
     if (gpu) {
-        s = kr_gpu_preprocess(gpu, cfg, frame, &plan);
+        s = kr_gpu_preprocess(gpu, &pp, frame, &plan);
     } else {
         /* Nothing fails from here on: a table rebuilt in place is safe. */
         if (build) build_rays(&plan, rays, kr_device_threads(dev));
-        kr_preprocess_cpu(cfg, frame, kr_device_threads(dev), &plan);
+        kr_preprocess_cpu(&pp, frame, kr_device_threads(dev), &plan);
     }
     if (s != KR_OK) {
         if (!reuse) release_storage(storage, pinned);

@@ -1,14 +1,14 @@
 /* The OpenMP engine of preprocessing: loops over pixels that call the shared
- * per-pixel math of pipeline/preprocess_kernels.h (the CUDA twin is
+ * per-pixel math of core/preprocess_kernels.h (the CUDA twin is
  * gpu/preprocess.cu). */
-#include "pipeline/preprocess_internal.h"
+#include "pipeline/preprocess_cpu.h"
 
-void kr_preprocess_cpu(const kr_preprocess_config *cfg, const kr_frame *frame, int threads,
+void kr_preprocess_cpu(const kr_hd_preprocess_params *pp, const kr_frame *frame, int threads,
                        kr_pyramid *pyr)
 {
-    const kr_hd_depth_params dp = kr_preprocess_depth_params(cfg, frame);
-    const float tol = KR_DOWNSAMPLE_TOLERANCE * cfg->discontinuity;
-    const float disc = cfg->discontinuity;
+    const kr_hd_depth_params dp = pp->depth;
+    const float tol = pp->downsample_tol;
+    const float disc = pp->discontinuity;
     const uint16_t *raw = frame->raw;
     int valid_points[KR_MAX_LEVELS] = {0}, valid_normals[KR_MAX_LEVELS] = {0};
     /* Each level's slice of the ray table when kr_preprocess built one (a
@@ -57,7 +57,7 @@ void kr_preprocess_cpu(const kr_preprocess_config *cfg, const kr_frame *frame, i
          * the end. */
         for (int l = 0; l < pyr->levels; l++) {
             const kr_cloud *c = &pyr->level[l];
-            const float reach = kr_preprocess_normal_reach(cfg, &c->intrinsics);
+            const float reach = kr_hd_level_normal_reach(pp, &c->intrinsics);
             int my_points = 0, my_normals = 0;
 #pragma omp for schedule(static) nowait
             for (int v = 0; v < c->height; v++) {

@@ -7,7 +7,7 @@
 
 #include "kinreg/frame.h"
 #include "kinreg/kdtree.h"
-#include "pipeline/kdtree_internal.h"
+#include "core/kdtree_internal.h"
 
 static uint64_t rng_state = 88172645463325252ull;
 static double urand(void)

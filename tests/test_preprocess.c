@@ -10,8 +10,7 @@
 #include "kinreg/device.h"
 #include "kinreg/preprocess.h"
 #include "kinreg/source.h"
-#include "pipeline/preprocess_internal.h"
-#include "pipeline/preprocess_kernels.h"
+#include "core/preprocess_kernels.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -854,7 +853,7 @@ KR_TEST(preprocess, distorted_lens_back_projection_inverts_the_forward_model)
 static void inline_points(const kr_frame *f, const kr_preprocess_config *cfg,
                           const kr_intrinsics *k, float *pts[KR_MAX_LEVELS])
 {
-    const kr_hd_depth_params dp = kr_preprocess_depth_params(cfg, f);
+    const kr_hd_depth_params dp = {(int)f->encoding, f->depth_scale, cfg->min_depth, cfg->max_depth};
     const float tol = KR_DOWNSAMPLE_TOLERANCE * cfg->discontinuity;
     for (int l = 0; l < cfg->levels; l++) {
         kr_intrinsics kl = kr_intrinsics_level(k, l);

@@ -16,7 +16,7 @@
 #include "kinreg/kdtree.h"
 #include "kinreg/pose.h"
 #include "kinreg/preprocess.h"
-#include "pipeline/kdtree_internal.h"
+#include "core/kdtree_internal.h"
 
 typedef struct {
     uint64_t s;

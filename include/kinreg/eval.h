@@ -5,15 +5,12 @@
 
 #include <stddef.h>
 
+#include "kinreg/horn.h" /* kr_horn, declared here before it had a header of its own */
 #include "kinreg/trajectory.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Weighted rigid alignment (Horn 1987, quaternion method): the pose T that
- * minimises Σ w_i ‖dst_i − T src_i‖². w may be NULL (all ones). */
-KR_API kr_status kr_horn(const double *src, const double *dst, const double *w, size_t n, kr_pose *out);
 
 typedef struct {
     size_t pairs;              /* associated pose pairs */

@@ -11,7 +11,7 @@
 
 #include "kinreg/kdtree.h"
 #include "kinreg/pose.h"
-#include "kinreg/preprocess.h"
+#include "kinreg/pyramid.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "kinreg/pose.h"
-#include "pipeline/kdtree_internal.h"
+#include "core/kdtree_internal.h"
 
 kr_status kr_kdtree_normals_pca(const kr_kdtree *t, size_t k, const float toward[3], float *normals)
 {

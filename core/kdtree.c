@@ -1,5 +1,5 @@
 /* Model k-d tree: a complete binary tree in heap order whose leaves are cells
- * of one model point each (layout in pipeline/kdtree_internal.h).
+ * of one model point each (layout in core/kdtree_internal.h).
  *
  * Build: O(n log n). Each node splits its points on the axis of widest extent
  * into the number of leaves the complete-tree shape gives its left subtree
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/kdtree_internal.h"
+#include "core/kdtree_internal.h"
 
 typedef struct {
     float p[3];

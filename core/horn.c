@@ -25,8 +25,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kinreg/eval.h"
-#include "kinreg/pose.h"
+#include "kinreg/horn.h"
 
 /* Relative size under which the two largest eigenvalues of N count as equal.
  * They tie when the rotation is not determined (points on a line or all at one

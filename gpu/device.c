@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <strings.h>
 
-#include "pipeline/device_internal.h"
+#include "gpu/device_internal.h"
 
 struct kr_device {
     kr_backend backend; /* CPU or CUDA, never AUTO */

@@ -37,7 +37,7 @@
 #ifndef KINREG_PIPELINE_NEWTON_KERNELS_H
 #define KINREG_PIPELINE_NEWTON_KERNELS_H
 
-#include "pipeline/kr_hd.h"
+#include "core/kr_hd.h"
 
 /* Accumulation type: double on the CPU; a CUDA twin may define it as float
  * before including this header. */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "kinreg/eval.h"
-#include "pipeline/eval_assoc.h"
+#include "eval/assoc.h"
 
 /* Rotation angle by atan2: accurate for the small angles RPE is made of,
  * where acos((tr − 1)/2) loses half the digits. */

@@ -16,7 +16,7 @@
 
 #include "kinreg/kdtree.h"
 
-#include "pipeline/kr_hd.h"
+#include "core/kr_hd.h"
 
 /* Internal node: points with coordinate `axis` below `split` go left. */
 typedef struct {

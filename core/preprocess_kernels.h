@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "kinreg/frame.h"
-#include "kinreg/preprocess.h"
-#include "pipeline/kr_hd.h"
+#include "kinreg/pyramid.h"
+#include "core/kr_hd.h"
 
 /* How raw samples become metres, and the accepted range. */
 typedef struct {
@@ -22,6 +22,28 @@ typedef struct {
     float scale;  /* units per metre (KR_DEPTH_SCALED) */
     float min_depth, max_depth;
 } kr_hd_depth_params;
+
+/* Everything the per-pixel math takes from the preprocessing settings,
+ * derived once per frame on the host (pipeline/preprocess.c) so both engines
+ * pass their kernels the same bits. */
+typedef struct {
+    kr_hd_depth_params depth;
+    float discontinuity;  /* normals: a neighbour's depth may differ by discontinuity·z */
+    float downsample_tol; /* downsampling's band, KR_DOWNSAMPLE_TOLERANCE·discontinuity */
+    float depth_step;     /* the sensor's depth step per z² (1/m), 0 = none */
+} kr_hd_preprocess_params;
+
+/* Downsampling keeps depths within this many discontinuity thresholds of the
+ * block's median: a wider band than normals use, since a 2×2 block at a
+ * coarse level spans more surface. */
+#define KR_DOWNSAMPLE_TOLERANCE 3.0f
+
+/* depth_step·fx/2 of a level: a normal's half-baseline at depth z is
+ * ⌊reach·z⌋ + 1 pixels (kr_hd_normal_reach). */
+static inline float kr_hd_level_normal_reach(const kr_hd_preprocess_params *pp, const kr_intrinsics *k)
+{
+    return 0.5f * pp->depth_step * k->fx;
+}
 
 static inline KR_HD void kr_hd_set_nan3(float *p)
 {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "kinreg/eval.h"
-#include "pipeline/eval_assoc.h"
+#include "eval/assoc.h"
 
 kr_status kr_eval_check(const kr_trajectory *traj, const char *what)
 {
