@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# The layering check (docs/DESIGN.md §3): fails when a file includes or calls
+# into a layer it may not use, or when files call each other in a circle.
+#
+#   scripts/check_layers.sh [--objects DIR] [ROOT]
+#
+# ROOT is the source tree (default: this script's checkout). Every #include of
+# a project header in the library's folders, the program and the public
+# headers is checked against the table below. With --objects DIR (the
+# library's object files, build/CMakeFiles/kinreg_objects.dir), the calls are
+# checked too: each object's undefined symbols are matched to the object that
+# defines them, so a call without an include (a hand-written prototype) is
+# caught, and the file-level call graph must have no cycle. Objects whose
+# source no longer exists (left behind by a move) are ignored.
+#
+# Exit status: 0 clean, 1 violations (one line each), 2 usage error.
+set -euo pipefail
+
+# ---- the layers -------------------------------------------------------------
+# folder: the folders it may use besides itself. From the ground up: core/
+# uses nothing of the project; gpu/ (the engine interface and CUDA twins),
+# capture/, transport/ and eval/ use only core/; fusion/ may also compute
+# through the engine interface; pipeline/ composes them all but eval/;
+# tools/ is the program on top.
+declare -A may_use=(
+    [core]=""
+    [gpu]="core"
+    [capture]="core"
+    [transport]="core"
+    [eval]="core"
+    [fusion]="core gpu"
+    [pipeline]="core gpu capture fusion transport"
+    [tools]="core gpu capture fusion transport eval pipeline"
+)
+layer_folders="core gpu capture transport eval fusion pipeline tools"
+
+# Public headers belong to the layer that implements them.
+declare -A public_layer=(
+    [status.h]=core [pose.h]=core [horn.h]=core [kdtree.h]=core [frame.h]=core
+    [pyramid.h]=core [trajectory.h]=core [queue.h]=core
+    [device.h]=gpu
+    [source.h]=capture [kinect.h]=capture [recorder.h]=capture
+    [transport.h]=transport
+    [eval.h]=eval
+    [model.h]=fusion
+    [preprocess.h]=pipeline [track.h]=pipeline [pipeline.h]=pipeline
+)
+
+# ---- arguments --------------------------------------------------------------
+objects=""
+root=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --objects)
+        [ $# -ge 2 ] || { echo "check_layers: --objects needs a directory" >&2; exit 2; }
+        objects=$2
+        shift 2
+        ;;
+    -h | --help)
+        sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    -*)
+        echo "check_layers: unknown option $1 (see --help)" >&2
+        exit 2
+        ;;
+    *)
+        root=$1
+        shift
+        ;;
+    esac
+done
+[ -n "$root" ] || root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+[ -d "$root" ] || { echo "check_layers: no such source tree: $root" >&2; exit 2; }
+if [ -n "$objects" ] && [ ! -d "$objects" ]; then
+    echo "check_layers: no such object directory: $objects (build the library first)" >&2
+    exit 2
+fi
+cd "$root"
+
+violations=0
+say() {
+    echo "check_layers: $*"
+    violations=$((violations + 1))
+}
+
+allowed() { # allowed FROM TO
+    [ "$1" = "$2" ] && return 0
+    case " ${may_use[$1]} " in *" $2 "*) return 0 ;; esac
+    return 1
+}
+
+# Every top-level folder with C or CUDA sources must have a place in the table.
+for d in */; do
+    d=${d%/}
+    case "$d" in include | tests | bench | docs | scripts | build* | out) continue ;; esac
+    compgen -G "$d/*.[ch]" >/dev/null || compgen -G "$d/*.cu" >/dev/null || continue
+    [ -n "${may_use[$d]+x}" ] ||
+        say "folder $d/ holds sources but has no layer: add it to the table in scripts/check_layers.sh and docs/DESIGN.md §3"
+done
+
+# ---- includes ---------------------------------------------------------------
+# The layer of an included project header, or "" for a system header or one
+# beside the including file.
+header_layer() { # header_layer INCLUDED_PATH
+    case "$1" in
+    kinreg/*)
+        local h=${1#kinreg/}
+        echo "${public_layer[$h]-?}"
+        ;;
+    */*) echo "${1%%/*}" ;;
+    *) echo "" ;;
+    esac
+}
+
+files=0
+include_lines=0
+check_file() { # check_file PATH LAYER
+    local path=$1 layer=$2 line n inc target
+    files=$((files + 1))
+    while IFS=: read -r n line; do
+        include_lines=$((include_lines + 1))
+        case "$line" in
+        *'<cuda'* | *'<cublas'* | *'<cufft'* | *'<curand'* | *'<cusparse'* | *'<cusolver'*)
+            [ "$layer" = gpu ] || say "$path:$n includes a CUDA header; CUDA stays inside gpu/ (DESIGN.md §4)"
+            continue
+            ;;
+        esac
+        inc=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' <<<"$line")
+        [ -n "$inc" ] || continue
+        target=$(header_layer "$inc")
+        if [ "$target" = "?" ]; then
+            say "$path:$n includes $inc, a public header with no layer: add it to public_layer in scripts/check_layers.sh"
+        elif [ -n "$target" ] && [ -z "${may_use[$target]+x}" ]; then
+            say "$path:$n includes $inc from $target/, which is no layer"
+        elif [ -n "$target" ] && ! allowed "$layer" "$target"; then
+            say "$path:$n includes $inc (layer $target); $layer/ may use: ${may_use[$layer]:-nothing of the project}"
+        fi
+    done < <(grep -n '^[[:space:]]*#[[:space:]]*include' "$path" || true)
+}
+
+for d in $layer_folders; do
+    [ -d "$d" ] || continue
+    while IFS= read -r f; do
+        check_file "$f" "$d"
+    done < <(find "$d" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort)
+done
+for f in include/kinreg/*.h; do
+    [ -e "$f" ] || continue
+    h=${f#include/kinreg/}
+    if [ -z "${public_layer[$h]+x}" ]; then
+        say "$f is a public header with no layer: add it to public_layer in scripts/check_layers.sh"
+        continue
+    fi
+    check_file "$f" "${public_layer[$h]}"
+done
+
+# ---- calls ------------------------------------------------------------------
+calls=0
+if [ -n "$objects" ]; then
+    # OBJECT_SOURCE<TAB>SYMBOL lines for definitions and for uses, restricted
+    # to objects whose source file still exists.
+    list_symbols() { # list_symbols defined|undefined
+        local flag=--defined-only
+        [ "$1" = undefined ] && flag=--undefined-only
+        (cd "$objects" && find . -name '*.o' -print0 | xargs -0 -r nm -A "$flag" 2>/dev/null) |
+            awk -v root="$root" -v kind="$1" '
+                {
+                    split($0, part, ":"); obj = part[1]; sub(/^\.\//, "", obj)
+                    src = obj; sub(/\.o$/, "", src)
+                    if (!(src in seen)) { seen[src] = (system("test -f \"" root "/" src "\"") == 0) }
+                    if (!seen[src]) next
+                    n = split($0, f, " "); sym = f[n]; type = f[n - 1]
+                    if (kind == "defined" && type !~ /^[TDBRVW]$/) next
+                    print src "\t" sym
+                }'
+    }
+    defs=$(mktemp)
+    edges=$(mktemp)
+    trap 'rm -f "$defs" "$edges"' EXIT
+    list_symbols defined | sort -t$'\t' -k2,2 -u >"$defs"
+    list_symbols undefined |
+        awk -F'\t' 'NR == FNR { owner[$2] = $1; next }
+                    ($2 in owner) && owner[$2] != $1 { print $1 "\t" owner[$2] "\t" $2 }' "$defs" - |
+        sort -u >"$edges"
+    while IFS=$'\t' read -r from to sym; do
+        calls=$((calls + 1))
+        fl=${from%%/*} tl=${to%%/*}
+        allowed "$fl" "$tl" || say "$from calls $sym in $to (layer $tl); $fl/ may use: ${may_use[$fl]:-nothing of the project}"
+    done <"$edges"
+    # tsort names the files of a cycle on stderr and fails.
+    if ! cut -f1,2 "$edges" | sort -u | tr '\t' ' ' | tsort >/dev/null 2>"$defs.loop"; then
+        loop=$(grep -v 'input contains a loop' "$defs.loop" | sed 's/^tsort: //' | tr '\n' ' ')
+        say "files call each other in a circle: $loop"
+    fi
+    rm -f "$defs.loop"
+fi
+
+if [ "$violations" -gt 0 ]; then
+    echo "check_layers: $violations violation(s) — see docs/DESIGN.md §3 for what each layer may use"
+    exit 1
+fi
+summary="$files files, $include_lines include lines"
+[ -n "$objects" ] && summary="$summary, $calls calls between files"
+echo "check_layers: OK ($summary)"
