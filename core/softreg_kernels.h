@@ -87,8 +87,8 @@ static inline KR_HD void kr_hd_reg_start(const kr_hd_reg_params *p, kr_hd_reg_st
     st->temp = p->method == KR_HD_REG_EMICP ? p->sigma2 : p->t0;
     st->used = st->temp;
     st->outer = st->inner = st->steps = st->calm = 0;
-    st->done = (p->method == KR_HD_REG_EMICP) ? !(p->sigma2 > p->sigma2_inf)
-                                              : (p->jmax < 1 || p->i0 < 1);
+    st->done =
+        (p->method == KR_HD_REG_EMICP) ? !(p->sigma2 > p->sigma2_inf) : (p->jmax < 1 || p->i0 < 1);
 }
 
 /* RMS displacement² of the source points between two poses:
@@ -140,18 +140,23 @@ static inline KR_HD void kr_hd_reg_advance(const kr_hd_reg_params *p, kr_hd_reg_
     if (!st->done && p->stop_patience > 0 && st->calm >= p->stop_patience) st->done = 2;
 }
 
-/* exp(x) for x <= 0 in float. The device uses the special-function unit; the
- * host a branch-free Cody–Waite reduction and a degree-6 polynomial (relative
- * error < 2e-7) that the compiler vectorises, unlike libm's expf. */
+/* exp(x) for x <= 0 in float, and exactly 0 below KR_HD_EXP_CUT: every sum
+ * it feeds holds a term equal to 1 (the shift), so what is dropped is below
+ * M·e⁻⁴⁰ ≈ M·4e-18 relative — and no subnormal float is ever produced (e² is
+ * still normal), which on the CPU would cost a hundred cycles each. The
+ * device uses the special-function unit; the host a branch-free Cody–Waite
+ * reduction and a degree-6 polynomial (relative error < 2e-7) that the
+ * compiler vectorises, unlike libm's expf. */
+#define KR_HD_EXP_CUT (-40.0f)
 static inline KR_HD float kr_hd_expf(float x)
 {
 #ifdef __CUDA_ARCH__
-    return __expf(x);
+    return x < KR_HD_EXP_CUT ? 0.0f : __expf(x);
 #else
-    x = x < -87.0f ? -87.0f : x;
+    float xc = x > KR_HD_EXP_CUT ? x : KR_HD_EXP_CUT; /* not fmaxf: a libm call */
     /* Round to nearest by the 1.5·2²³ trick (vectorises, unlike floorf). */
-    float k = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
-    float r = x - k * 0.693359375f;
+    float k = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
+    float r = xc - k * 0.693359375f;
     r = r + k * 2.12194440e-4f;
     float pz = 1.0f / 720.0f;
     pz = pz * r + 1.0f / 120.0f;
@@ -165,7 +170,7 @@ static inline KR_HD float kr_hd_expf(float x)
         int i;
     } u;
     u.i = ((int)k + 127) << 23;
-    return pz * u.f;
+    return x < KR_HD_EXP_CUT ? 0.0f : pz * u.f;
 #endif
 }
 
@@ -179,9 +184,9 @@ static inline KR_HD float kr_hd_sqdist(const float q[3], float x, float y, float
 /* ---- EM-ICP: one row's streaming sums ------------------------------------ */
 
 typedef struct {
-    float mu;      /* shift: smallest d² seen (m²); +inf while empty */
-    float s1, sh;  /* Σ e², Σ e with e = exp(−(d² − mu)/(2σ²)) */
-    float sx[3];   /* Σ e x_j */
+    float mu;     /* shift: smallest d² seen (m²); +inf while empty */
+    float s1, sh; /* Σ e², Σ e with e = exp(−(d² − mu)/(2σ²)) */
+    float sx[3];  /* Σ e x_j */
 } kr_hd_emicp_row;
 
 static inline KR_HD void kr_hd_emicp_row_init(kr_hd_emicp_row *r)
@@ -238,8 +243,8 @@ static inline KR_HD void kr_hd_emicp_row_merge(kr_hd_emicp_row *a, const kr_hd_e
 }
 
 /* The row's Horn weight λ_i and pseudo-point x'_i. inv_s2 = 1/σ². */
-static inline KR_HD void kr_hd_emicp_row_finish(const kr_hd_emicp_row *r, double d02,
-                                                double inv_s2, double *w, double p[3])
+static inline KR_HD void kr_hd_emicp_row_finish(const kr_hd_emicp_row *r, double d02, double inv_s2,
+                                                double *w, double p[3])
 {
     if (!(r->sh > 0)) {
         *w = 0;
@@ -315,7 +320,8 @@ static inline KR_HD void kr_hd_moments_add(double mom[16], double w, const doubl
 }
 
 /* q = R s + t in float for the pair loops. */
-static inline KR_HD void kr_hd_move(const float R[9], const float t[3], const float s[3], float q[3])
+static inline KR_HD void kr_hd_move(const float R[9], const float t[3], const float s[3],
+                                    float q[3])
 {
     for (int k = 0; k < 3; k++)
         q[k] = R[3 * k] * s[0] + R[3 * k + 1] * s[1] + R[3 * k + 2] * s[2] + t[k];

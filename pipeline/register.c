@@ -38,7 +38,7 @@ void kr_register_config_default(kr_register_config *cfg)
     cfg->stop_motion = 1e-5;
     cfg->stop_patience = 3;
     cfg->stop_sigma_ratio = 0.1;
-    cfg->inlier_ratio = 0.05;
+    cfg->inlier_ratio = 0.1;
 }
 
 static const char *const method_names[] = {"emicp", "softassign"};
@@ -100,17 +100,18 @@ static kr_status check_config(const kr_register_config *c)
                         c->extent);
     if (c->method == KR_REG_EMICP) {
         if (!finite_pos(c->sigma2) || !finite_pos(c->sigma2_inf) || !finite_pos(c->d02))
-            return kr_error(KR_ERR_INVALID_ARG,
-                            "register: EM-ICP needs sigma2, sigma2_inf and d02 > 0 (got %g, %g, %g)",
-                            c->sigma2, c->sigma2_inf, c->d02);
+            return kr_error(
+                KR_ERR_INVALID_ARG,
+                "register: EM-ICP needs sigma2, sigma2_inf and d02 > 0 (got %g, %g, %g)", c->sigma2,
+                c->sigma2_inf, c->d02);
         if (!(c->sigma2_factor > 0 && c->sigma2_factor < 1))
             return kr_error(KR_ERR_INVALID_ARG, "register: sigma2_factor must be in (0, 1), got %g",
                             c->sigma2_factor);
     } else {
         if (c->jmax < 1 || c->i0 < 1 || c->i1 < 1)
             return kr_error(KR_ERR_INVALID_ARG,
-                            "register: Softassign needs jmax, i0, i1 >= 1 (got %d, %d, %d)", c->jmax,
-                            c->i0, c->i1);
+                            "register: Softassign needs jmax, i0, i1 >= 1 (got %d, %d, %d)",
+                            c->jmax, c->i0, c->i1);
         if (!finite_pos(c->t0) || !(c->alpha >= 0) || !isfinite(c->alpha) ||
             !(c->t_factor > 0 && c->t_factor <= 1) || !(c->m_outlier >= 0) ||
             !isfinite(c->m_outlier))
@@ -120,8 +121,8 @@ static kr_status check_config(const kr_register_config *c)
                             c->t0, c->alpha, c->t_factor, c->m_outlier);
     }
     if (!(c->stop_motion >= 0) || !isfinite(c->stop_motion) || c->stop_patience < 0 ||
-        !(c->stop_sigma_ratio >= 0) || !isfinite(c->stop_sigma_ratio) ||
-        !(c->inlier_ratio > 0) || !isfinite(c->inlier_ratio))
+        !(c->stop_sigma_ratio >= 0) || !isfinite(c->stop_sigma_ratio) || !(c->inlier_ratio > 0) ||
+        !isfinite(c->inlier_ratio))
         return kr_error(KR_ERR_INVALID_ARG,
                         "register: need stop_motion, stop_sigma_ratio >= 0, stop_patience >= 0 and "
                         "inlier_ratio > 0");

@@ -72,7 +72,7 @@ KR_HOT static void emicp_row(const float q[3], const soa *dst, size_t m, float h
 #pragma omp simd reduction(min : mn)
         for (size_t j = 0; j < len; j++) {
             d2[j] = kr_hd_sqdist(q, X[j], Y[j], Z[j]);
-            mn = fminf(mn, d2[j]);
+            mn = d2[j] < mn ? d2[j] : mn;
         }
         if (mn < row->mu) kr_hd_emicp_row_shift(row, mn, half_inv);
         const float mu = row->mu;
@@ -134,7 +134,7 @@ KR_HOT static void lse_row(const float q[3], const soa *Q, const float *off, siz
 #pragma omp simd reduction(max : mx)
         for (size_t j = 0; j < len; j++) {
             v[j] = kr_hd_softassign_logk(kr_hd_sqdist(q, X[j], Y[j], Z[j]), alpha, inv_t) + O[j];
-            mx = fmaxf(mx, v[j]);
+            mx = v[j] > mx ? v[j] : mx;
         }
         if (mx > l.mx) {
             l.sum *= kr_hd_expf(l.mx - mx);
@@ -172,7 +172,8 @@ KR_HOT static void mass_row(const float q[3], float u, const soa *dst, const flo
 #pragma omp simd reduction(+ : s, sx, sy, sz)
         for (size_t j = 0; j < len; j++) {
             float lg = kr_hd_softassign_logk(kr_hd_sqdist(q, X[j], Y[j], Z[j]), alpha, inv_t);
-            float e = kr_hd_expf(fminf(lg + u + V[j], 0.0f));
+            float x = lg + u + V[j];
+            float e = kr_hd_expf(x < 0.0f ? x : 0.0f);
             s += e;
             sx += e * X[j];
             sy += e * Y[j];
@@ -264,11 +265,12 @@ kr_status kr_register_cpu(const kr_hd_reg_params *p, int threads, const float *s
         if (s != KR_OK) break;
         double Rn[9], tn[3];
         if (kr_hd_horn_from_moments(mom, Rn, tn) != 0) {
-            s = kr_error(KR_ERR_NUMERIC,
-                         "register: every correspondence weight vanished at step %d (scale² %g m²): "
-                         "the point sets are too far apart for the schedule; give an initial pose "
-                         "or a larger starting sigma2/t0",
-                         st.steps + 1, st.temp);
+            s = kr_error(
+                KR_ERR_NUMERIC,
+                "register: every correspondence weight vanished at step %d (scale² %g m²): "
+                "the point sets are too far apart for the schedule; give an initial pose "
+                "or a larger starting sigma2/t0",
+                st.steps + 1, st.temp);
             break;
         }
         double motion2 = kr_hd_reg_motion2(p, Rc, tc, Rn, tn);

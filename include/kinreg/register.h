@@ -76,7 +76,7 @@ typedef struct {
     double stop_sigma_ratio;
 
     /* Quality: a source point is an inlier when its nearest dst point (after
-     * the final pose) is within inlier_ratio (0.05)·extent. */
+     * the final pose) is within inlier_ratio (0.1)·extent. */
     double inlier_ratio;
 } kr_register_config;
 
