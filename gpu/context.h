@@ -12,18 +12,24 @@
 
 /* Device buffers, one slot per use; a step adds its slots here. */
 typedef enum {
-    KR_GPU_SCRATCH_RAW,     /* preprocess: the raw uint16 frame */
-    KR_GPU_SCRATCH_PYRAMID, /* preprocess: points and normals of every level,
-                               laid out as kr_pyramid.storage; stays valid
-                               after kr_gpu_preprocess for device-side steps */
-    KR_GPU_SCRATCH_COUNTS,  /* preprocess: valid point/normal counts per level */
+    KR_GPU_SCRATCH_RAW,         /* preprocess: the raw uint16 frame */
+    KR_GPU_SCRATCH_PYRAMID,     /* preprocess: points and normals of every level,
+                                   laid out as kr_pyramid.storage; stays valid
+                                   after kr_gpu_preprocess for device-side steps */
+    KR_GPU_SCRATCH_COUNTS,      /* preprocess: valid point/normal counts per level */
+    KR_GPU_SCRATCH_REG_POINTS,  /* register: src, dst (SoA) and the moved src */
+    KR_GPU_SCRATCH_REG_PARTIAL, /* register: per-chunk partial row sums (fused) */
+    KR_GPU_SCRATCH_REG_VECTORS, /* register: per-row/column vectors (scalings, sums) */
+    KR_GPU_SCRATCH_REG_STATE,   /* register: pose, moments and schedule on the device */
+    KR_GPU_SCRATCH_REG_MATRIX,  /* register: the N×M matrix of the cuBLAS engine */
     KR_GPU_SCRATCH_SLOTS
 } kr_gpu_scratch_slot;
 
 /* Page-locked host buffers for transfers, one slot per use. */
 typedef enum {
-    KR_GPU_STAGING_RAW,    /* preprocess: the raw frame on its way up */
-    KR_GPU_STAGING_COUNTS, /* preprocess: counts on their way down */
+    KR_GPU_STAGING_RAW,       /* preprocess: the raw frame on its way up */
+    KR_GPU_STAGING_COUNTS,    /* preprocess: counts on their way down */
+    KR_GPU_STAGING_REG_STATE, /* register: the device state on its way down */
     KR_GPU_STAGING_SLOTS
 } kr_gpu_staging_slot;
 

@@ -1,0 +1,476 @@
+/* EM-ICP and Softassign on the device without the N×M matrix: the fused
+ * streaming engine (DESIGN.md §5), and the entry point kr_gpu_register that
+ * uploads the points and picks this engine or the cuBLAS one.
+ *
+ * Each thread owns one source row and one chunk of destination columns; the
+ * block stages the chunk's columns through shared memory in tiles and the
+ * thread keeps the row's streaming sums (core/softreg_kernels.h: the shifted
+ * EM-ICP sums, or a log-sum-exp for Softassign's Sinkhorn). A second kernel
+ * merges the chunks of each row, turns them into the row's Horn pair and
+ * reduces the 16 Horn moments (double) over the grid; a one-thread kernel
+ * solves Horn, updates the pose and advances the schedule — all on the device.
+ * The kernels of a batch of steps are captured once in a CUDA graph; every
+ * kernel returns at once when the schedule is done, and the host reads the
+ * state back only between batches. Memory: O(N + M) (partials: chunks × N). */
+#include <math.h>
+#include <string.h>
+
+#include "core/horn_kernels.h"
+#include "gpu/register_internal.h"
+
+#define ROWS 128 /* threads (rows) per block */
+#define TILE 128 /* columns staged in shared memory at a time */
+#define REDUCE_THREADS 256
+
+static __device__ void pose_float(const kr_gpu_reg_state *S, float R[9], float t[3])
+{
+    for (int k = 0; k < 9; k++)
+        R[k] = (float)S->R[k];
+    for (int k = 0; k < 3; k++)
+        t[k] = (float)S->t[k];
+}
+
+/* Sums each thread's 16 moments over the block and adds them to out. */
+static __device__ void block_moments(double mom[16], double *out)
+{
+    __shared__ double part[REDUCE_THREADS / 32][16];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int k = 0; k < 16; k++) {
+        double v = mom[k];
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_down_sync(0xffffffffu, v, o);
+        if (lane == 0) part[warp][k] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < 16) {
+        double v = 0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++)
+            v += part[w][threadIdx.x];
+        atomicAdd(&out[threadIdx.x], v);
+    }
+}
+
+/* ---- EM-ICP ---------------------------------------------------------------- */
+
+static __global__ void emicp_partial(const kr_gpu_reg_state *S, const float *src, size_t n,
+                                     const float *dx, const float *dy, const float *dz, size_t m,
+                                     size_t chunk, kr_hd_emicp_row *part)
+{
+    if (S->st.done) return;
+    __shared__ float tx[TILE], ty[TILE], tz[TILE];
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t j0 = (size_t)blockIdx.y * chunk, j1 = j0 + chunk < m ? j0 + chunk : m;
+    float R[9], t[3], q[3] = {0, 0, 0};
+    pose_float(S, R, t);
+    const float half_inv = (float)(0.5 / S->st.temp);
+    bool active = i < n;
+    if (active) kr_hd_move(R, t, src + 3 * i, q);
+    kr_hd_emicp_row row;
+    kr_hd_emicp_row_init(&row);
+    for (size_t b = j0; b < j1; b += TILE) {
+        int len = (int)(j1 - b < TILE ? j1 - b : TILE);
+        __syncthreads();
+        for (int k = threadIdx.x; k < len; k += blockDim.x) {
+            tx[k] = dx[b + k];
+            ty[k] = dy[b + k];
+            tz[k] = dz[b + k];
+        }
+        __syncthreads();
+        if (active)
+            for (int k = 0; k < len; k++)
+                kr_hd_emicp_row_add(&row, kr_hd_sqdist(q, tx[k], ty[k], tz[k]), tx[k], ty[k], tz[k],
+                                    half_inv);
+    }
+    if (active) part[(size_t)blockIdx.y * n + i] = row;
+}
+
+static __global__ void emicp_finish(kr_hd_reg_params p, kr_gpu_reg_state *S, const float *src,
+                                    size_t n, const kr_hd_emicp_row *part, int chunks)
+{
+    if (S->st.done) return;
+    double mom[16] = {0};
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        const double temp = S->st.temp;
+        const float half_inv = (float)(0.5 / temp);
+        kr_hd_emicp_row row = part[i];
+        for (int c = 1; c < chunks; c++)
+            kr_hd_emicp_row_merge(&row, &part[(size_t)c * n + i], half_inv);
+        double w, pt[3], s[3] = {src[3 * i], src[3 * i + 1], src[3 * i + 2]};
+        kr_hd_emicp_row_finish(&row, p.d02, 1.0 / temp, &w, pt);
+        kr_hd_moments_add(mom, w, s, pt);
+    }
+    block_moments(mom, S->mom);
+}
+
+/* ---- Softassign ------------------------------------------------------------ */
+
+/* The moved source points, and v = 0 (the scalings restart every step). */
+static __global__ void sa_move(const kr_gpu_reg_state *S, const float *src, size_t n, float *mx,
+                               float *my, float *mz, float *v, size_t m)
+{
+    if (S->st.done) return;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float R[9], t[3], q[3];
+        pose_float(S, R, t);
+        kr_hd_move(R, t, src + 3 * i, q);
+        mx[i] = q[0];
+        my[i] = q[1];
+        mz[i] = q[2];
+    }
+    if (i < m) v[i] = 0;
+}
+
+/* Partial log-sum-exp over one chunk of columns Q (with offsets off) for
+ * each row of P: one Sinkhorn half-step. */
+static __global__ void lse_partial(kr_hd_reg_params p, const kr_gpu_reg_state *S, const float *px,
+                                   const float *py, const float *pz, size_t n, const float *qx,
+                                   const float *qy, const float *qz, const float *off, size_t m,
+                                   size_t chunk, kr_hd_lse *part)
+{
+    if (S->st.done) return;
+    __shared__ float tx[TILE], ty[TILE], tz[TILE], to[TILE];
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t j0 = (size_t)blockIdx.y * chunk, j1 = j0 + chunk < m ? j0 + chunk : m;
+    const float inv_t = (float)(1.0 / S->st.temp), alpha = (float)p.alpha;
+    bool active = i < n;
+    float q[3] = {0, 0, 0};
+    if (active) {
+        q[0] = px[i];
+        q[1] = py[i];
+        q[2] = pz[i];
+    }
+    kr_hd_lse l;
+    l.mx = -INFINITY;
+    l.sum = 0;
+    for (size_t b = j0; b < j1; b += TILE) {
+        int len = (int)(j1 - b < TILE ? j1 - b : TILE);
+        __syncthreads();
+        for (int k = threadIdx.x; k < len; k += blockDim.x) {
+            tx[k] = qx[b + k];
+            ty[k] = qy[b + k];
+            tz[k] = qz[b + k];
+            to[k] = off[b + k];
+        }
+        __syncthreads();
+        if (active)
+            for (int k = 0; k < len; k++)
+                kr_hd_lse_add(
+                    &l, kr_hd_softassign_logk(kr_hd_sqdist(q, tx[k], ty[k], tz[k]), alpha, inv_t) +
+                            to[k]);
+    }
+    if (active) part[(size_t)blockIdx.y * n + i] = l;
+}
+
+static __global__ void lse_finish(kr_hd_reg_params p, const kr_gpu_reg_state *S,
+                                  const kr_hd_lse *part, size_t n, int chunks, float *out)
+{
+    if (S->st.done) return;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    kr_hd_lse l;
+    kr_hd_lse_init(&l, (float)p.log_m_outlier);
+    for (int c = 0; c < chunks; c++)
+        kr_hd_lse_merge(&l, &part[(size_t)c * n + i]);
+    out[i] = -kr_hd_lse_value(&l);
+}
+
+typedef struct {
+    float r, z[3];
+} mass_sum;
+
+static __global__ void mass_partial(kr_hd_reg_params p, const kr_gpu_reg_state *S, const float *mx,
+                                    const float *my, const float *mz, const float *u, size_t n,
+                                    const float *dx, const float *dy, const float *dz,
+                                    const float *v, size_t m, size_t chunk, mass_sum *part)
+{
+    if (S->st.done) return;
+    __shared__ float tx[TILE], ty[TILE], tz[TILE], tv[TILE];
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t j0 = (size_t)blockIdx.y * chunk, j1 = j0 + chunk < m ? j0 + chunk : m;
+    const float inv_t = (float)(1.0 / S->st.temp), alpha = (float)p.alpha;
+    bool active = i < n;
+    float q[3] = {0, 0, 0}, ui = 0;
+    if (active) {
+        q[0] = mx[i];
+        q[1] = my[i];
+        q[2] = mz[i];
+        ui = u[i];
+    }
+    mass_sum acc = {0, {0, 0, 0}};
+    for (size_t b = j0; b < j1; b += TILE) {
+        int len = (int)(j1 - b < TILE ? j1 - b : TILE);
+        __syncthreads();
+        for (int k = threadIdx.x; k < len; k += blockDim.x) {
+            tx[k] = dx[b + k];
+            ty[k] = dy[b + k];
+            tz[k] = dz[b + k];
+            tv[k] = v[b + k];
+        }
+        __syncthreads();
+        if (active)
+            for (int k = 0; k < len; k++) {
+                float x =
+                    kr_hd_softassign_logk(kr_hd_sqdist(q, tx[k], ty[k], tz[k]), alpha, inv_t) + ui +
+                    tv[k];
+                float e = kr_hd_expf(x < 0.0f ? x : 0.0f);
+                acc.r += e;
+                acc.z[0] += e * tx[k];
+                acc.z[1] += e * ty[k];
+                acc.z[2] += e * tz[k];
+            }
+    }
+    if (active) part[(size_t)blockIdx.y * n + i] = acc;
+}
+
+static __global__ void mass_finish(kr_gpu_reg_state *S, const float *src, size_t n,
+                                   const mass_sum *part, int chunks)
+{
+    if (S->st.done) return;
+    double mom[16] = {0};
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        double r = 0, z[3] = {0, 0, 0};
+        for (int c = 0; c < chunks; c++) {
+            const mass_sum *ps = &part[(size_t)c * n + i];
+            r += ps->r;
+            for (int k = 0; k < 3; k++)
+                z[k] += ps->z[k];
+        }
+        if (r > 0) {
+            double pt[3] = {z[0] / r, z[1] / r, z[2] / r};
+            double s[3] = {src[3 * i], src[3 * i + 1], src[3 * i + 2]};
+            kr_hd_moments_add(mom, r, s, pt);
+        }
+    }
+    block_moments(mom, S->mom);
+}
+
+/* ---- Horn and the schedule, on the device ---------------------------------- */
+
+static __global__ void horn_step(kr_hd_reg_params p, kr_gpu_reg_state *S)
+{
+    if (S->st.done) return;
+    double R[9], t[3];
+    if (kr_hd_horn_from_moments(S->mom, R, t) != 0) {
+        S->st.done = -1;
+        return;
+    }
+    double m2 = kr_hd_reg_motion2(&p, S->R, S->t, R, t);
+    for (int k = 0; k < 9; k++)
+        S->R[k] = R[k];
+    for (int k = 0; k < 3; k++)
+        S->t[k] = t[k];
+    for (int k = 0; k < 16; k++)
+        S->mom[k] = 0;
+    kr_hd_reg_advance(&p, &S->st, m2);
+}
+
+/* ---- host side --------------------------------------------------------------- */
+
+static unsigned blocks_for(size_t n, unsigned threads)
+{
+    return (unsigned)((n + threads - 1) / threads);
+}
+
+/* Column chunks per row: enough blocks to fill the device (a few per SM),
+ * at most 64 and at least TILE columns each. */
+static int chunks_for(size_t rows, size_t cols, int sms)
+{
+    size_t row_blocks = (rows + ROWS - 1) / ROWS;
+    size_t want = (size_t)(4 * sms) / (row_blocks ? row_blocks : 1) + 1;
+    size_t most = (cols + TILE - 1) / TILE;
+    if (want > most) want = most;
+    if (want > 64) want = 64;
+    return want < 1 ? 1 : (int)want;
+}
+
+typedef struct {
+    const float *src, *dx, *dy, *dz;
+    float *mx, *my, *mz, *u, *v;
+    void *part;
+    kr_gpu_reg_state *S;
+    size_t n, m;
+    int chunks_rows, chunks_cols;
+} fused_buffers;
+
+/* One Horn step's kernels on ctx->stream. */
+static kr_status enqueue_step(kr_gpu_context *ctx, const kr_hd_reg_params *p,
+                              const fused_buffers *b)
+{
+    cudaStream_t st = ctx->stream;
+    size_t n = b->n, m = b->m;
+    if (p->method == KR_HD_REG_EMICP) {
+        int C = b->chunks_rows;
+        size_t chunk = (m + C - 1) / C;
+        emicp_partial<<<dim3(blocks_for(n, ROWS), C), ROWS, 0, st>>>(
+            b->S, b->src, n, b->dx, b->dy, b->dz, m, chunk, (kr_hd_emicp_row *)b->part);
+        KR_CUDA_CHECK_LAUNCH(emicp_partial);
+        emicp_finish<<<blocks_for(n, REDUCE_THREADS), REDUCE_THREADS, 0, st>>>(
+            *p, b->S, b->src, n, (const kr_hd_emicp_row *)b->part, C);
+        KR_CUDA_CHECK_LAUNCH(emicp_finish);
+    } else {
+        int Cr = b->chunks_rows, Cc = b->chunks_cols;
+        size_t chunk_r = (m + Cr - 1) / Cr, chunk_c = (n + Cc - 1) / Cc;
+        sa_move<<<blocks_for(n > m ? n : m, 256), 256, 0, st>>>(b->S, b->src, n, b->mx, b->my,
+                                                                b->mz, b->v, m);
+        KR_CUDA_CHECK_LAUNCH(sa_move);
+        for (int k = 0; k < p->i1; k++) {
+            lse_partial<<<dim3(blocks_for(n, ROWS), Cr), ROWS, 0, st>>>(
+                *p, b->S, b->mx, b->my, b->mz, n, b->dx, b->dy, b->dz, b->v, m, chunk_r,
+                (kr_hd_lse *)b->part);
+            KR_CUDA_CHECK_LAUNCH(lse_partial);
+            lse_finish<<<blocks_for(n, 256), 256, 0, st>>>(*p, b->S, (const kr_hd_lse *)b->part, n,
+                                                           Cr, b->u);
+            KR_CUDA_CHECK_LAUNCH(lse_finish);
+            lse_partial<<<dim3(blocks_for(m, ROWS), Cc), ROWS, 0, st>>>(
+                *p, b->S, b->dx, b->dy, b->dz, m, b->mx, b->my, b->mz, b->u, n, chunk_c,
+                (kr_hd_lse *)b->part);
+            KR_CUDA_CHECK_LAUNCH(lse_partial);
+            lse_finish<<<blocks_for(m, 256), 256, 0, st>>>(*p, b->S, (const kr_hd_lse *)b->part, m,
+                                                           Cc, b->v);
+            KR_CUDA_CHECK_LAUNCH(lse_finish);
+        }
+        mass_partial<<<dim3(blocks_for(n, ROWS), Cr), ROWS, 0, st>>>(
+            *p, b->S, b->mx, b->my, b->mz, b->u, n, b->dx, b->dy, b->dz, b->v, m, chunk_r,
+            (mass_sum *)b->part);
+        KR_CUDA_CHECK_LAUNCH(mass_partial);
+        mass_finish<<<blocks_for(n, REDUCE_THREADS), REDUCE_THREADS, 0, st>>>(
+            b->S, b->src, n, (const mass_sum *)b->part, Cr);
+        KR_CUDA_CHECK_LAUNCH(mass_finish);
+    }
+    horn_step<<<1, 1, 0, st>>>(*p, b->S);
+    KR_CUDA_CHECK_LAUNCH(horn_step);
+    return KR_OK;
+}
+
+/* Horn steps the schedule takes when the stop rule never fires. */
+static int schedule_length(const kr_hd_reg_params *p)
+{
+    kr_hd_reg_params q = *p;
+    q.stop_patience = 0;
+    kr_hd_reg_state st;
+    kr_hd_reg_start(&q, &st);
+    while (!st.done && st.steps < 1000000)
+        kr_hd_reg_advance(&q, &st, INFINITY);
+    return st.steps;
+}
+
+static kr_status run_fused(kr_gpu_context *ctx, const kr_hd_reg_params *p,
+                           const kr_gpu_reg_points *pts, kr_gpu_reg_state *state)
+{
+    size_t n = pts->n, m = pts->m;
+    int sms = 0;
+    KR_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device));
+    fused_buffers b;
+    memset(&b, 0, sizeof b);
+    b.n = n;
+    b.m = m;
+    b.src = pts->src;
+    b.dx = pts->dst;
+    b.dy = pts->dst + m;
+    b.dz = pts->dst + 2 * m;
+    b.chunks_rows = chunks_for(n, m, sms);
+    b.chunks_cols = chunks_for(m, n, sms);
+    size_t part_elem =
+        sizeof(kr_hd_emicp_row) > sizeof(mass_sum) ? sizeof(kr_hd_emicp_row) : sizeof(mass_sum);
+    size_t part_bytes = part_elem * (size_t)b.chunks_rows * n;
+    size_t col_bytes = sizeof(kr_hd_lse) * (size_t)b.chunks_cols * m;
+    if (col_bytes > part_bytes) part_bytes = col_bytes;
+    kr_status s;
+    if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_REG_PARTIAL, part_bytes, &b.part)) != KR_OK)
+        return s;
+    void *vec = NULL, *dstate = NULL, *hstate = NULL;
+    if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_REG_VECTORS, sizeof(float) * (4 * n + m + 8),
+                            &vec)) != KR_OK)
+        return s;
+    b.mx = (float *)vec;
+    b.my = b.mx + n;
+    b.mz = b.my + n;
+    b.u = b.mz + n;
+    b.v = b.u + n;
+    if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_REG_STATE, sizeof *state, &dstate)) != KR_OK)
+        return s;
+    if ((s = kr_gpu_staging(ctx, KR_GPU_STAGING_REG_STATE, sizeof *state, &hstate)) != KR_OK)
+        return s;
+    b.S = (kr_gpu_reg_state *)dstate;
+    KR_CUDA_CHECK(cudaMemcpyAsync(b.S, state, sizeof *state, cudaMemcpyHostToDevice, ctx->stream));
+
+    /* A batch of steps as one graph: launching it costs one call, not dozens. */
+    int total = schedule_length(p);
+    int batch = p->method == KR_HD_REG_EMICP ? 8 : 4;
+    if (batch > total) batch = total > 0 ? total : 1;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    KR_CUDA_CHECK(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
+    for (int k = 0; k < batch && s == KR_OK; k++)
+        s = enqueue_step(ctx, p, &b);
+    kr_status end = KR_CUDA_STATUS(cudaStreamEndCapture(ctx->stream, &graph));
+    if (s == KR_OK) s = end;
+    if (s == KR_OK) s = KR_CUDA_STATUS(cudaGraphInstantiate(&exec, graph, 0));
+    kr_gpu_reg_state *h = (kr_gpu_reg_state *)hstate;
+    for (int done = 0; s == KR_OK && done < total; done += batch) {
+        s = KR_CUDA_STATUS(cudaGraphLaunch(exec, ctx->stream));
+        if (s != KR_OK) break;
+        /* Read the schedule back every few batches (and at the end). */
+        if ((done / batch) % 4 == 3 || done + batch >= total) {
+            s = KR_CUDA_STATUS(
+                cudaMemcpyAsync(h, b.S, sizeof *h, cudaMemcpyDeviceToHost, ctx->stream));
+            if (s == KR_OK) s = KR_CUDA_STATUS(cudaStreamSynchronize(ctx->stream));
+            if (s == KR_OK && h->st.done) break;
+        }
+    }
+    if (exec) (void)cudaGraphExecDestroy(exec);
+    if (graph) (void)cudaGraphDestroy(graph);
+    if (s != KR_OK) return s;
+    *state = *h;
+    return KR_OK;
+}
+
+kr_status kr_gpu_register(kr_gpu_context *ctx, int cublas, const kr_hd_reg_params *p,
+                          const float *src, size_t n, const float *dst, size_t m, double R[9],
+                          double t[3], kr_hd_reg_state *st)
+{
+    kr_status s = kr_gpu_enter(ctx);
+    if (s != KR_OK) return s;
+    void *d_pts = NULL;
+    size_t floats = 3 * n + 3 * m;
+    if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_REG_POINTS, floats * sizeof(float), &d_pts)) !=
+        KR_OK)
+        return s;
+    float *d_src = (float *)d_pts, *d_dst = d_src + 3 * n;
+    /* dst as three columns: transpose on the host while uploading. */
+    float *cols = (float *)malloc(3 * m * sizeof(float));
+    if (!cols) return kr_error(KR_ERR_NOMEM, "register: cannot stage %zu points", m);
+    for (size_t j = 0; j < m; j++)
+        for (int k = 0; k < 3; k++)
+            cols[k * m + j] = dst[3 * j + k];
+    s = KR_CUDA_STATUS(
+        cudaMemcpyAsync(d_src, src, 3 * n * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
+    if (s == KR_OK)
+        s = KR_CUDA_STATUS(cudaMemcpyAsync(d_dst, cols, 3 * m * sizeof(float),
+                                           cudaMemcpyHostToDevice, ctx->stream));
+    if (s == KR_OK) s = KR_CUDA_STATUS(cudaStreamSynchronize(ctx->stream));
+    free(cols);
+    if (s != KR_OK) return s;
+
+    kr_gpu_reg_state state;
+    memset(&state, 0, sizeof state);
+    memcpy(state.R, R, sizeof state.R);
+    memcpy(state.t, t, sizeof state.t);
+    kr_hd_reg_start(p, &state.st);
+    kr_gpu_reg_points pts = {d_src, d_dst, n, m};
+    s = cublas ? kr_gpu_register_cublas(ctx, p, &pts, &state) : run_fused(ctx, p, &pts, &state);
+    if (s != KR_OK) return s;
+    if (state.st.done < 0)
+        return kr_error(KR_ERR_NUMERIC,
+                        "register: every correspondence weight vanished at step %d (scale² %g "
+                        "m²): the point sets are too far apart for the schedule; give an initial "
+                        "pose or a larger starting sigma2/t0",
+                        state.st.steps + 1, state.st.temp);
+    memcpy(R, state.R, sizeof state.R);
+    memcpy(t, state.t, sizeof state.t);
+    *st = state.st;
+    return KR_OK;
+}

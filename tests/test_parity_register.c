@@ -1,0 +1,129 @@
+/* Parity: the two CUDA registration engines (the seed's cuBLAS formulation
+ * and the fused streaming kernels) against the OpenMP engine on the same
+ * points and settings. Skips cleanly without a CUDA device (CTest label gpu).
+ *
+ * Tolerances: the engines sum in different orders and the device's exp is
+ * the special-function unit's (relative error ~1e-6, the host's 2e-7), so the
+ * poses agree to rounding amplified by the iteration: within 0.02° and
+ * 0.05 mm after the whole schedule, and the three reach the true motion. */
+#include "kr_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kinreg/device.h"
+#include "kinreg/register.h"
+
+#define NEED_CUDA()                                                                                \
+    do {                                                                                           \
+        if (!kr_cuda_available())                                                                  \
+            SKIP("no CUDA device: parity needs a GPU (runs on the GPU machine)");                  \
+    } while (0)
+
+static kr_device *make_device(kr_backend b)
+{
+    kr_device_config dc;
+    kr_device_config_default(&dc);
+    dc.backend = b;
+    kr_device *dev = NULL;
+    return kr_device_create(&dev, &dc) == KR_OK ? dev : NULL;
+}
+
+/* A bumpy closed surface (the CuPy anchor's shape) sampled at n points. */
+static float *surface(unsigned *s, size_t n)
+{
+    float *p = malloc(3 * n * sizeof *p);
+    for (size_t i = 0; i < n; i++) {
+        double u[3] = {kr_nrand(s), kr_nrand(s), kr_nrand(s)};
+        double l = sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2]);
+        for (int k = 0; k < 3; k++)
+            u[k] /= l;
+        double r = 0.1 * (1 + 0.25 * sin(5 * u[0]) * cos(4 * u[1]) + 0.15 * sin(7 * u[2]));
+        for (int k = 0; k < 3; k++)
+            p[3 * i + k] = (float)(u[k] * r);
+    }
+    return p;
+}
+
+static void compare(kr_reg_method method, size_t n, int jmax)
+{
+    NEED_CUDA();
+    unsigned s = 21;
+    float *dst = surface(&s, n), *tmp = surface(&s, n), *src = malloc(3 * n * sizeof *src);
+    double h = 20 * M_PI / 360, t[3] = {0.02, -0.01, 0.015};
+    kr_quat q = {sin(h) / sqrt(14), 2 * sin(h) / sqrt(14), 3 * sin(h) / sqrt(14), cos(h)};
+    kr_pose T = kr_pose_from_quat(q, t), Ti = kr_pose_inv(&T);
+    for (size_t i = 0; i < n; i++) {
+        double p[3] = {tmp[3 * i], tmp[3 * i + 1], tmp[3 * i + 2]}, o[3];
+        kr_pose_apply(&Ti, p, o);
+        for (int k = 0; k < 3; k++)
+            src[3 * i + k] = (float)o[k];
+    }
+    kr_device *cpu = make_device(KR_BACKEND_CPU), *gpu = make_device(KR_BACKEND_CUDA);
+    REQUIRE(cpu && gpu);
+    kr_register_config c;
+    kr_register_config_default(&c);
+    c.method = method;
+    c.extent = KR_REG_SEED_EXTENT;
+    c.stop_motion = 0; /* the whole schedule on every engine */
+    if (jmax) {
+        c.jmax = jmax;
+        c.t_factor = pow(0.95, 100.0 / jmax);
+    }
+    kr_register_result r[3];
+    kr_reg_engine engines[3] = {KR_REG_ENGINE_CPU, KR_REG_ENGINE_FUSED, KR_REG_ENGINE_CUBLAS};
+    for (int e = 0; e < 3; e++) {
+        c.engine = engines[e];
+        REQUIRE_OK(kr_register(e ? gpu : cpu, &c, src, n, dst, n, NULL, &r[e]));
+        CHECK_EQ(r[e].engine, engines[e]);
+        CHECK_EQ(r[e].iterations, r[0].iterations);
+        kr_pose d = kr_pose_mul(&r[e].pose, &Ti);
+        printf("  %s %s: %d steps %.2f ms, error %.4f deg %.3f mm, vs cpu ",
+               kr_reg_method_name(method), kr_reg_engine_name(engines[e]), r[e].iterations,
+               r[e].seconds * 1e3, kr_pose_angle(&d) * 180 / M_PI,
+               kr_pose_translation_norm(&d) * 1e3);
+        kr_pose ic = kr_pose_inv(&r[0].pose), x = kr_pose_mul(&ic, &r[e].pose);
+        double dt = 0;
+        for (int k = 0; k < 3; k++)
+            dt += pow(r[e].pose.t[k] - r[0].pose.t[k], 2);
+        printf("%.5f deg %.4f mm\n", kr_pose_angle(&x) * 180 / M_PI, sqrt(dt) * 1e3);
+        CHECK_LT(kr_pose_angle(&x) * 180 / M_PI, 0.02);
+        CHECK_LT(sqrt(dt), 5e-5);
+        CHECK_LT(kr_pose_angle(&d) * 180 / M_PI, 0.5);
+        CHECK_LT(kr_pose_translation_norm(&d), 0.002);
+    }
+    kr_device_destroy(&cpu);
+    kr_device_destroy(&gpu);
+    free(src);
+    free(dst);
+    free(tmp);
+}
+
+KR_TEST(parity_register, emicp_engines_agree)
+{
+    compare(KR_REG_EMICP, 2000, 0);
+}
+
+KR_TEST(parity_register, softassign_engines_agree)
+{
+    compare(KR_REG_SOFTASSIGN, 800, 40);
+}
+
+KR_TEST(parity_register, cublas_says_when_the_matrix_cannot_fit)
+{
+    NEED_CUDA();
+    kr_device *gpu = make_device(KR_BACKEND_CUDA);
+    REQUIRE(gpu);
+    unsigned s = 3;
+    size_t m = 70000;
+    float *dst = surface(&s, m), *src = surface(&s, 100);
+    kr_register_config c;
+    kr_register_config_default(&c);
+    c.engine = KR_REG_ENGINE_CUBLAS;
+    kr_register_result r;
+    CHECK_STATUS(kr_register(gpu, &c, src, 100, dst, m, NULL, &r), KR_ERR_NOMEM);
+    CHECK_CONTAINS(kr_last_error(), "fused");
+    free(dst);
+    free(src);
+    kr_device_destroy(&gpu);
+}
