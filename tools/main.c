@@ -19,6 +19,7 @@ static const struct {
     {"record", kr_cmd_record, "write a sensor's depth frames as a fakenect dump or TUM sequence"},
     {"convert", kr_cmd_convert, "rewrite a TUM sequence as a fakenect dump or the reverse"},
     {"devices", kr_cmd_devices, "list the Kinects libfreenect can see"},
+    {"register", kr_cmd_register, "align two point sets (PLY) with EM-ICP or Softassign"},
 };
 
 static void usage(FILE *out)
