@@ -233,7 +233,9 @@ int kr_cmd_register(int argc, char **argv)
     kr_device *dev = NULL;
     kr_status s = kr_device_create(&dev, &dc);
     if (s != KR_OK) {
-        fprintf(stderr, "kinreg register: %s\n", kr_last_error());
+        fprintf(stderr,
+                "kinreg register: the %s engine needs a CUDA device: %s (use --engine cpu)\n",
+                kr_reg_engine_name(cfg.engine), kr_last_error());
         free(src);
         free(dst);
         return kr_exit_code(s);
