@@ -35,7 +35,7 @@ void kr_register_config_default(kr_register_config *cfg)
     cfg->t0 = 100;
     cfg->t_factor = 0.95;
     cfg->m_outlier = 0;
-    cfg->stop_motion = 1e-5;
+    cfg->stop_motion = 1e-4;
     cfg->stop_patience = 3;
     cfg->stop_sigma_ratio = 0.1;
     cfg->inlier_ratio = 0.1;

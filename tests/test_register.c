@@ -446,3 +446,35 @@ KR_TEST(register, names_parse)
     CHECK_STATUS(kr_reg_method_parse("icp", &m), KR_ERR_INVALID_ARG);
     CHECK_CONTAINS(kr_last_error(), "emicp or softassign");
 }
+
+/* The stop rule: with an exact copy the optimum is sharp, the pose settles
+ * and the run ends before the schedule does, at the same answer. */
+KR_TEST(register, stop_rule_ends_a_settled_run_early)
+{
+    float *a = NULL, *b = NULL;
+    if (!bunny_subsets(1000, &a, &b)) SKIP("shared data bunny/bun000.ply not found");
+    kr_pose T = pose_from_axis(0.3, 1, 0.2, 20, 0.01, -0.02, 0.01), Ti = kr_pose_inv(&T);
+    float *src = malloc(3 * 1000 * sizeof *src);
+    move_points(&Ti, a, 1000, src);
+    kr_register_config c;
+    kr_register_config_default(&c);
+    c.engine = KR_REG_ENGINE_CPU;
+    kr_register_result early, full;
+    REQUIRE_OK(kr_register(NULL, &c, src, 1000, a, 1000, NULL, &early));
+    c.stop_motion = 0;
+    REQUIRE_OK(kr_register(NULL, &c, src, 1000, a, 1000, NULL, &full));
+    CHECK(early.stopped_early);
+    CHECK(!full.stopped_early);
+    CHECK_LT(early.iterations, full.iterations);
+    CHECK_EQ(full.iterations, 66);
+    double deg, dist;
+    pose_error(&T, &early.pose, &deg, &dist);
+    CHECK_LT(deg, 0.05);
+    CHECK_LT(dist, 2e-4);
+    pose_error(&full.pose, &early.pose, &deg, &dist);
+    CHECK_LT(deg, 0.05);
+    CHECK_LT(dist, 2e-4);
+    free(src);
+    free(a);
+    free(b);
+}

@@ -67,10 +67,14 @@ typedef struct {
 
     /* Stop rule (the seed has none): stop when the RMS displacement of the
      * source points caused by one Horn step stays below stop_motion·extent
-     * for stop_patience (3) steps in a row — and, for EM-ICP, once σ is below
-     * stop_sigma_ratio (0.1)·extent too, so the coarse early steps (which move
-     * little while σ is wide) never stop it. stop_motion 1e-5 by default;
-     * 0 = run the whole schedule. */
+     * for stop_patience (3) steps in a row — and only once the scale (σ, or
+     * √T) is below stop_sigma_ratio (0.1)·extent, so the coarse early steps
+     * (which move little while σ is wide) never stop it. stop_motion is 1e-4
+     * by default (10 µm for a 10 cm object); 0 = run the whole schedule. On
+     * the seed's schedule EM-ICP still refines by ~3e-4·extent per step at
+     * its last σ, so the rule ends runs whose pose has truly settled (a
+     * sharp optimum, a cold Softassign temperature) rather than cutting the
+     * annealing short. */
     double stop_motion;
     int stop_patience;
     double stop_sigma_ratio;
