@@ -274,12 +274,12 @@ static unsigned blocks_for(size_t n, unsigned threads)
     return (unsigned)((n + threads - 1) / threads);
 }
 
-/* Column chunks per row: enough blocks to fill the device (a few per SM),
+/* Column chunks per row: enough blocks to fill the device (about 16 per SM),
  * at most 64 and at least TILE columns each. */
 static int chunks_for(size_t rows, size_t cols, int sms)
 {
     size_t row_blocks = (rows + ROWS - 1) / ROWS;
-    size_t want = (size_t)(4 * sms) / (row_blocks ? row_blocks : 1) + 1;
+    size_t want = (size_t)(16 * sms) / (row_blocks ? row_blocks : 1) + 1;
     size_t most = (cols + TILE - 1) / TILE;
     if (want > most) want = most;
     if (want > 64) want = 64;
@@ -361,6 +361,7 @@ static kr_status run_fused(kr_gpu_context *ctx, const kr_hd_reg_params *p,
                            const kr_gpu_reg_points *pts, kr_gpu_reg_state *state)
 {
     size_t n = pts->n, m = pts->m;
+    if (state->st.done) return KR_OK; /* an empty schedule: nothing to run */
     int sms = 0;
     KR_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device));
     fused_buffers b;
