@@ -478,3 +478,40 @@ KR_TEST(register, stop_rule_ends_a_settled_run_early)
     free(a);
     free(b);
 }
+
+/* ---- kinreg register ----------------------------------------------------------- */
+
+KR_TEST(register, tool_aligns_two_bunny_scans)
+{
+    char a[1024], b[1024], out[8192], args[4096];
+    const char *pa = kr_test_data("bunny/bun045.ply");
+    if (!pa) SKIP("shared data bunny/ not found");
+    snprintf(a, sizeof a, "%s", pa); /* kr_test_data reuses its buffer */
+    const char *pb = kr_test_data("bunny/bun000.ply");
+    if (!pb) SKIP("shared data bunny/ not found");
+    snprintf(b, sizeof b, "%s", pb);
+    snprintf(args, sizeof args, "register --engine cpu --subsample 1500 --json %s %s", a, b);
+    REQUIRE(kr_test_run_tool(NULL, args, out, sizeof out) == 0);
+    /* bun.conf: bun045 maps into bun000's frame with t ≈ (−52.0, −0.4, −10.9) mm. */
+    const char *t = strstr(out, "\"t\": [");
+    REQUIRE(t != NULL);
+    double tx, ty, tz;
+    REQUIRE(sscanf(t, "\"t\": [%lf, %lf, %lf]", &tx, &ty, &tz) == 3);
+    CHECK_NEAR(tx, -0.0520, 0.004);
+    CHECK_NEAR(ty, -0.0004, 0.004);
+    CHECK_NEAR(tz, -0.0109, 0.004);
+    snprintf(args, sizeof args, "register --engine cpu --subsample 500 %s %s", a, b);
+    REQUIRE(kr_test_run_tool(NULL, args, out, sizeof out) == 0);
+    CHECK_CONTAINS(out, "tum: ");
+    CHECK_CONTAINS(out, "quality: rms");
+    /* Usage errors exit 2 and say what is wrong; failures exit 1. */
+    CHECK_EQ(kr_test_run_tool(NULL, "register --method icp a b", out, sizeof out), 2);
+    CHECK_CONTAINS(out, "emicp or softassign");
+    CHECK_EQ(kr_test_run_tool(NULL, "register only_one.ply", out, sizeof out), 2);
+    CHECK_EQ(kr_test_run_tool(NULL, "register --init '1 2 3' a b", out, sizeof out), 2);
+    CHECK_CONTAINS(out, "tx ty tz qx qy qz qw");
+    CHECK_EQ(
+        kr_test_run_tool(NULL, "register /nonexistent/a.ply /nonexistent/b.ply", out, sizeof out),
+        1);
+    CHECK_CONTAINS(out, "/nonexistent/a.ply");
+}
