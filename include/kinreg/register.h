@@ -102,14 +102,13 @@ KR_API void kr_register_config_default(kr_register_config *cfg);
 
 /* Registers src (n points, 3 floats each, metres) onto dst (m points), from
  * `init` (NULL = identity; a pose mapping src into dst's frame). cfg NULL =
- * defaults. Errors (out untouched): KR_ERR_INVALID_ARG (NULL pointers, bad
- * settings, a NaN or infinite coordinate), KR_ERR_EMPTY (fewer than 3 points
- * in either set, or points that span no volume: all on one line or one
- * place — a plane is accepted, its in-plane rotation is then the weakest),
- * KR_ERR_NO_DEVICE (a CUDA engine asked of a CPU device),
- * KR_ERR_NOMEM (the cuBLAS engine's N×M matrix does not fit), KR_ERR_NUMERIC
- * (the weights vanished: the sets are too far apart for the schedule),
- * KR_ERR_CUDA. */
+ * defaults; dev NULL = the CPU engine on one thread. Inputs are copied
+ * (centred on their centroids) and not kept. Errors (out untouched): KR_ERR_INVALID_ARG (NULL
+ * pointers, bad settings, a NaN or infinite coordinate), KR_ERR_EMPTY (fewer than 3 points in
+ * either set, or points that span no volume: all on one line or one place — a plane is accepted,
+ * its in-plane rotation is then the weakest), KR_ERR_NO_DEVICE (a CUDA engine asked of a CPU
+ * device), KR_ERR_NOMEM (the cuBLAS engine's N×M matrix does not fit), KR_ERR_NUMERIC (the weights
+ * vanished: the sets are too far apart for the schedule), KR_ERR_CUDA. */
 KR_API kr_status kr_register(kr_device *dev, const kr_register_config *cfg, const float *src,
                              size_t n, const float *dst, size_t m, const kr_pose *init,
                              kr_register_result *out);
