@@ -17,6 +17,10 @@ typedef enum {
                                laid out as kr_pyramid.storage; stays valid
                                after kr_gpu_preprocess for device-side steps */
     KR_GPU_SCRATCH_COUNTS,  /* preprocess: valid point/normal counts per level */
+    KR_GPU_SCRATCH_TREE_NODES, /* track: the model tree's internal nodes (heap order) */
+    KR_GPU_SCRATCH_TREE_CELLS, /* track: the model tree's leaf cells */
+    KR_GPU_SCRATCH_TRACK,      /* track: plan, state and per-block partial sums */
+    KR_GPU_SCRATCH_QUERY,      /* track: query points and answers of the parity entry points */
     KR_GPU_SCRATCH_SLOTS
 } kr_gpu_scratch_slot;
 
@@ -24,6 +28,7 @@ typedef enum {
 typedef enum {
     KR_GPU_STAGING_RAW,    /* preprocess: the raw frame on its way up */
     KR_GPU_STAGING_COUNTS, /* preprocess: counts on their way down */
+    KR_GPU_STAGING_TRACK,  /* track: the plan up, the result down */
     KR_GPU_STAGING_SLOTS
 } kr_gpu_staging_slot;
 
@@ -39,6 +44,11 @@ struct kr_gpu_context {
     kr_gpu_buffer scratch[KR_GPU_SCRATCH_SLOTS];
     kr_gpu_buffer staging[KR_GPU_STAGING_SLOTS];
     char description[256];
+    /* The device copy of the pyramid that kr_gpu_preprocess left in
+     * KR_GPU_SCRATCH_PYRAMID carries this stamp (kr_pyramid.device_stamp). */
+    unsigned long long pyramid_stamp;
+    /* kr_kdtree serial of the tree in the TREE slots (0: none). */
+    unsigned long long tree_serial;
 };
 
 /* Makes ctx's device current on the calling thread: the tracker thread is not

@@ -127,5 +127,6 @@ kr_status kr_gpu_preprocess(kr_gpu_context *ctx, const kr_hd_preprocess_params *
         pyr->level[l].valid_points = h_counts[2 * l];
         pyr->level[l].valid_normals = h_counts[2 * l + 1];
     }
+    pyr->device_stamp = ++ctx->pyramid_stamp;
     return KR_OK;
 }

@@ -318,7 +318,8 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
     kr_model_snapshot *snap = kr_model_snapshot_acquire(p->model);
     bool first = snap == NULL;
     if (snap) {
-        s = kr_track_frame(kr_model_snapshot_tree(snap), &p->pyramid, &seed, &p->cfg.track, &r->track);
+        s = kr_track_frame_on(p->device, kr_model_snapshot_tree(snap), &p->pyramid, &seed, &p->cfg.track,
+                              &r->track);
         kr_model_snapshot_release(&snap);
         if (s != KR_OK) return s;
         r->method = r->track.state == KR_TRACK_LOST ? KR_METHOD_PREDICTED : KR_METHOD_NEWTON;

@@ -96,7 +96,7 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
         if (snap) {
             kr_pose seed = kr_pose_mul(&pose, &velocity);
             kr_track_result r;
-            s = kr_track_frame(kr_model_snapshot_tree(snap), &pyr, &seed, &cfg->track, &r);
+            s = kr_track_frame_on(dev, kr_model_snapshot_tree(snap), &pyr, &seed, &cfg->track, &r);
             t4 = kr_now();
             if (s != KR_OK) {
                 kr_model_snapshot_release(&snap);

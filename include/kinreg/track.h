@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 
+#include "kinreg/device.h"
 #include "kinreg/kdtree.h"
 #include "kinreg/pose.h"
 #include "kinreg/preprocess.h"
@@ -66,6 +67,15 @@ KR_API void kr_track_config_default(kr_track_config *cfg);
  * bad geometry: a frame that cannot be tracked comes back LOST with the seed. */
 KR_API kr_status kr_track_frame(const kr_kdtree *model, const kr_pyramid *pyr, const kr_pose *seed,
                                 const kr_track_config *cfg, kr_track_result *out);
+
+/* kr_track_frame on the device's engine: with a CUDA device the whole loop
+ * runs on the GPU (gpu/track.cu) and only the result comes back; the figures
+ * and the state come from the same code as the CPU engine's. The CPU
+ * backend (dev NULL included), and exact_nn (a test mode the CPU engine
+ * alone has), run kr_track_frame. */
+KR_API kr_status kr_track_frame_on(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
+                                   const kr_pose *seed, const kr_track_config *cfg,
+                                   kr_track_result *out);
 
 /* Quality figures of one level as the state machine sees them. */
 typedef struct {
