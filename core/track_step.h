@@ -136,11 +136,11 @@ typedef struct {
 /* What such an engine hands back: everything the host needs to compute the
  * quality figures exactly as the CPU engine does. */
 typedef struct {
-    kr_pose T;           /* final pose */
-    double F[36], g[6];  /* the last linearisation (finest level tracked) */
+    kr_pose T;          /* final pose */
+    double F[36], g[6]; /* the last linearisation (finest level tracked) */
     double h, residual;
     int points, inliers;
-    double c_cam[3], L;  /* centroid and RMS radius of the last level */
+    double c_cam[3], L; /* centroid and RMS radius of the last level */
     int total_iters;
     int solved;
 } kr_ts_result;

@@ -61,6 +61,11 @@ kr_status kr_gpu_track(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyra
  * copy of the tree's nodes and cells (as many as the tree has). */
 kr_status kr_gpu_linearize(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_cloud *cloud,
                            const kr_pose *pose, const kr_nk_params *P, kr_ts_result *out);
+/* The same for level `level` of a pyramid (read where kr_gpu_preprocess
+ * left it when pyr->device_stamp says so, else uploaded). */
+kr_status kr_gpu_linearize_level(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyramid *pyr,
+                                 int level, const kr_pose *pose, const kr_nk_params *P,
+                                 kr_ts_result *out);
 kr_status kr_gpu_descend(kr_gpu_context *ctx, const kr_kdtree *tree, const float *q, size_t n,
                          uint32_t *cells);
 kr_status kr_gpu_tree_download(kr_gpu_context *ctx, const kr_kdtree *tree, kr_kd_node *nodes,

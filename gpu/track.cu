@@ -109,8 +109,7 @@ __device__ inline void acc_unpack(const double v[kAccFields], kr_nk_acc *a)
 /* Sums NF values over the block (kThreads threads) and writes them to
  * out[0..NF) of this block: shuffles within warps, then the warps' sums in
  * warp order, so the result does not depend on scheduling. */
-template <int NF>
-__device__ void block_sum(double v[NF], double *out)
+template <int NF> __device__ void block_sum(double v[NF], double *out)
 {
     __shared__ double warp_sums[kWarps][NF];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -132,8 +131,7 @@ __device__ void block_sum(double v[NF], double *out)
 
 /* Partials of `blocks` blocks summed field by field in block order into s
  * (one field per thread; call with at least NF threads, then __syncthreads). */
-template <int NF>
-__device__ void partials_sum(const double *partials, int blocks, double *s)
+template <int NF> __device__ void partials_sum(const double *partials, int blocks, double *s)
 {
     for (int f = threadIdx.x; f < NF; f += blockDim.x) {
         double a = 0;
@@ -181,9 +179,9 @@ __global__ void begin_kernel(trk_dev *d, const double *partials, int blocks, int
     } else {
         for (int k = 0; k < 3; k++)
             st->r.c_cam[k] = s[k] / cnt;
-        double r2 = s[3] / cnt - (st->r.c_cam[0] * st->r.c_cam[0] +
-                                  st->r.c_cam[1] * st->r.c_cam[1] +
-                                  st->r.c_cam[2] * st->r.c_cam[2]);
+        double r2 =
+            s[3] / cnt - (st->r.c_cam[0] * st->r.c_cam[0] + st->r.c_cam[1] * st->r.c_cam[1] +
+                          st->r.c_cam[2] * st->r.c_cam[2]);
         st->r.L = r2 > 1e-12 ? sqrt(r2) : 1e-6;
     }
     st->active = !(cnt == 0 && !is_finest);
@@ -214,8 +212,8 @@ __global__ void __launch_bounds__(kThreads)
         const float nf[3] = {nrm[3 * i], nrm[3 * i + 1], nrm[3 * i + 2]};
         kr_nk_real q[3];
         kr_nk_transform(R, t, p, q);
-        uint32_t cell = kr_kd_descend_cell(d->nodes, d->n_internal, (float)q[0], (float)q[1],
-                                           (float)q[2]);
+        uint32_t cell =
+            kr_kd_descend_cell(d->nodes, d->n_internal, (float)q[0], (float)q[1], (float)q[2]);
         const float4 *c4 = reinterpret_cast<const float4 *>(d->cells + cell);
         float4 s4 = __ldg(c4), n4 = __ldg(c4 + 1);
         const float s[4] = {s4.x, s4.y, s4.z, s4.w}, cn[4] = {n4.x, n4.y, n4.z, n4.w};
@@ -322,7 +320,8 @@ __global__ void descend_kernel(const trk_dev *d, const float *__restrict__ q, in
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
-        cells[i] = kr_kd_descend_cell(d->nodes, d->n_internal, q[3 * i], q[3 * i + 1], q[3 * i + 2]);
+        cells[i] =
+            kr_kd_descend_cell(d->nodes, d->n_internal, q[3 * i], q[3 * i + 1], q[3 * i + 2]);
 }
 
 int blocks_for(long n)
@@ -450,34 +449,26 @@ kr_status kr_gpu_track(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyra
             KR_CUDA_CHECK_LAUNCH(step_kernel);
         }
     }
-    KR_CUDA_CHECK(cudaMemcpyAsync(&h->st, &d->st, sizeof h->st, cudaMemcpyDeviceToHost, ctx->stream));
+    KR_CUDA_CHECK(
+        cudaMemcpyAsync(&h->st, &d->st, sizeof h->st, cudaMemcpyDeviceToHost, ctx->stream));
     KR_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
     *out = h->st.r;
     return KR_OK;
 }
 
-kr_status kr_gpu_linearize(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_cloud *cloud,
-                           const kr_pose *pose, const kr_nk_params *P, kr_ts_result *out)
+namespace
 {
-    kr_status s = kr_gpu_enter(ctx);
-    if (s != KR_OK) return s;
-    const long n = (long)cloud->width * cloud->height;
+
+/* One linearisation of n device points at `pose`: the eval kernel with the
+ * state forced to "evaluate at T", the sums stored by step mode 1. */
+kr_status linearize_device(kr_gpu_context *ctx, const kr_kdtree *tree, const float *dp,
+                           const float *dn, long n, const kr_pose *pose, const kr_nk_params *P,
+                           trk_dev *d, double *partials, trk_dev *h, kr_ts_result *out)
+{
     const kr_kd_node *nodes;
     const kr_kd_cell *cells;
-    trk_dev *d, *h;
-    double *partials;
-    void *q;
-    if ((s = track_buffers(ctx, n, &d, &partials, &h)) != KR_OK) return s;
+    kr_status s;
     if ((s = tree_on_device(ctx, tree, &nodes, &cells)) != KR_OK) return s;
-    size_t bytes = 6 * (size_t)(n > 0 ? n : 1) * sizeof(float);
-    if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_QUERY, bytes, &q)) != KR_OK) return s;
-    float *dp = (float *)q, *dn = dp + 3 * n;
-    if (n > 0) {
-        KR_CUDA_CHECK(cudaMemcpyAsync(dp, cloud->points, 3 * n * sizeof(float),
-                                      cudaMemcpyHostToDevice, ctx->stream));
-        KR_CUDA_CHECK(cudaMemcpyAsync(dn, cloud->normals, 3 * n * sizeof(float),
-                                      cudaMemcpyHostToDevice, ctx->stream));
-    }
     memset(h, 0, sizeof *h);
     h->plan.P[0] = *P;
     h->nodes = nodes;
@@ -492,10 +483,50 @@ kr_status kr_gpu_linearize(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_
     KR_CUDA_CHECK_LAUNCH(eval_kernel);
     step_kernel<<<1, 64, 0, ctx->stream>>>(d, 0, partials, blocks, 1);
     KR_CUDA_CHECK_LAUNCH(step_kernel);
-    KR_CUDA_CHECK(cudaMemcpyAsync(&h->st, &d->st, sizeof h->st, cudaMemcpyDeviceToHost, ctx->stream));
+    KR_CUDA_CHECK(
+        cudaMemcpyAsync(&h->st, &d->st, sizeof h->st, cudaMemcpyDeviceToHost, ctx->stream));
     KR_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
     *out = h->st.r;
     return KR_OK;
+}
+
+} // namespace
+
+kr_status kr_gpu_linearize(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_cloud *cloud,
+                           const kr_pose *pose, const kr_nk_params *P, kr_ts_result *out)
+{
+    kr_status s = kr_gpu_enter(ctx);
+    if (s != KR_OK) return s;
+    const long n = (long)cloud->width * cloud->height;
+    trk_dev *d, *h;
+    double *partials;
+    void *q;
+    if ((s = track_buffers(ctx, n, &d, &partials, &h)) != KR_OK) return s;
+    size_t bytes = 6 * (size_t)(n > 0 ? n : 1) * sizeof(float);
+    if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_QUERY, bytes, &q)) != KR_OK) return s;
+    float *dp = (float *)q, *dn = dp + 3 * n;
+    if (n > 0) {
+        KR_CUDA_CHECK(cudaMemcpyAsync(dp, cloud->points, 3 * n * sizeof(float),
+                                      cudaMemcpyHostToDevice, ctx->stream));
+        KR_CUDA_CHECK(cudaMemcpyAsync(dn, cloud->normals, 3 * n * sizeof(float),
+                                      cudaMemcpyHostToDevice, ctx->stream));
+    }
+    return linearize_device(ctx, tree, dp, dn, n, pose, P, d, partials, h, out);
+}
+
+kr_status kr_gpu_linearize_level(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyramid *pyr,
+                                 int level, const kr_pose *pose, const kr_nk_params *P,
+                                 kr_ts_result *out)
+{
+    kr_status s = kr_gpu_enter(ctx);
+    if (s != KR_OK) return s;
+    const long n = (long)pyr->level[level].width * pyr->level[level].height;
+    trk_dev *d, *h;
+    double *partials;
+    const float *pts[KR_MAX_LEVELS], *nrm[KR_MAX_LEVELS];
+    if ((s = track_buffers(ctx, n, &d, &partials, &h)) != KR_OK) return s;
+    if ((s = pyramid_on_device(ctx, pyr, pts, nrm)) != KR_OK) return s;
+    return linearize_device(ctx, tree, pts[level], nrm[level], n, pose, P, d, partials, h, out);
 }
 
 kr_status kr_gpu_descend(kr_gpu_context *ctx, const kr_kdtree *tree, const float *q, size_t n,

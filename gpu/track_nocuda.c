@@ -3,8 +3,9 @@
 #include "gpu/gpu.h"
 
 #define KR_TRACK_NOCUDA                                                                            \
-    kr_error(KR_ERR_NO_DEVICE,                                                                     \
-             "this kinreg was built without CUDA; rebuild with nvcc installed or use --backend cpu")
+    kr_error(                                                                                      \
+        KR_ERR_NO_DEVICE,                                                                          \
+        "this kinreg was built without CUDA; rebuild with nvcc installed or use --backend cpu")
 
 kr_status kr_gpu_track(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyramid *pyr,
                        const kr_ts_plan *plan, const kr_pose *seed, kr_ts_result *out)
@@ -24,6 +25,20 @@ kr_status kr_gpu_linearize(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_
     (void)ctx;
     (void)tree;
     (void)cloud;
+    (void)pose;
+    (void)P;
+    (void)out;
+    return KR_TRACK_NOCUDA;
+}
+
+kr_status kr_gpu_linearize_level(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyramid *pyr,
+                                 int level, const kr_pose *pose, const kr_nk_params *P,
+                                 kr_ts_result *out)
+{
+    (void)ctx;
+    (void)tree;
+    (void)pyr;
+    (void)level;
     (void)pose;
     (void)P;
     (void)out;

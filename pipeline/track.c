@@ -299,3 +299,30 @@ kr_status kr_track_frame_on(kr_device *dev, const kr_kdtree *model, const kr_pyr
     finish_result(&lin, &r.T, r.c_cam, r.L, r.solved != 0, r.total_iters, seed, cfg, out);
     return KR_OK;
 }
+
+kr_status kr_newton_linearize_on(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
+                                 int level, const kr_pose *pose, const kr_track_config *cfg,
+                                 float gate, kr_newton_sums *out)
+{
+    if (!pyr || level < 0 || level >= pyr->levels)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_newton_linearize_on: no pyramid level %d", level);
+    kr_gpu_context *gpu =
+        dev && kr_device_backend(dev) == KR_BACKEND_CUDA ? kr_device_gpu(dev) : NULL;
+    if (!gpu || !cfg || cfg->exact_nn)
+        return kr_newton_linearize(model, &pyr->level[level], pose, cfg, gate, out);
+    if (!model || !pose || !out)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_newton_linearize_on: NULL argument");
+    kr_nk_params P;
+    kr_newton_params(cfg, gate, &P);
+    kr_ts_result r;
+    kr_status s = kr_gpu_linearize_level(gpu, model, pyr, level, pose, &P, &r);
+    if (s != KR_OK) return s;
+    memset(out, 0, sizeof *out);
+    memcpy(out->F, r.F, sizeof out->F);
+    memcpy(out->g, r.g, sizeof out->g);
+    out->h = r.h;
+    out->residual = r.residual;
+    out->points = r.points;
+    out->inliers = r.inliers;
+    return KR_OK;
+}

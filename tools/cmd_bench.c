@@ -42,6 +42,14 @@ static double median(samples *s)
     return s->n % 2 ? s->v[s->n / 2] : 0.5 * (s->v[s->n / 2 - 1] + s->v[s->n / 2]);
 }
 
+/* 99th percentile (nearest rank); call after median (sorted). */
+static double p99(const samples *s)
+{
+    if (!s->n) return 0;
+    size_t k = (size_t)(0.99 * (double)s->n + 0.999999);
+    return s->v[(k ? k : 1) - 1];
+}
+
 static void help(FILE *out)
 {
     fprintf(out, "usage: kinreg bench [OPTIONS] [SOURCE]\n\n"
@@ -106,8 +114,8 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
             add(&st[ST_TRACK], 1e3 * (t4 - t3));
             kr_newton_sums sums;
             double t5 = kr_now();
-            kr_newton_linearize(kr_model_snapshot_tree(snap), &pyr.level[cfg->track.finest_level], &r.pose,
-                                &cfg->track, cfg->track.gate, &sums);
+            kr_newton_linearize_on(dev, kr_model_snapshot_tree(snap), &pyr, cfg->track.finest_level, &r.pose,
+                                   &cfg->track, cfg->track.gate, &sums);
             add(&st[ST_ITERATION], 1e3 * (kr_now() - t5));
             good = r.state != KR_TRACK_LOST;
             if (good) {
@@ -182,8 +190,11 @@ int kr_cmd_bench(int argc, char **argv)
         fprintf(stderr, "kinreg bench: %s: %s\n", kr_strerror(s), kr_last_error());
         return KR_EXIT_FAILURE;
     }
-    double med[ST_COUNT];
-    for (int i = 0; i < ST_COUNT; i++) med[i] = median(&st[i]);
+    double med[ST_COUNT], tail[ST_COUNT];
+    for (int i = 0; i < ST_COUNT; i++) {
+        med[i] = median(&st[i]);
+        tail[i] = p99(&st[i]);
+    }
 
     double pipeline_fps = 0;
     if (run_pipeline) {
@@ -201,8 +212,9 @@ int kr_cmd_bench(int argc, char **argv)
 
     const char *src_name = cfg.source.uri ? cfg.source.uri : "synthetic";
     printf("kinreg bench: source %s, %d frames (%d lost), backend %s\n", src_name, frames, lost, device_name);
-    printf("%-24s %10s %8s\n", "stage", "median ms", "samples");
-    for (int i = 0; i < ST_COUNT; i++) printf("%-24s %10.3f %8zu\n", stage_names[i], med[i], st[i].n);
+    printf("%-24s %10s %10s %8s\n", "stage", "median ms", "p99 ms", "samples");
+    for (int i = 0; i < ST_COUNT; i++)
+        printf("%-24s %10.3f %10.3f %8zu\n", stage_names[i], med[i], tail[i], st[i].n);
     printf("%-24s %10.1f\n", "tracker frames/s", med[ST_FRAME] > 0 ? 1e3 / med[ST_FRAME] : 0);
     if (run_pipeline) printf("%-24s %10.1f\n", "pipeline frames/s", pipeline_fps);
 
@@ -215,6 +227,8 @@ int kr_cmd_bench(int argc, char **argv)
         fprintf(f, "{\"source\": \"%s\", \"device\": \"%s\", \"frames\": %d, \"lost\": %d, \"median_ms\": {", src_name,
                 device_name, frames, lost);
         for (int i = 0; i < ST_COUNT; i++) fprintf(f, "%s\"%s\": %.4f", i ? ", " : "", stage_keys[i], med[i]);
+        fprintf(f, "}, \"p99_ms\": {");
+        for (int i = 0; i < ST_COUNT; i++) fprintf(f, "%s\"%s\": %.4f", i ? ", " : "", stage_keys[i], tail[i]);
         fprintf(f, "}, \"tracker_fps\": %.2f", med[ST_FRAME] > 0 ? 1e3 / med[ST_FRAME] : 0);
         if (run_pipeline) fprintf(f, ", \"pipeline_fps\": %.2f", pipeline_fps);
         fprintf(f, "}\n");

@@ -100,6 +100,12 @@ typedef struct {
 KR_API kr_status kr_newton_linearize(const kr_kdtree *model, const kr_cloud *cloud, const kr_pose *pose,
                                      const kr_track_config *cfg, float gate, kr_newton_sums *out);
 
+/* kr_newton_linearize of pyramid level `level` on the device's engine (the
+ * CUDA engine reads the level where kr_preprocess left it when it can). */
+KR_API kr_status kr_newton_linearize_on(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
+                                        int level, const kr_pose *pose, const kr_track_config *cfg,
+                                        float gate, kr_newton_sums *out);
+
 #ifdef __cplusplus
 }
 #endif
