@@ -31,6 +31,7 @@ static void release(kr_gpu_context *ctx)
     /* Best effort: a context torn down after a device failure still frees
      * what it can, and errors here have nowhere useful to go. */
     if (ctx->stream) (void)cudaStreamSynchronize(ctx->stream);
+    if (ctx->track_graph) (void)cudaGraphExecDestroy(ctx->track_graph);
     for (int i = 0; i < KR_GPU_SCRATCH_SLOTS; i++)
         if (ctx->scratch[i].ptr) (void)cudaFree(ctx->scratch[i].ptr);
     for (int i = 0; i < KR_GPU_STAGING_SLOTS; i++)

@@ -49,6 +49,10 @@ struct kr_gpu_context {
     unsigned long long pyramid_stamp;
     /* kr_kdtree serial of the tree in the TREE slots (0: none). */
     unsigned long long tree_serial;
+    /* The tracker's kernel sequence of one frame as an instantiated CUDA
+     * graph (gpu/track.cu), and what it was captured for. */
+    cudaGraphExec_t track_graph;
+    unsigned char track_graph_key[256];
 };
 
 /* Makes ctx's device current on the calling thread: the tracker thread is not

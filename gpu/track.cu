@@ -400,6 +400,75 @@ kr_status pyramid_on_device(kr_gpu_context *ctx, const kr_pyramid *pyr, const fl
     return KR_OK;
 }
 
+/* What one frame's kernel sequence depends on besides the device state:
+ * a captured graph is replayed while this stays the same. */
+struct frame_key {
+    trk_dev *d;
+    double *partials;
+    const float *pts[KR_MAX_LEVELS], *nrm[KR_MAX_LEVELS];
+    int n[KR_MAX_LEVELS], evals[KR_MAX_LEVELS];
+    int top, finest;
+};
+static_assert(sizeof(frame_key) <= sizeof(((kr_gpu_context *)0)->track_graph_key),
+              "frame_key must fit the context's key");
+
+/* Evaluations a level may take: its start, then each iteration's line
+ * search. */
+int evals_of(const kr_ts_plan *plan, int level)
+{
+    int iters = plan->iterations[level] > 0 ? plan->iterations[level] : 0;
+    int trials = plan->max_line_search >= 0 ? plan->max_line_search + 1 : 0;
+    return 1 + iters * trials;
+}
+
+kr_status enqueue_frame(cudaStream_t stream, const frame_key *k)
+{
+    for (int level = k->top; level >= k->finest; level--) {
+        const int n = k->n[level];
+        const int blocks = blocks_for(n > 0 ? n : 1);
+        centroid_kernel<<<blocks, kThreads, 0, stream>>>(k->pts[level], k->nrm[level], n,
+                                                         k->partials);
+        KR_CUDA_CHECK_LAUNCH(centroid_kernel);
+        begin_kernel<<<1, 32, 0, stream>>>(k->d, k->partials, blocks, level == k->finest);
+        KR_CUDA_CHECK_LAUNCH(begin_kernel);
+        for (int e = 0; e < k->evals[level]; e++) {
+            eval_kernel<<<blocks, kThreads, 0, stream>>>(k->d, level, k->pts[level], k->nrm[level],
+                                                         n, k->partials);
+            KR_CUDA_CHECK_LAUNCH(eval_kernel);
+            step_kernel<<<1, 64, 0, stream>>>(k->d, level, k->partials, blocks, 0);
+            KR_CUDA_CHECK_LAUNCH(step_kernel);
+        }
+    }
+    return KR_OK;
+}
+
+/* One frame's kernels as one graph launch: captured on the first frame and
+ * whenever the key changes, replayed otherwise (some 70 launches become
+ * one). */
+kr_status launch_frame(kr_gpu_context *ctx, const frame_key *k)
+{
+    if (!ctx->track_graph || memcmp(ctx->track_graph_key, k, sizeof *k) != 0) {
+        if (ctx->track_graph) {
+            KR_CUDA_CHECK(cudaGraphExecDestroy(ctx->track_graph));
+            ctx->track_graph = NULL;
+        }
+        KR_CUDA_CHECK(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
+        kr_status s = enqueue_frame(ctx->stream, k);
+        cudaGraph_t graph = NULL;
+        kr_status e = KR_CUDA_STATUS(cudaStreamEndCapture(ctx->stream, &graph));
+        if (s == KR_OK) s = e;
+        cudaGraphExec_t exec = NULL;
+        if (s == KR_OK) s = KR_CUDA_STATUS(cudaGraphInstantiate(&exec, graph, 0));
+        if (graph) (void)cudaGraphDestroy(graph);
+        if (s != KR_OK) return s;
+        ctx->track_graph = exec;
+        memset(ctx->track_graph_key, 0, sizeof ctx->track_graph_key);
+        memcpy(ctx->track_graph_key, k, sizeof *k);
+    }
+    KR_CUDA_CHECK(cudaGraphLaunch(ctx->track_graph, ctx->stream));
+    return KR_OK;
+}
+
 } // namespace
 
 kr_status kr_gpu_track(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyramid *pyr,
@@ -431,24 +500,19 @@ kr_status kr_gpu_track(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyra
     h->st.r.L = 1;
     KR_CUDA_CHECK(cudaMemcpyAsync(d, h, sizeof *h, cudaMemcpyHostToDevice, ctx->stream));
 
-    for (int level = plan->top; level >= plan->finest; level--) {
-        const int n = pyr->level[level].width * pyr->level[level].height;
-        const int blocks = blocks_for(n > 0 ? n : 1);
-        centroid_kernel<<<blocks, kThreads, 0, ctx->stream>>>(pts[level], nrm[level], n, partials);
-        KR_CUDA_CHECK_LAUNCH(centroid_kernel);
-        begin_kernel<<<1, 32, 0, ctx->stream>>>(d, partials, blocks, level == plan->finest);
-        KR_CUDA_CHECK_LAUNCH(begin_kernel);
-        int iters = plan->iterations[level] > 0 ? plan->iterations[level] : 0;
-        int trials = plan->max_line_search >= 0 ? plan->max_line_search + 1 : 0;
-        int evals = 1 + iters * trials;
-        for (int e = 0; e < evals; e++) {
-            eval_kernel<<<blocks, kThreads, 0, ctx->stream>>>(d, level, pts[level], nrm[level], n,
-                                                              partials);
-            KR_CUDA_CHECK_LAUNCH(eval_kernel);
-            step_kernel<<<1, 64, 0, ctx->stream>>>(d, level, partials, blocks, 0);
-            KR_CUDA_CHECK_LAUNCH(step_kernel);
-        }
+    frame_key key;
+    memset(&key, 0, sizeof key);
+    key.d = d;
+    key.partials = partials;
+    key.top = plan->top;
+    key.finest = plan->finest;
+    for (int l = plan->finest; l <= plan->top; l++) {
+        key.pts[l] = pts[l];
+        key.nrm[l] = nrm[l];
+        key.n[l] = pyr->level[l].width * pyr->level[l].height;
+        key.evals[l] = evals_of(plan, l);
     }
+    if ((s = launch_frame(ctx, &key)) != KR_OK) return s;
     KR_CUDA_CHECK(
         cudaMemcpyAsync(&h->st, &d->st, sizeof h->st, cudaMemcpyDeviceToHost, ctx->stream));
     KR_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));

@@ -8,12 +8,12 @@
 #include "cli.h"
 #include "pipeline_options.h"
 
-enum { ST_READ, ST_PREPROCESS, ST_TRACK, ST_ITERATION, ST_FUSE, ST_SNAPSHOT, ST_FRAME, ST_COUNT };
+enum { ST_READ, ST_PREPROCESS, ST_TRACK, ST_ITERATION, ST_FUSE, ST_SNAPSHOT, ST_POSE, ST_FRAME, ST_COUNT };
 static const char *const stage_names[ST_COUNT] = {
     "source read", "preprocess", "track (whole frame)", "one Newton iteration",
-    "fuse into model", "tree build (snapshot)", "frame total"};
+    "fuse into model", "tree build (snapshot)", "frame to pose", "frame total"};
 static const char *const stage_keys[ST_COUNT] = {"read", "preprocess", "track", "newton_iteration",
-                                                 "fuse", "tree_build", "frame"};
+                                                 "fuse", "tree_build", "frame_to_pose", "frame"};
 
 typedef struct {
     double *v;
@@ -137,6 +137,8 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
             kr_model_request_snapshot(model, frame.index);
             add(&st[ST_SNAPSHOT], 1e3 * (kr_now() - t8));
         }
+        /* Depth image in (upload) to pose on the host: preprocess + track. */
+        if (have_model) add(&st[ST_POSE], 1e3 * ((t2 - t1) + (t4 - t3)));
         /* A frame's cost on the tracker thread: preprocess + track + fuse
          * (the tree build runs in the background in the pipeline). */
         add(&st[ST_FRAME], 1e3 * ((t2 - t1) + (t4 - t3) + (t7 - t6)));
