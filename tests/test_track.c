@@ -600,3 +600,47 @@ KR_TEST(track, kinect_sized_frames)
            worst_m * 1e3, sum_m / trials * 1e3);
     kr_kdtree_destroy(&model);
 }
+
+/* The backend dispatch: on the CPU backend (or with no device) the device
+ * entry points are the CPU engine itself, result for result. */
+KR_TEST(track, cpu_backend_dispatch_is_the_cpu_engine)
+{
+    fx_rng rng = {77};
+    size_t m = 0;
+    double build_ms = 0;
+    kr_kdtree *model = scene_model(1.5e-3, &rng, &m, &build_ms);
+    REQUIRE(model != NULL);
+    double centre[3] = {0, 0, 2.5};
+    kr_pose T1 = fx_motion(&rng, 1.0 * M_PI / 180, 0.02, centre), T0 = kr_pose_identity();
+    kr_pyramid pyr;
+    scene_frame(&pyr, &T1, 1.5e-3, &rng);
+    kr_track_config cfg;
+    kr_track_config_default(&cfg);
+    kr_device_config dc;
+    kr_device_config_default(&dc);
+    dc.backend = KR_BACKEND_CPU;
+    kr_device *dev = NULL;
+    REQUIRE_OK(kr_device_create(&dev, &dc));
+    kr_track_result a, b, c;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(&c, 0, sizeof c);
+    REQUIRE_OK(kr_track_frame(model, &pyr, &T0, &cfg, &a));
+    REQUIRE_OK(kr_track_frame_on(dev, model, &pyr, &T0, &cfg, &b));
+    REQUIRE_OK(kr_track_frame_on(NULL, model, &pyr, &T0, &cfg, &c));
+    CHECK_EQ(a.state, KR_TRACK_GOOD);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    CHECK(memcmp(&a, &c, sizeof a) == 0);
+    kr_newton_sums s1, s2;
+    memset(&s1, 0, sizeof s1);
+    memset(&s2, 0, sizeof s2);
+    REQUIRE_OK(kr_newton_linearize(model, &pyr.level[1], &T1, &cfg, cfg.gate, &s1));
+    REQUIRE_OK(kr_newton_linearize_on(dev, model, &pyr, 1, &T1, &cfg, cfg.gate, &s2));
+    CHECK(memcmp(&s1, &s2, sizeof s1) == 0);
+    CHECK_STATUS(kr_newton_linearize_on(dev, model, &pyr, pyr.levels, &T1, &cfg, cfg.gate, &s2),
+                 KR_ERR_INVALID_ARG);
+    kr_device_destroy(&dev);
+    for (int l = 0; l < 3; l++)
+        fx_cloud_free(&pyr.level[l]);
+    kr_kdtree_destroy(&model);
+}
