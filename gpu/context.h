@@ -53,6 +53,10 @@ struct kr_gpu_context {
      * graph (gpu/track.cu), and what it was captured for. */
     cudaGraphExec_t track_graph;
     unsigned char track_graph_key[256];
+    /* Events around the last preprocess's transfers (kr_gpu_transfer_times):
+     * upload start/end, download start/end; created on first use. */
+    cudaEvent_t transfer_events[4];
+    float upload_ms, download_ms;
 };
 
 /* Makes ctx's device current on the calling thread: the tracker thread is not

@@ -36,6 +36,10 @@ const char *kr_gpu_context_describe(const kr_gpu_context *ctx);
 kr_status kr_gpu_host_alloc(void **out, size_t bytes);
 void kr_gpu_host_free(void *p);
 
+/* Device time of the last kr_gpu_preprocess's transfers (CUDA events): the
+ * raw frame's upload and the pyramid's download, in ms (0 before any). */
+void kr_gpu_transfer_times(const kr_gpu_context *ctx, double *upload_ms, double *download_ms);
+
 /* ---- steps ---------------------------------------------------------------- */
 
 /* Preprocessing on the device (gpu/preprocess.cu). `pyr` arrives with its

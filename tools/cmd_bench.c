@@ -6,13 +6,14 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gpu/device_internal.h"
 #include "pipeline_options.h"
 
-enum { ST_READ, ST_PREPROCESS, ST_TRACK, ST_ITERATION, ST_FUSE, ST_SNAPSHOT, ST_POSE, ST_FRAME, ST_COUNT };
+enum { ST_READ, ST_UPLOAD, ST_PREPROCESS, ST_DOWNLOAD, ST_TRACK, ST_ITERATION, ST_FUSE, ST_SNAPSHOT, ST_POSE, ST_FRAME, ST_COUNT };
 static const char *const stage_names[ST_COUNT] = {
-    "source read", "preprocess", "track (whole frame)", "one Newton iteration",
+    "source read", "  upload (device)", "preprocess", "  download (device)", "track (whole frame)", "one Newton iteration",
     "fuse into model", "tree build (snapshot)", "frame to pose", "frame total"};
-static const char *const stage_keys[ST_COUNT] = {"read", "preprocess", "track", "newton_iteration",
+static const char *const stage_keys[ST_COUNT] = {"read", "upload", "preprocess", "download", "track", "newton_iteration",
                                                  "fuse", "tree_build", "frame_to_pose", "frame"};
 
 typedef struct {
@@ -97,6 +98,13 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
         }
         add(&st[ST_READ], 1e3 * (t1 - t0));
         add(&st[ST_PREPROCESS], 1e3 * (t2 - t1));
+        if (kr_device_backend(dev) == KR_BACKEND_CUDA) {
+            /* Inside preprocess: the raw frame up, the pyramid down (device time). */
+            double up, down;
+            kr_gpu_transfer_times(kr_device_gpu(dev), &up, &down);
+            add(&st[ST_UPLOAD], up);
+            add(&st[ST_DOWNLOAD], down);
+        }
         kr_model_snapshot *snap = kr_model_snapshot_acquire(model);
         bool have_model = snap != NULL;
         double t3 = kr_now(), t4 = t3;
