@@ -622,21 +622,29 @@ KR_TEST(track, cpu_backend_dispatch_is_the_cpu_engine)
     kr_device *dev = NULL;
     REQUIRE_OK(kr_device_create(&dev, &dc));
     kr_track_result a, b, c;
-    memset(&a, 0, sizeof a);
-    memset(&b, 0, sizeof b);
-    memset(&c, 0, sizeof c);
     REQUIRE_OK(kr_track_frame(model, &pyr, &T0, &cfg, &a));
     REQUIRE_OK(kr_track_frame_on(dev, model, &pyr, &T0, &cfg, &b));
     REQUIRE_OK(kr_track_frame_on(NULL, model, &pyr, &T0, &cfg, &c));
+    /* The same engine; only the OpenMP reduction of the centroid may round
+     * differently from run to run on many threads. */
     CHECK_EQ(a.state, KR_TRACK_GOOD);
-    CHECK(memcmp(&a, &b, sizeof a) == 0);
-    CHECK(memcmp(&a, &c, sizeof a) == 0);
+    const kr_track_result *other[2] = {&b, &c};
+    for (int k = 0; k < 2; k++) {
+        double deg, err;
+        fx_pose_error(&a.pose, &other[k]->pose, &deg, &err);
+        CHECK_LE(deg, 1e-9);
+        CHECK_LE(err, 1e-9);
+        CHECK_EQ(other[k]->state, a.state);
+        CHECK_EQ(other[k]->iterations, a.iterations);
+        CHECK_EQ(other[k]->inliers, a.inliers);
+    }
     kr_newton_sums s1, s2;
-    memset(&s1, 0, sizeof s1);
-    memset(&s2, 0, sizeof s2);
     REQUIRE_OK(kr_newton_linearize(model, &pyr.level[1], &T1, &cfg, cfg.gate, &s1));
     REQUIRE_OK(kr_newton_linearize_on(dev, model, &pyr, 1, &T1, &cfg, cfg.gate, &s2));
-    CHECK(memcmp(&s1, &s2, sizeof s1) == 0);
+    CHECK_EQ(s1.inliers, s2.inliers);
+    CHECK_NEAR(s1.h, s2.h, 1e-12 * s1.h);
+    for (int i = 0; i < 36; i++)
+        CHECK_NEAR(s1.F[i], s2.F[i], 1e-12 * fabs(s1.F[0]) + 1e-12);
     CHECK_STATUS(kr_newton_linearize_on(dev, model, &pyr, pyr.levels, &T1, &cfg, cfg.gate, &s2),
                  KR_ERR_INVALID_ARG);
     kr_device_destroy(&dev);
