@@ -297,6 +297,38 @@ KR_TEST(parity_track, tum_frame_pose)
     track_both(uri, 5);
 }
 
+/* Out of device memory: KR_ERR_CUDA naming the failing call, the result
+ * untouched, and the next frame tracks as before. */
+KR_TEST(parity_track, out_of_memory_names_the_statement)
+{
+    NEED_CUDA();
+    frame_pair fp;
+    kr_kdtree *tree = NULL;
+    REQUIRE(prepare("synthetic", 4, &fp, &tree));
+    kr_device *dev = make_device(KR_BACKEND_CUDA);
+    REQUIRE(dev);
+    kr_track_config cfg;
+    kr_track_config_default(&cfg);
+    kr_pose seed = kr_pose_identity();
+    kr_pyramid huge = fp.b; /* claims a block far beyond any device */
+    huge.storage_bytes = (size_t)1 << 50;
+    huge.device_stamp = 0;
+    kr_track_result g, c;
+    memset(&g, 0x5a, sizeof g);
+    kr_track_result before = g;
+    CHECK_STATUS(kr_track_frame_on(dev, tree, &huge, &seed, &cfg, &g), KR_ERR_CUDA);
+    CHECK_CONTAINS(kr_last_error(), "gpu/context.cu:");
+    CHECK_CONTAINS(kr_last_error(), "cudaMalloc(");
+    CHECK(memcmp(&g, &before, sizeof g) == 0);
+    printf("    %s\n", kr_last_error());
+    CHECK_OK(kr_track_frame(tree, &fp.b, &seed, &cfg, &c));
+    CHECK_OK(kr_track_frame_on(dev, tree, &fp.b, &seed, &cfg, &g));
+    check_same_result(&c, &g);
+    kr_kdtree_destroy(&tree);
+    kr_device_destroy(&dev);
+    free_pair(&fp);
+}
+
 /* A model of one point: nothing to track against, LOST on both engines,
  * the seed returned, no fault. */
 KR_TEST(parity_track, tiny_model)
