@@ -490,7 +490,9 @@ kr_status kr_gpu_track(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyra
     if ((s = tree_on_device(ctx, tree, &nodes, &cells)) != KR_OK) return s;
     if ((s = pyramid_on_device(ctx, pyr, pts, nrm)) != KR_OK) return s;
 
-    /* The staging copy is free: the previous call ended synchronised. */
+    /* The staging copy is free once the stream is idle: it is after every
+     * successful call, and this also covers a call that failed half-way. */
+    KR_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
     memset(h, 0, sizeof *h);
     h->plan = *plan;
     h->nodes = nodes;
@@ -533,6 +535,7 @@ kr_status linearize_device(kr_gpu_context *ctx, const kr_kdtree *tree, const flo
     const kr_kd_cell *cells;
     kr_status s;
     if ((s = tree_on_device(ctx, tree, &nodes, &cells)) != KR_OK) return s;
+    KR_CUDA_CHECK(cudaStreamSynchronize(ctx->stream)); /* staging free (see kr_gpu_track) */
     memset(h, 0, sizeof *h);
     h->plan.P[0] = *P;
     h->nodes = nodes;
@@ -611,6 +614,7 @@ kr_status kr_gpu_descend(kr_gpu_context *ctx, const kr_kdtree *tree, const float
     if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_QUERY, bytes, &buf)) != KR_OK) return s;
     float *dq = (float *)buf;
     uint32_t *dc = (uint32_t *)(dq + 3 * n);
+    KR_CUDA_CHECK(cudaStreamSynchronize(ctx->stream)); /* staging free (see kr_gpu_track) */
     memset(h, 0, sizeof *h);
     h->nodes = nodes;
     h->cells = cells;
