@@ -8,6 +8,7 @@
  * built as OpenMP tasks: they touch disjoint ranges. */
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,9 @@ typedef struct {
     float p[3];
     uint32_t idx;
 } kd_item;
+
+/* Serials of built trees, from 1 (0 means none). */
+static atomic_ullong kd_serial;
 
 /* Subtrees at least this large are worth a task of their own. */
 #define KD_TASK_MIN 32768
@@ -185,6 +189,7 @@ kr_status kr_kdtree_build(kr_kdtree **out, const float *points, const float *nor
         build_node(t, items, 0, (uint32_t)n, normals);
     }
     free(items);
+    t->serial = atomic_fetch_add(&kd_serial, 1) + 1;
     *out = t;
     return KR_OK;
 nomem:

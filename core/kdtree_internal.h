@@ -44,6 +44,8 @@ struct kr_kdtree {
     kr_kd_cell *cells;   /* n entries, leaf order: cell k is node n − 1 + k */
     uint32_t *leaf_orig; /* cell → caller's index */
     uint32_t *orig_leaf; /* caller's index → cell */
+    unsigned long long serial; /* unique per build in this process: a device
+                                  copy of the tree is known by it */
 };
 
 /* Descent without back-tracking to the cell whose region contains q. Branch

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/pose_kernels.h"
+
 kr_pose kr_pose_identity(void)
 {
     kr_pose p = {{1, 0, 0, 0, 1, 0, 0, 0, 1}, {0, 0, 0}};
@@ -12,17 +14,12 @@ kr_pose kr_pose_identity(void)
 
 static void mat3_mul(const double *a, const double *b, double *out)
 {
-    for (int r = 0; r < 3; r++)
-        for (int c = 0; c < 3; c++)
-            out[3 * r + c] = a[3 * r] * b[c] + a[3 * r + 1] * b[3 + c] + a[3 * r + 2] * b[6 + c];
+    kr_hd_mat3_mul(a, b, out);
 }
 
 kr_pose kr_pose_mul(const kr_pose *a, const kr_pose *b)
 {
-    kr_pose out;
-    mat3_mul(a->R, b->R, out.R);
-    kr_pose_apply(a, b->t, out.t);
-    return out;
+    return kr_hd_pose_mul(a, b);
 }
 
 kr_pose kr_pose_inv(const kr_pose *a)
@@ -44,91 +41,39 @@ void kr_pose_rotate(const kr_pose *a, const double v[3], double out[3])
 
 void kr_pose_apply(const kr_pose *a, const double p[3], double out[3])
 {
-    double r[3];
-    kr_pose_rotate(a, p, r);
-    for (int i = 0; i < 3; i++) out[i] = r[i] + a->t[i];
+    kr_hd_pose_apply(a, p, out);
 }
 
 kr_quat kr_quat_normalize(kr_quat q)
 {
-    double n = sqrt(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w);
-    if (n == 0) return (kr_quat){0, 0, 0, 1};
-    return (kr_quat){q.x / n, q.y / n, q.z / n, q.w / n};
+    return kr_hd_quat_normalize(q);
 }
 
 kr_pose kr_pose_from_quat(kr_quat q, const double t[3])
 {
-    q = kr_quat_normalize(q);
-    double x = q.x, y = q.y, z = q.z, w = q.w;
-    kr_pose p = {{1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w),
-                  2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w),
-                  2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)},
-                 {t ? t[0] : 0, t ? t[1] : 0, t ? t[2] : 0}};
-    return p;
+    return kr_hd_pose_from_quat(q, t);
 }
 
 kr_quat kr_pose_to_quat(const kr_pose *a)
 {
-    /* Shepperd's method: branch on the largest diagonal term for stability. */
-    const double *m = a->R;
-    double tr = m[0] + m[4] + m[8];
-    kr_quat q;
-    if (tr > 0) {
-        double s = sqrt(tr + 1.0) * 2;
-        q = (kr_quat){(m[7] - m[5]) / s, (m[2] - m[6]) / s, (m[3] - m[1]) / s, 0.25 * s};
-    } else if (m[0] > m[4] && m[0] > m[8]) {
-        double s = sqrt(1.0 + m[0] - m[4] - m[8]) * 2;
-        q = (kr_quat){0.25 * s, (m[1] + m[3]) / s, (m[2] + m[6]) / s, (m[7] - m[5]) / s};
-    } else if (m[4] > m[8]) {
-        double s = sqrt(1.0 + m[4] - m[0] - m[8]) * 2;
-        q = (kr_quat){(m[1] + m[3]) / s, 0.25 * s, (m[5] + m[7]) / s, (m[2] - m[6]) / s};
-    } else {
-        double s = sqrt(1.0 + m[8] - m[0] - m[4]) * 2;
-        q = (kr_quat){(m[2] + m[6]) / s, (m[5] + m[7]) / s, 0.25 * s, (m[3] - m[1]) / s};
-    }
-    q = kr_quat_normalize(q);
-    if (q.w < 0) q = (kr_quat){-q.x, -q.y, -q.z, -q.w};
-    return q;
+    return kr_hd_pose_to_quat(a);
 }
 
 /* Coefficients A = sin θ/θ, B = (1−cos θ)/θ², C = (θ − sin θ)/θ³ with series
  * near zero, shared by exp (R = I + A W + B W², V = I + B W + C W²) and log. */
 static void so3_coeffs(double th, double *A, double *B, double *C)
 {
-    double th2 = th * th;
-    if (th < 1e-4) {
-        *A = 1 - th2 / 6;
-        *B = 0.5 - th2 / 24;
-        *C = 1.0 / 6 - th2 / 120;
-    } else {
-        *A = sin(th) / th;
-        *B = (1 - cos(th)) / th2;
-        *C = (th - sin(th)) / (th2 * th);
-    }
+    kr_hd_so3_coeffs(th, A, B, C);
 }
 
 static void skew(const double w[3], double W[9])
 {
-    double s[9] = {0, -w[2], w[1], w[2], 0, -w[0], -w[1], w[0], 0};
-    memcpy(W, s, sizeof s);
+    kr_hd_skew(w, W);
 }
 
 kr_pose kr_pose_exp(const double x[6])
 {
-    double th = sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2]);
-    double A, B, C, W[9], W2[9];
-    so3_coeffs(th, &A, &B, &C);
-    skew(x, W);
-    mat3_mul(W, W, W2);
-    kr_pose p;
-    double V[9];
-    for (int i = 0; i < 9; i++) {
-        double I = (i % 4 == 0) ? 1 : 0;
-        p.R[i] = I + A * W[i] + B * W2[i];
-        V[i] = I + B * W[i] + C * W2[i];
-    }
-    for (int r = 0; r < 3; r++) p.t[r] = V[3 * r] * x[3] + V[3 * r + 1] * x[4] + V[3 * r + 2] * x[5];
-    return p;
+    return kr_hd_pose_exp(x);
 }
 
 void kr_pose_log(const kr_pose *a, double x[6])
@@ -189,37 +134,13 @@ double kr_pose_translation_norm(const kr_pose *a)
 
 void kr_pose_orthonormalize(kr_pose *a)
 {
-    kr_quat q = kr_pose_to_quat(a);
-    *a = kr_pose_from_quat(q, a->t);
+    kr_hd_pose_orthonormalize(a);
 }
 
 kr_status kr_solve_spd(int n, const double *A, const double *b, double *x)
 {
     if (n <= 0 || n > 8) return kr_error(KR_ERR_INVALID_ARG, "kr_solve_spd: n=%d out of range", n);
-    double L[64] = {0}, y[8];
-    for (int i = 0; i < n; i++) {
-        for (int j = 0; j <= i; j++) {
-            double s = A[i * n + j];
-            for (int k = 0; k < j; k++) s -= L[i * 8 + k] * L[j * 8 + k];
-            if (i == j) {
-                if (!(s > 0)) return KR_ERR_NUMERIC;
-                L[i * 8 + i] = sqrt(s);
-            } else {
-                L[i * 8 + j] = s / L[j * 8 + j];
-            }
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        double s = b[i];
-        for (int k = 0; k < i; k++) s -= L[i * 8 + k] * y[k];
-        y[i] = s / L[i * 8 + i];
-    }
-    for (int i = n - 1; i >= 0; i--) {
-        double s = y[i];
-        for (int k = i + 1; k < n; k++) s -= L[k * 8 + i] * x[k];
-        x[i] = s / L[i * 8 + i];
-    }
-    return KR_OK;
+    return kr_hd_solve_spd(n, A, b, x) ? KR_OK : KR_ERR_NUMERIC;
 }
 
 void kr_eigen_sym(int n, const double *A, double *eigenvalues, double *V)

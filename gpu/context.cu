@@ -31,6 +31,9 @@ static void release(kr_gpu_context *ctx)
     /* Best effort: a context torn down after a device failure still frees
      * what it can, and errors here have nowhere useful to go. */
     if (ctx->stream) (void)cudaStreamSynchronize(ctx->stream);
+    if (ctx->track_graph) (void)cudaGraphExecDestroy(ctx->track_graph);
+    for (int i = 0; i < 4; i++)
+        if (ctx->transfer_events[i]) (void)cudaEventDestroy(ctx->transfer_events[i]);
     for (int i = 0; i < KR_GPU_SCRATCH_SLOTS; i++)
         if (ctx->scratch[i].ptr) (void)cudaFree(ctx->scratch[i].ptr);
     for (int i = 0; i < KR_GPU_STAGING_SLOTS; i++)
@@ -150,4 +153,10 @@ kr_status kr_gpu_staging(kr_gpu_context *ctx, kr_gpu_staging_slot slot, size_t b
     }
     *out = b->ptr;
     return KR_OK;
+}
+
+void kr_gpu_transfer_times(const kr_gpu_context *ctx, double *upload_ms, double *download_ms)
+{
+    if (upload_ms) *upload_ms = ctx ? ctx->upload_ms : 0;
+    if (download_ms) *download_ms = ctx ? ctx->download_ms : 0;
 }

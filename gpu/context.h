@@ -22,6 +22,10 @@ typedef enum {
     KR_GPU_SCRATCH_REG_VECTORS, /* register: per-row/column vectors (scalings, sums) */
     KR_GPU_SCRATCH_REG_STATE,   /* register: pose, moments and schedule on the device */
     KR_GPU_SCRATCH_REG_MATRIX,  /* register: the N×M matrix of the cuBLAS engine */
+    KR_GPU_SCRATCH_TREE_NODES,  /* track: the model tree's internal nodes (heap order) */
+    KR_GPU_SCRATCH_TREE_CELLS,  /* track: the model tree's leaf cells */
+    KR_GPU_SCRATCH_TRACK,       /* track: plan, state and per-block partial sums */
+    KR_GPU_SCRATCH_QUERY,       /* track: query points and answers of the parity entry points */
     KR_GPU_SCRATCH_SLOTS
 } kr_gpu_scratch_slot;
 
@@ -30,6 +34,7 @@ typedef enum {
     KR_GPU_STAGING_RAW,       /* preprocess: the raw frame on its way up */
     KR_GPU_STAGING_COUNTS,    /* preprocess: counts on their way down */
     KR_GPU_STAGING_REG_STATE, /* register: the device state on its way down */
+    KR_GPU_STAGING_TRACK,     /* track: the plan up, the result down */
     KR_GPU_STAGING_SLOTS
 } kr_gpu_staging_slot;
 
@@ -45,6 +50,19 @@ struct kr_gpu_context {
     kr_gpu_buffer scratch[KR_GPU_SCRATCH_SLOTS];
     kr_gpu_buffer staging[KR_GPU_STAGING_SLOTS];
     char description[256];
+    /* The device copy of the pyramid that kr_gpu_preprocess left in
+     * KR_GPU_SCRATCH_PYRAMID carries this stamp (kr_pyramid.device_stamp). */
+    unsigned long long pyramid_stamp;
+    /* kr_kdtree serial of the tree in the TREE slots (0: none). */
+    unsigned long long tree_serial;
+    /* The tracker's kernel sequence of one frame as an instantiated CUDA
+     * graph (gpu/track.cu), and what it was captured for. */
+    cudaGraphExec_t track_graph;
+    unsigned char track_graph_key[256];
+    /* Events around the last preprocess's transfers (kr_gpu_transfer_times):
+     * upload start/end, download start/end; created on first use. */
+    cudaEvent_t transfer_events[4];
+    float upload_ms, download_ms;
 };
 
 /* Makes ctx's device current on the calling thread: the tracker thread is not

@@ -9,8 +9,10 @@
 
 #include <stddef.h>
 
+#include "core/kdtree_internal.h"
 #include "core/preprocess_kernels.h"
 #include "core/softreg_kernels.h"
+#include "core/track_step.h"
 #include "kinreg/pyramid.h"
 
 #ifdef __cplusplus
@@ -35,6 +37,10 @@ const char *kr_gpu_context_describe(const kr_gpu_context *ctx);
 kr_status kr_gpu_host_alloc(void **out, size_t bytes);
 void kr_gpu_host_free(void *p);
 
+/* Device time of the last kr_gpu_preprocess's transfers (CUDA events): the
+ * raw frame's upload and the pyramid's download, in ms (0 before any). */
+void kr_gpu_transfer_times(const kr_gpu_context *ctx, double *upload_ms, double *download_ms);
+
 /* ---- steps ---------------------------------------------------------------- */
 
 /* Preprocessing on the device (gpu/preprocess.cu). `pyr` arrives with its
@@ -53,6 +59,31 @@ kr_status kr_gpu_preprocess(kr_gpu_context *ctx, const kr_hd_preprocess_params *
 kr_status kr_gpu_register(kr_gpu_context *ctx, int cublas, const kr_hd_reg_params *p,
                           const float *src, size_t n, const float *dst, size_t m, double R[9],
                           double t[3], kr_hd_reg_state *st);
+/* Tracking on the device (gpu/track.cu): the whole coarse-to-fine Newton
+ * loop of one frame — descent, per-point terms, block sums in double, the
+ * 6×6 solve, the Armijo line search, convergence tests — with the pose kept
+ * on the device and only the result copied back. The tree is uploaded when
+ * it is not the one already there (kr_kdtree serial); the pyramid's levels
+ * are read where kr_gpu_preprocess left them when pyr->device_stamp says so,
+ * else uploaded. */
+kr_status kr_gpu_track(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyramid *pyr,
+                       const kr_ts_plan *plan, const kr_pose *seed, kr_ts_result *out);
+
+/* Parity entry points: one linearisation of `cloud` at `pose` (out gets
+ * F, g, h, residual, points, inliers; the pose and centroid fields are not
+ * set), the descent cells of n query points (3 floats each), and the device
+ * copy of the tree's nodes and cells (as many as the tree has). */
+kr_status kr_gpu_linearize(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_cloud *cloud,
+                           const kr_pose *pose, const kr_nk_params *P, kr_ts_result *out);
+/* The same for level `level` of a pyramid (read where kr_gpu_preprocess
+ * left it when pyr->device_stamp says so, else uploaded). */
+kr_status kr_gpu_linearize_level(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyramid *pyr,
+                                 int level, const kr_pose *pose, const kr_nk_params *P,
+                                 kr_ts_result *out);
+kr_status kr_gpu_descend(kr_gpu_context *ctx, const kr_kdtree *tree, const float *q, size_t n,
+                         uint32_t *cells);
+kr_status kr_gpu_tree_download(kr_gpu_context *ctx, const kr_kdtree *tree, kr_kd_node *nodes,
+                               kr_kd_cell *cells);
 
 #ifdef __cplusplus
 }

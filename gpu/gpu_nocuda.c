@@ -43,3 +43,10 @@ void kr_gpu_host_free(void *p)
 {
     (void)p;
 }
+
+void kr_gpu_transfer_times(const kr_gpu_context *ctx, double *upload_ms, double *download_ms)
+{
+    (void)ctx;
+    if (upload_ms) *upload_ms = 0;
+    if (download_ms) *download_ms = 0;
+}

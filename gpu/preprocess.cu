@@ -87,9 +87,14 @@ kr_status kr_gpu_preprocess(kr_gpu_context *ctx, const kr_hd_preprocess_params *
     /* The frame's own buffer is pageable: copy it into staging so the upload
      * is a real asynchronous DMA. Staging is free again: the previous call
      * ended with the stream synchronised. */
+    cudaEvent_t *ev = ctx->transfer_events;
+    for (int i = 0; i < 4; i++)
+        if (!ev[i]) KR_CUDA_CHECK(cudaEventCreate(&ev[i]));
     memcpy(stage_raw, frame->raw, raw_bytes);
+    KR_CUDA_CHECK(cudaEventRecord(ev[0], ctx->stream));
     KR_CUDA_CHECK(
         cudaMemcpyAsync(d_raw, stage_raw, raw_bytes, cudaMemcpyHostToDevice, ctx->stream));
+    KR_CUDA_CHECK(cudaEventRecord(ev[1], ctx->stream));
     KR_CUDA_CHECK(cudaMemsetAsync(d_counts, 0, count_bytes, ctx->stream));
 
     const dim3 block(kBlockX, kBlockY);
@@ -118,14 +123,19 @@ kr_status kr_gpu_preprocess(kr_gpu_context *ctx, const kr_hd_preprocess_params *
     KR_CUDA_CHECK(
         cudaMemcpyAsync(stage_counts, d_counts, count_bytes, cudaMemcpyDeviceToHost, ctx->stream));
     KR_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    KR_CUDA_CHECK(cudaEventRecord(ev[2], ctx->stream));
     KR_CUDA_CHECK(cudaMemcpyAsync(pyr->storage, d_block, pyr->storage_bytes, cudaMemcpyDeviceToHost,
                                   ctx->stream));
+    KR_CUDA_CHECK(cudaEventRecord(ev[3], ctx->stream));
     KR_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    KR_CUDA_CHECK(cudaEventElapsedTime(&ctx->upload_ms, ev[0], ev[1]));
+    KR_CUDA_CHECK(cudaEventElapsedTime(&ctx->download_ms, ev[2], ev[3]));
 
     const int *h_counts = (const int *)stage_counts;
     for (int l = 0; l < levels; l++) {
         pyr->level[l].valid_points = h_counts[2 * l];
         pyr->level[l].valid_normals = h_counts[2 * l + 1];
     }
+    pyr->device_stamp = ++ctx->pyramid_stamp;
     return KR_OK;
 }

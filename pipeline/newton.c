@@ -10,6 +10,20 @@
 #include "kinreg/track.h"
 #include "core/kdtree_internal.h"
 #include "core/newton_kernels.h"
+#include "pipeline/track_internal.h"
+
+void kr_newton_params(const kr_track_config *cfg, float gate, kr_nk_params *P)
+{
+    P->gate2 = (double)gate * gate;
+    P->far = cfg->far_field;
+    P->cos_normal = cos(cfg->normal_gate_deg * (M_PI / 180.0));
+    /* s = gate_steps·depth_step·z²/gate: 1 where gate_steps depth steps
+     * span the level's gate. */
+    P->noise = cfg->depth_step > 0 && cfg->gate_steps > 0 && gate > 0
+                   ? (double)cfg->gate_steps * cfg->depth_step / gate
+                   : 0;
+    P->mode = (int)cfg->quad;
+}
 
 /* Accumulators live on the stack: no allocation per call. */
 #define NEWTON_MAX_THREADS 64
@@ -24,15 +38,7 @@ kr_status kr_newton_linearize(const kr_kdtree *model, const kr_cloud *cloud, con
         return kr_error(KR_ERR_INVALID_ARG, "kr_newton_linearize: cloud without points or normals");
 
     kr_nk_params P;
-    P.gate2 = (double)gate * gate;
-    P.far = cfg->far_field;
-    P.cos_normal = cos(cfg->normal_gate_deg * (M_PI / 180.0));
-    /* s = gate_steps·depth_step·z²/gate: 1 where gate_steps depth steps
-     * span the level's gate. */
-    P.noise = cfg->depth_step > 0 && cfg->gate_steps > 0 && gate > 0
-                  ? (double)cfg->gate_steps * cfg->depth_step / gate
-                  : 0;
-    P.mode = (int)cfg->quad;
+    kr_newton_params(cfg, gate, &P);
     const bool exact = cfg->exact_nn;
     kr_nk_real R[9], t[3];
     for (int i = 0; i < 9; i++)

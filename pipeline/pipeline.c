@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "kinreg/queue.h"
+#include "pipeline/fuser.h"
 #include "pipeline/outbox.h"
 
 struct kr_pipeline {
@@ -24,6 +25,10 @@ struct kr_pipeline {
     kr_outbox outbox;
     kr_intrinsics intrinsics;
     kr_pyramid pyramid;
+    /* CUDA backend: fusion runs on its own thread (fuser) from a second
+     * pyramid, swapped with `pyramid` when a frame is handed over. */
+    kr_fuser *fuser;
+    kr_pyramid fuse_pyramid;
     FILE *trajectory_file;
     kr_trajectory trajectory;
 
@@ -90,6 +95,12 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     p->intrinsics = kr_source_intrinsics(p->source);
     if ((s = kr_device_create(&p->device, &cfg->device)) != KR_OK) goto fail;
     if ((s = kr_model_create(&p->model, &cfg->model)) != KR_OK) goto fail;
+    /* With the CUDA engine a frame is tracked in well under a millisecond and
+     * host fusion would dominate: overlap it with the next frame. The CPU
+     * engine keeps fusion inline (its cores are busy tracking). */
+    bool fuse_thread = cfg->fuse_thread == 1 ||
+                       (cfg->fuse_thread == 0 && kr_device_backend(p->device) == KR_BACKEND_CUDA);
+    if (fuse_thread && (s = kr_fuser_create(&p->fuser, p->model)) != KR_OK) goto fail;
     if ((s = kr_publisher_create(&p->publisher, &cfg->publish)) != KR_OK) goto fail;
     kr_queue_config qcfg;
     kr_queue_config_default(&qcfg);
@@ -124,8 +135,10 @@ void kr_pipeline_destroy(kr_pipeline **pp)
     kr_outbox_destroy(&p->outbox);
     kr_queue_destroy(&p->queue);
     kr_publisher_destroy(&p->publisher);
+    kr_fuser_destroy(&p->fuser); /* before the model it writes */
     kr_model_destroy(&p->model);
     kr_pyramid_free(&p->pyramid);
+    kr_pyramid_free(&p->fuse_pyramid);
     kr_device_destroy(&p->device);
     kr_source_destroy(&p->source);
     kr_trajectory_free(&p->trajectory);
@@ -318,7 +331,8 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
     kr_model_snapshot *snap = kr_model_snapshot_acquire(p->model);
     bool first = snap == NULL;
     if (snap) {
-        s = kr_track_frame(kr_model_snapshot_tree(snap), &p->pyramid, &seed, &p->cfg.track, &r->track);
+        s = kr_track_frame_on(p->device, kr_model_snapshot_tree(snap), &p->pyramid, &seed, &p->cfg.track,
+                              &r->track);
         kr_model_snapshot_release(&snap);
         if (s != KR_OK) return s;
         r->method = r->track.state == KR_TRACK_LOST ? KR_METHOD_PREDICTED : KR_METHOD_NEWTON;
@@ -332,18 +346,43 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
     }
     double t2 = kr_now();
 
-    if (r->track.state != KR_TRACK_LOST) {
+    bool lost = r->track.state == KR_TRACK_LOST;
+    bool snapshot_due = first || frame->index % (uint64_t)p->cfg.rebuild_every == 0;
+    if (!lost) {
         accept_pose(p, &r->track.pose);
-        const kr_cloud *cloud = &p->pyramid.level[p->cfg.fuse_level];
-        if ((s = kr_model_integrate(p->model, cloud, &r->track.pose, frame->index)) != KR_OK) return s;
     } else {
         /* A LOST frame keeps the predicted pose; without a trusted motion the
          * next seed is the last good pose (recovery comes in a later issue). */
         p->velocity = kr_pose_identity();
     }
-    if (first || frame->index % (uint64_t)p->cfg.rebuild_every == 0) {
-        if ((s = kr_model_request_snapshot(p->model, frame->index)) != KR_OK) return s;
-        if (first) kr_model_wait_idle(p->model); /* frame 1 needs a model to track against */
+    if (p->fuser) {
+        if (!lost || snapshot_due) {
+            /* Hand the frame's cloud over: the fuser owns fuse_pyramid until
+             * the next post, this thread preprocesses into the other one. */
+            if ((s = kr_fuser_wait(p->fuser)) != KR_OK) return s;
+            kr_pyramid tmp = p->pyramid;
+            p->pyramid = p->fuse_pyramid;
+            p->fuse_pyramid = tmp;
+            const kr_cloud *cloud = lost ? NULL : &p->fuse_pyramid.level[p->cfg.fuse_level];
+            if ((s = kr_fuser_post(p->fuser, cloud, &r->track.pose, frame->index, snapshot_due)) !=
+                KR_OK)
+                return s;
+            if (first) {
+                /* frame 1 needs a model to track against */
+                if ((s = kr_fuser_wait(p->fuser)) != KR_OK) return s;
+                kr_model_wait_idle(p->model);
+            }
+        }
+    } else {
+        if (!lost) {
+            const kr_cloud *cloud = &p->pyramid.level[p->cfg.fuse_level];
+            if ((s = kr_model_integrate(p->model, cloud, &r->track.pose, frame->index)) != KR_OK)
+                return s;
+        }
+        if (snapshot_due) {
+            if ((s = kr_model_request_snapshot(p->model, frame->index)) != KR_OK) return s;
+            if (first) kr_model_wait_idle(p->model); /* frame 1 needs a model to track against */
+        }
     }
     double t3 = kr_now();
     r->frame_index = frame->index;
@@ -464,6 +503,10 @@ kr_status kr_pipeline_run(kr_pipeline *p)
     kr_queue_close(p->queue);
     kr_source_interrupt(p->source);
     pthread_join(capture, NULL);
+    if (p->fuser) {
+        kr_status f = kr_fuser_wait(p->fuser); /* the last frame's fusion */
+        if (f != KR_OK) record_error(p, f);
+    }
     kr_model_wait_idle(p->model);
     pthread_mutex_lock(&p->stats_lock);
     p->stats.frames_dropped = kr_queue_dropped(p->queue) + kr_source_dropped(p->source);

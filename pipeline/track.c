@@ -15,8 +15,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/kdtree_internal.h"
 #include "kinreg/frame.h"
 #include "kinreg/track.h"
+#include "core/track_step.h"
+#include "gpu/device_internal.h"
+#include "gpu/gpu.h"
 #include "pipeline/track_internal.h"
 
 /* λ relative to the mean eigenvalue of the normalised F. */
@@ -87,59 +91,10 @@ kr_track_state kr_track_classify(const kr_track_quality *q, const kr_track_confi
     return KR_TRACK_GOOD;
 }
 
-/* x = M D y with M = [[I, 0], [[c]×, I]] (t = t_c + c × θ, since
- * q + θ×q + t = q + θ×(q − c) + (t + θ×c)) and D = diag(1/L ×3, 1 ×3). */
-static void to_origin(const double y[6], const double c[3], double L, double x[6])
-{
-    double th[3] = {y[0] / L, y[1] / L, y[2] / L};
-    x[0] = th[0];
-    x[1] = th[1];
-    x[2] = th[2];
-    x[3] = y[3] + c[1] * th[2] - c[2] * th[1];
-    x[4] = y[4] + c[2] * th[0] - c[0] * th[2];
-    x[5] = y[5] + c[0] * th[1] - c[1] * th[0];
-}
-
-/* Fn = (MD)ᵀ F (MD), gn = (MD)ᵀ g: apply to_origin to the columns. */
-static void normalise(const double F[36], const double g[6], const double c[3], double L,
-                      double Fn[36], double gn[6])
-{
-    double MD[36];
-    for (int j = 0; j < 6; j++) {
-        double e[6] = {0}, col[6];
-        e[j] = 1;
-        to_origin(e, c, L, col);
-        for (int i = 0; i < 6; i++)
-            MD[6 * i + j] = col[i];
-    }
-    double FMD[36];
-    for (int i = 0; i < 6; i++)
-        for (int j = 0; j < 6; j++) {
-            double s = 0;
-            for (int k = 0; k < 6; k++)
-                s += F[6 * i + k] * MD[6 * k + j];
-            FMD[6 * i + j] = s;
-        }
-    for (int i = 0; i < 6; i++) {
-        for (int j = 0; j < 6; j++) {
-            double s = 0;
-            for (int k = 0; k < 6; k++)
-                s += MD[6 * k + i] * FMD[6 * k + j];
-            Fn[6 * i + j] = s;
-        }
-        if (g) {
-            double s = 0;
-            for (int k = 0; k < 6; k++)
-                s += MD[6 * k + i] * g[k];
-            gn[i] = s;
-        }
-    }
-}
-
 double kr_track_condition(const double F[36], const double c[3], double L)
 {
     double Fn[36], ev[6];
-    normalise(F, NULL, c, L > 0 ? L : 1, Fn, NULL);
+    kr_ts_normalise(F, NULL, c, L > 0 ? L : 1, Fn, NULL);
     kr_eigen_sym(6, Fn, ev, NULL);
     if (!(ev[5] > 0) || !isfinite(ev[5])) return 0;
     return ev[0] > 0 ? ev[0] / ev[5] : 0;
@@ -185,6 +140,36 @@ static void trace_add(kr_track_trace *tr, int level, int it, double h, double al
     s->evaluations = evals;
 }
 
+/* Quality at the finest level, from the linearisation at the final pose:
+ * one function for both engines, so their figures and states agree. */
+static void finish_result(const kr_newton_sums *lin, const kr_pose *T, const double c_cam[3],
+                          double L, bool solved, int total_iters, const kr_pose *seed,
+                          const kr_track_config *cfg, kr_track_result *out)
+{
+    kr_track_quality q;
+    memset(&q, 0, sizeof q);
+    q.points = lin->points;
+    q.inliers = lin->inliers;
+    q.inlier_fraction = lin->points ? (float)lin->inliers / (float)lin->points : 0.0f;
+    q.rms = lin->inliers ? (float)sqrt(fmax(lin->residual, 0) / lin->inliers) : INFINITY;
+    double c[3];
+    kr_pose_apply(T, c_cam, c);
+    q.condition = lin->inliers >= 6 ? (float)kr_track_condition(lin->F, c, L) : 0.0f;
+    q.solved = solved && lin->inliers >= 6;
+
+    kr_track_result r;
+    memset(&r, 0, sizeof r);
+    r.state = kr_track_classify(&q, cfg);
+    r.pose = r.state == KR_TRACK_LOST ? *seed : *T;
+    r.inlier_fraction = q.inlier_fraction;
+    r.rms = q.rms;
+    r.condition = q.condition;
+    r.iterations = total_iters;
+    r.inliers = q.inliers;
+    r.objective = lin->h;
+    *out = r;
+}
+
 kr_status kr_track_frame_traced(const kr_kdtree *model, const kr_pyramid *pyr, const kr_pose *seed,
                                 const kr_track_config *cfg, kr_track_result *out,
                                 kr_track_trace *trace)
@@ -220,37 +205,22 @@ kr_status kr_track_frame_traced(const kr_kdtree *model, const kr_pyramid *pyr, c
         trace_add(trace, level, 0, lin.h, 0, 1);
         solved = lin.inliers >= 6;
         for (int it = 1; it <= iters && lin.inliers >= 6; it++) {
-            double c[3], Fn[36], gn[6], y[6], x[6];
-            kr_pose_apply(&T, c_cam, c);
-            normalise(lin.F, lin.g, c, L, Fn, gn);
-            double tr = 0;
-            for (int i = 0; i < 6; i++)
-                tr += Fn[7 * i];
-            for (int i = 0; i < 6; i++)
-                Fn[7 * i] += TRACK_DAMPING * tr / 6;
-            if (!(tr > 0) || !isfinite(tr) || kr_solve_spd(6, Fn, gn, y) != KR_OK) {
+            double y[6], x[6], slope = 0;
+            if (!kr_ts_direction(lin.F, lin.g, &T, c_cam, L, TRACK_DAMPING, y, x, &slope)) {
                 solved = false;
                 break;
             }
-            to_origin(y, c, L, x);
-            double slope = 0;
-            for (int i = 0; i < 6; i++)
-                slope += 2 * lin.g[i] * x[i];
             if (!(slope > 0)) break; /* no descent direction left: converged */
             double alpha = 1;
             bool accepted = false;
             kr_pose Tt = T;
             int evals = 0;
             for (int ls = 0; ls <= cfg->max_line_search; ls++, alpha *= 0.5) {
-                double ax[6];
-                for (int i = 0; i < 6; i++)
-                    ax[i] = alpha * x[i];
-                kr_pose E = kr_pose_exp(ax);
-                Tt = kr_pose_mul(&E, &T);
+                Tt = kr_ts_trial(x, alpha, &T);
                 st = kr_newton_linearize(model, cl, &Tt, &lcfg, gate, &trial);
                 if (st != KR_OK) return st;
                 evals++;
-                if (trial.h <= lin.h - cfg->armijo_c * alpha * slope && trial.h < lin.h) {
+                if (kr_ts_accept(trial.h, lin.h, cfg->armijo_c, alpha, slope)) {
                     accepted = true;
                     break;
                 }
@@ -266,35 +236,11 @@ kr_status kr_track_frame_traced(const kr_kdtree *model, const kr_pyramid *pyr, c
             lin = trial;
             total_iters++;
             trace_add(trace, level, it, lin.h, alpha, evals);
-            double rot = alpha * sqrt(y[0] * y[0] + y[1] * y[1] + y[2] * y[2]) / L;
-            double trans = alpha * sqrt(y[3] * y[3] + y[4] * y[4] + y[5] * y[5]);
-            if (rot < cfg->converge_rot && trans < cfg->converge_trans) break;
+            if (kr_ts_converged(y, alpha, L, cfg->converge_rot, cfg->converge_trans)) break;
         }
     }
 
-    /* Quality at the finest level, from the linearisation at the final pose. */
-    kr_track_quality q;
-    memset(&q, 0, sizeof q);
-    q.points = lin.points;
-    q.inliers = lin.inliers;
-    q.inlier_fraction = lin.points ? (float)lin.inliers / (float)lin.points : 0.0f;
-    q.rms = lin.inliers ? (float)sqrt(fmax(lin.residual, 0) / lin.inliers) : INFINITY;
-    double c[3];
-    kr_pose_apply(&T, c_cam, c);
-    q.condition = lin.inliers >= 6 ? (float)kr_track_condition(lin.F, c, L) : 0.0f;
-    q.solved = solved && lin.inliers >= 6;
-
-    kr_track_result r;
-    memset(&r, 0, sizeof r);
-    r.state = kr_track_classify(&q, cfg);
-    r.pose = r.state == KR_TRACK_LOST ? *seed : T;
-    r.inlier_fraction = q.inlier_fraction;
-    r.rms = q.rms;
-    r.condition = q.condition;
-    r.iterations = total_iters;
-    r.inliers = q.inliers;
-    r.objective = lin.h;
-    *out = r;
+    finish_result(&lin, &T, c_cam, L, solved, total_iters, seed, cfg, out);
     return KR_OK;
 }
 
@@ -302,4 +248,81 @@ kr_status kr_track_frame(const kr_kdtree *model, const kr_pyramid *pyr, const kr
                          const kr_track_config *cfg, kr_track_result *out)
 {
     return kr_track_frame_traced(model, pyr, seed, cfg, out, NULL);
+}
+
+void kr_track_plan(const kr_track_config *cfg, const kr_pyramid *pyr, kr_ts_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    const int top = pyr->levels - 1;
+    plan->top = top;
+    plan->finest = cfg->finest_level < 0 ? 0 : (cfg->finest_level > top ? top : cfg->finest_level);
+    for (int level = top; level >= plan->finest; level--) {
+        int k = level - plan->finest;
+        plan->iterations[level] = k < KR_MAX_LEVELS ? cfg->iterations[k] : 0;
+        kr_track_config lcfg = *cfg;
+        lcfg.far_field = cfg->far_field * (float)(1u << k);
+        kr_newton_params(&lcfg, cfg->gate * (float)(1u << k), &plan->P[level]);
+    }
+    plan->max_line_search = cfg->max_line_search;
+    plan->armijo_c = cfg->armijo_c;
+    plan->converge_rot = cfg->converge_rot;
+    plan->converge_trans = cfg->converge_trans;
+    plan->damping = TRACK_DAMPING;
+}
+
+kr_status kr_track_frame_on(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
+                            const kr_pose *seed, const kr_track_config *cfg, kr_track_result *out)
+{
+    kr_gpu_context *gpu =
+        dev && kr_device_backend(dev) == KR_BACKEND_CUDA ? kr_device_gpu(dev) : NULL;
+    /* Exact nearest neighbours (a test mode) exist on the CPU engine only. */
+    if (!gpu || (cfg && cfg->exact_nn)) return kr_track_frame(model, pyr, seed, cfg, out);
+    if (!model || !pyr || !seed || !cfg || !out)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_track_frame_on: NULL argument");
+    if (pyr->levels < 1 || pyr->levels > KR_MAX_LEVELS)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_track_frame: pyramid with %d levels", pyr->levels);
+    if (model->n == 0)
+        return kr_error(KR_ERR_EMPTY, "kr_track_frame: the model tree has no points");
+    kr_ts_plan plan;
+    kr_track_plan(cfg, pyr, &plan);
+    kr_ts_result r;
+    kr_status s = kr_gpu_track(gpu, model, pyr, &plan, seed, &r);
+    if (s != KR_OK) return s;
+    kr_newton_sums lin;
+    memset(&lin, 0, sizeof lin);
+    memcpy(lin.F, r.F, sizeof lin.F);
+    memcpy(lin.g, r.g, sizeof lin.g);
+    lin.h = r.h;
+    lin.residual = r.residual;
+    lin.points = r.points;
+    lin.inliers = r.inliers;
+    finish_result(&lin, &r.T, r.c_cam, r.L, r.solved != 0, r.total_iters, seed, cfg, out);
+    return KR_OK;
+}
+
+kr_status kr_newton_linearize_on(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
+                                 int level, const kr_pose *pose, const kr_track_config *cfg,
+                                 float gate, kr_newton_sums *out)
+{
+    if (!pyr || level < 0 || level >= pyr->levels)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_newton_linearize_on: no pyramid level %d", level);
+    kr_gpu_context *gpu =
+        dev && kr_device_backend(dev) == KR_BACKEND_CUDA ? kr_device_gpu(dev) : NULL;
+    if (!gpu || !cfg || cfg->exact_nn)
+        return kr_newton_linearize(model, &pyr->level[level], pose, cfg, gate, out);
+    if (!model || !pose || !out)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_newton_linearize_on: NULL argument");
+    kr_nk_params P;
+    kr_newton_params(cfg, gate, &P);
+    kr_ts_result r;
+    kr_status s = kr_gpu_linearize_level(gpu, model, pyr, level, pose, &P, &r);
+    if (s != KR_OK) return s;
+    memset(out, 0, sizeof *out);
+    memcpy(out->F, r.F, sizeof out->F);
+    memcpy(out->g, r.g, sizeof out->g);
+    out->h = r.h;
+    out->residual = r.residual;
+    out->points = r.points;
+    out->inliers = r.inliers;
+    return KR_OK;
 }

@@ -4,6 +4,8 @@
 #ifndef KINREG_PIPELINE_TRACK_INTERNAL_H
 #define KINREG_PIPELINE_TRACK_INTERNAL_H
 
+#include "core/newton_kernels.h"
+#include "core/track_step.h"
 #include "kinreg/track.h"
 
 typedef struct {
@@ -30,5 +32,14 @@ kr_status kr_track_frame_traced(const kr_kdtree *model, const kr_pyramid *pyr, c
  * the points about c, so the figure does not depend on where the world origin
  * is nor on the units of rotation against translation. */
 double kr_track_condition(const double F[36], const double c[3], double L);
+
+/* The per-point parameters of one level (gate: the level's gate, cfg's
+ * far_field already scaled to the level): the one place both engines get
+ * them from. */
+void kr_newton_params(const kr_track_config *cfg, float gate, kr_nk_params *P);
+
+/* The whole frame's plan for an engine that runs the loop by itself (the
+ * CUDA engine), the same levels, gates and iterations as kr_track_frame. */
+void kr_track_plan(const kr_track_config *cfg, const kr_pyramid *pyr, kr_ts_plan *plan);
 
 #endif

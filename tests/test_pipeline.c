@@ -81,6 +81,32 @@ KR_TEST(pipeline, tum_fr1_xyz_within_bound)
     CHECK_EQ(st.frames_out, 400);
 }
 
+/* Fusion on its own thread (the CUDA backend's default) tracks as well as
+ * fusion inline: every frame, the same accuracy bound, a model saved. */
+KR_TEST(pipeline, fusion_thread_tracks_as_well)
+{
+    char traj[512], model[512];
+    snprintf(traj, sizeof traj, "%s/fuser_traj.txt", kr_test_tmpdir());
+    snprintf(model, sizeof model, "%s/fuser_model.ply", kr_test_tmpdir());
+    kr_pipeline_config cfg;
+    kr_pipeline_config_default(&cfg);
+    cfg.source.uri = "synthetic";
+    cfg.source.max_frames = 120;
+    cfg.device.backend = KR_BACKEND_CPU;
+    cfg.fuse_thread = 1;
+    cfg.trajectory_path = traj;
+    cfg.model_path = model;
+    kr_pipeline_stats st;
+    double rmse = run_and_evaluate(&cfg, &st);
+    CHECK_LE(rmse, 0.01);
+    CHECK_EQ(st.frames_out, 120);
+    CHECK_EQ(st.frames_lost, 0);
+    CHECK_EQ(count_pose_lines(traj), 120);
+    struct stat sb;
+    CHECK(stat(model, &sb) == 0 && sb.st_size > 1000);
+    CHECK_GT(st.model_points, 1000);
+}
+
 /* Stops the pipeline from its own frame callback after `limit` frames. */
 static void stop_after(const kr_frame_result *r, const kr_pipeline_stats *st, void *user)
 {

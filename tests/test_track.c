@@ -600,3 +600,55 @@ KR_TEST(track, kinect_sized_frames)
            worst_m * 1e3, sum_m / trials * 1e3);
     kr_kdtree_destroy(&model);
 }
+
+/* The backend dispatch: on the CPU backend (or with no device) the device
+ * entry points are the CPU engine itself, result for result. */
+KR_TEST(track, cpu_backend_dispatch_is_the_cpu_engine)
+{
+    fx_rng rng = {77};
+    size_t m = 0;
+    double build_ms = 0;
+    kr_kdtree *model = scene_model(1.5e-3, &rng, &m, &build_ms);
+    REQUIRE(model != NULL);
+    double centre[3] = {0, 0, 2.5};
+    kr_pose T1 = fx_motion(&rng, 1.0 * M_PI / 180, 0.02, centre), T0 = kr_pose_identity();
+    kr_pyramid pyr;
+    scene_frame(&pyr, &T1, 1.5e-3, &rng);
+    kr_track_config cfg;
+    kr_track_config_default(&cfg);
+    kr_device_config dc;
+    kr_device_config_default(&dc);
+    dc.backend = KR_BACKEND_CPU;
+    kr_device *dev = NULL;
+    REQUIRE_OK(kr_device_create(&dev, &dc));
+    kr_track_result a, b, c;
+    REQUIRE_OK(kr_track_frame(model, &pyr, &T0, &cfg, &a));
+    REQUIRE_OK(kr_track_frame_on(dev, model, &pyr, &T0, &cfg, &b));
+    REQUIRE_OK(kr_track_frame_on(NULL, model, &pyr, &T0, &cfg, &c));
+    /* The same engine; only the OpenMP reduction of the centroid may round
+     * differently from run to run on many threads. */
+    CHECK_EQ(a.state, KR_TRACK_GOOD);
+    const kr_track_result *other[2] = {&b, &c};
+    for (int k = 0; k < 2; k++) {
+        double deg, err;
+        fx_pose_error(&a.pose, &other[k]->pose, &deg, &err);
+        CHECK_LE(deg, 1e-9);
+        CHECK_LE(err, 1e-9);
+        CHECK_EQ(other[k]->state, a.state);
+        CHECK_EQ(other[k]->iterations, a.iterations);
+        CHECK_EQ(other[k]->inliers, a.inliers);
+    }
+    kr_newton_sums s1, s2;
+    REQUIRE_OK(kr_newton_linearize(model, &pyr.level[1], &T1, &cfg, cfg.gate, &s1));
+    REQUIRE_OK(kr_newton_linearize_on(dev, model, &pyr, 1, &T1, &cfg, cfg.gate, &s2));
+    CHECK_EQ(s1.inliers, s2.inliers);
+    CHECK_NEAR(s1.h, s2.h, 1e-12 * s1.h);
+    for (int i = 0; i < 36; i++)
+        CHECK_NEAR(s1.F[i], s2.F[i], 1e-12 * fabs(s1.F[0]) + 1e-12);
+    CHECK_STATUS(kr_newton_linearize_on(dev, model, &pyr, pyr.levels, &T1, &cfg, cfg.gate, &s2),
+                 KR_ERR_INVALID_ARG);
+    kr_device_destroy(&dev);
+    for (int l = 0; l < 3; l++)
+        fx_cloud_free(&pyr.level[l]);
+    kr_kdtree_destroy(&model);
+}

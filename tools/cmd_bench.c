@@ -6,14 +6,15 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gpu/device_internal.h"
 #include "pipeline_options.h"
 
-enum { ST_READ, ST_PREPROCESS, ST_TRACK, ST_ITERATION, ST_FUSE, ST_SNAPSHOT, ST_FRAME, ST_COUNT };
+enum { ST_READ, ST_UPLOAD, ST_PREPROCESS, ST_DOWNLOAD, ST_TRACK, ST_ITERATION, ST_FUSE, ST_SNAPSHOT, ST_POSE, ST_FRAME, ST_COUNT };
 static const char *const stage_names[ST_COUNT] = {
-    "source read", "preprocess", "track (whole frame)", "one Newton iteration",
-    "fuse into model", "tree build (snapshot)", "frame total"};
-static const char *const stage_keys[ST_COUNT] = {"read", "preprocess", "track", "newton_iteration",
-                                                 "fuse", "tree_build", "frame"};
+    "source read", "  upload (device)", "preprocess", "  download (device)", "track (whole frame)", "one Newton iteration",
+    "fuse into model", "tree build (snapshot)", "frame to pose", "frame total"};
+static const char *const stage_keys[ST_COUNT] = {"read", "upload", "preprocess", "download", "track", "newton_iteration",
+                                                 "fuse", "tree_build", "frame_to_pose", "frame"};
 
 typedef struct {
     double *v;
@@ -40,6 +41,14 @@ static double median(samples *s)
     if (!s->n) return 0;
     qsort(s->v, s->n, sizeof *s->v, cmp_double);
     return s->n % 2 ? s->v[s->n / 2] : 0.5 * (s->v[s->n / 2 - 1] + s->v[s->n / 2]);
+}
+
+/* 99th percentile (nearest rank); call after median (sorted). */
+static double p99(const samples *s)
+{
+    if (!s->n) return 0;
+    size_t k = (size_t)(0.99 * (double)s->n + 0.999999);
+    return s->v[(k ? k : 1) - 1];
 }
 
 static void help(FILE *out)
@@ -89,6 +98,13 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
         }
         add(&st[ST_READ], 1e3 * (t1 - t0));
         add(&st[ST_PREPROCESS], 1e3 * (t2 - t1));
+        if (kr_device_backend(dev) == KR_BACKEND_CUDA) {
+            /* Inside preprocess: the raw frame up, the pyramid down (device time). */
+            double up, down;
+            kr_gpu_transfer_times(kr_device_gpu(dev), &up, &down);
+            add(&st[ST_UPLOAD], up);
+            add(&st[ST_DOWNLOAD], down);
+        }
         kr_model_snapshot *snap = kr_model_snapshot_acquire(model);
         bool have_model = snap != NULL;
         double t3 = kr_now(), t4 = t3;
@@ -96,7 +112,7 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
         if (snap) {
             kr_pose seed = kr_pose_mul(&pose, &velocity);
             kr_track_result r;
-            s = kr_track_frame(kr_model_snapshot_tree(snap), &pyr, &seed, &cfg->track, &r);
+            s = kr_track_frame_on(dev, kr_model_snapshot_tree(snap), &pyr, &seed, &cfg->track, &r);
             t4 = kr_now();
             if (s != KR_OK) {
                 kr_model_snapshot_release(&snap);
@@ -106,8 +122,8 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
             add(&st[ST_TRACK], 1e3 * (t4 - t3));
             kr_newton_sums sums;
             double t5 = kr_now();
-            kr_newton_linearize(kr_model_snapshot_tree(snap), &pyr.level[cfg->track.finest_level], &r.pose,
-                                &cfg->track, cfg->track.gate, &sums);
+            kr_newton_linearize_on(dev, kr_model_snapshot_tree(snap), &pyr, cfg->track.finest_level, &r.pose,
+                                   &cfg->track, cfg->track.gate, &sums);
             add(&st[ST_ITERATION], 1e3 * (kr_now() - t5));
             good = r.state != KR_TRACK_LOST;
             if (good) {
@@ -129,6 +145,8 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
             kr_model_request_snapshot(model, frame.index);
             add(&st[ST_SNAPSHOT], 1e3 * (kr_now() - t8));
         }
+        /* Depth image in (upload) to pose on the host: preprocess + track. */
+        if (have_model) add(&st[ST_POSE], 1e3 * ((t2 - t1) + (t4 - t3)));
         /* A frame's cost on the tracker thread: preprocess + track + fuse
          * (the tree build runs in the background in the pipeline). */
         add(&st[ST_FRAME], 1e3 * ((t2 - t1) + (t4 - t3) + (t7 - t6)));
@@ -182,8 +200,11 @@ int kr_cmd_bench(int argc, char **argv)
         fprintf(stderr, "kinreg bench: %s: %s\n", kr_strerror(s), kr_last_error());
         return KR_EXIT_FAILURE;
     }
-    double med[ST_COUNT];
-    for (int i = 0; i < ST_COUNT; i++) med[i] = median(&st[i]);
+    double med[ST_COUNT], tail[ST_COUNT];
+    for (int i = 0; i < ST_COUNT; i++) {
+        med[i] = median(&st[i]);
+        tail[i] = p99(&st[i]);
+    }
 
     double pipeline_fps = 0;
     if (run_pipeline) {
@@ -201,8 +222,9 @@ int kr_cmd_bench(int argc, char **argv)
 
     const char *src_name = cfg.source.uri ? cfg.source.uri : "synthetic";
     printf("kinreg bench: source %s, %d frames (%d lost), backend %s\n", src_name, frames, lost, device_name);
-    printf("%-24s %10s %8s\n", "stage", "median ms", "samples");
-    for (int i = 0; i < ST_COUNT; i++) printf("%-24s %10.3f %8zu\n", stage_names[i], med[i], st[i].n);
+    printf("%-24s %10s %10s %8s\n", "stage", "median ms", "p99 ms", "samples");
+    for (int i = 0; i < ST_COUNT; i++)
+        printf("%-24s %10.3f %10.3f %8zu\n", stage_names[i], med[i], tail[i], st[i].n);
     printf("%-24s %10.1f\n", "tracker frames/s", med[ST_FRAME] > 0 ? 1e3 / med[ST_FRAME] : 0);
     if (run_pipeline) printf("%-24s %10.1f\n", "pipeline frames/s", pipeline_fps);
 
@@ -215,6 +237,8 @@ int kr_cmd_bench(int argc, char **argv)
         fprintf(f, "{\"source\": \"%s\", \"device\": \"%s\", \"frames\": %d, \"lost\": %d, \"median_ms\": {", src_name,
                 device_name, frames, lost);
         for (int i = 0; i < ST_COUNT; i++) fprintf(f, "%s\"%s\": %.4f", i ? ", " : "", stage_keys[i], med[i]);
+        fprintf(f, "}, \"p99_ms\": {");
+        for (int i = 0; i < ST_COUNT; i++) fprintf(f, "%s\"%s\": %.4f", i ? ", " : "", stage_keys[i], tail[i]);
         fprintf(f, "}, \"tracker_fps\": %.2f", med[ST_FRAME] > 0 ? 1e3 / med[ST_FRAME] : 0);
         if (run_pipeline) fprintf(f, ", \"pipeline_fps\": %.2f", pipeline_fps);
         fprintf(f, "}\n");

@@ -66,6 +66,8 @@ typedef struct {
     double rate;                   /* 0 = as fast as possible; 1.0 = recorded timing */
     int rebuild_every;             /* frames between model snapshot requests (default 8) */
     int fuse_level;                /* pyramid level fused into the model (default = track.finest_level) */
+    int fuse_thread;               /* fusion on its own thread, overlapping the next frame's tracking:
+                                      0 = with the CUDA backend (default), 1 = always, 2 = never */
     const char *trajectory_path;   /* TUM file written as poses are computed; NULL = none */
     const char *model_path;        /* PLY written at the end; NULL = none */
     kr_frame_callback on_frame;    /* called on the tracker thread after each frame */

@@ -49,6 +49,10 @@ typedef struct {
     size_t rays_bytes;
     int rays_levels;
     kr_intrinsics rays_intrinsics;
+    /* Set by the CUDA engine of kr_preprocess (0 otherwise): the levels are
+     * also on that device, and the device tracker reads them there instead
+     * of uploading them again while its context holds the same stamp. */
+    unsigned long long device_stamp;
 } kr_pyramid;
 
 /* Widest normal baseline, in pixels either side (kr_preprocess_config). */

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 
+#include "kinreg/device.h"
 #include "kinreg/kdtree.h"
 #include "kinreg/pose.h"
 #include "kinreg/preprocess.h"
@@ -67,6 +68,15 @@ KR_API void kr_track_config_default(kr_track_config *cfg);
 KR_API kr_status kr_track_frame(const kr_kdtree *model, const kr_pyramid *pyr, const kr_pose *seed,
                                 const kr_track_config *cfg, kr_track_result *out);
 
+/* kr_track_frame on the device's engine: with a CUDA device the whole loop
+ * runs on the GPU (gpu/track.cu) and only the result comes back; the figures
+ * and the state come from the same code as the CPU engine's. The CPU
+ * backend (dev NULL included), and exact_nn (a test mode the CPU engine
+ * alone has), run kr_track_frame. */
+KR_API kr_status kr_track_frame_on(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
+                                   const kr_pose *seed, const kr_track_config *cfg,
+                                   kr_track_result *out);
+
 /* Quality figures of one level as the state machine sees them. */
 typedef struct {
     int points, inliers;
@@ -89,6 +99,12 @@ typedef struct {
 
 KR_API kr_status kr_newton_linearize(const kr_kdtree *model, const kr_cloud *cloud, const kr_pose *pose,
                                      const kr_track_config *cfg, float gate, kr_newton_sums *out);
+
+/* kr_newton_linearize of pyramid level `level` on the device's engine (the
+ * CUDA engine reads the level where kr_preprocess left it when it can). */
+KR_API kr_status kr_newton_linearize_on(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
+                                        int level, const kr_pose *pose, const kr_track_config *cfg,
+                                        float gate, kr_newton_sums *out);
 
 #ifdef __cplusplus
 }
