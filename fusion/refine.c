@@ -22,6 +22,7 @@ void kr_refine_config_default(kr_refine_config *cfg)
                               .max_iterations = 30,
                               .lambda = 0.01,
                               .huber = 0,
+                              .cap = 0.3,
                               .subset = 1,
                               .seed = 1,
                               .gauge = 0,
@@ -44,7 +45,7 @@ static kr_status check_args(const kr_refine_config *cfg, const kr_refine_view *v
                         "refine: needs a config, at least 2 views and their poses");
     if (!(cfg->cell > 0) || cfg->levels < 1 || cfg->levels > 12 || cfg->band < 1 ||
         cfg->coarse_band < 1 || cfg->max_iterations < 0 || !(cfg->lambda > 0) || cfg->huber < 0 ||
-        !(cfg->subset > 0) || cfg->subset > 1 || cfg->gauge < 0 || cfg->gauge >= n_views ||
+        !(cfg->subset > 0) || !(cfg->cap > 0) || cfg->subset > 1 || cfg->gauge < 0 || cfg->gauge >= n_views ||
         cfg->max_points < 0)
         return kr_error(
             KR_ERR_INVALID_ARG,
@@ -90,7 +91,8 @@ static void level_free(level *L)
 }
 
 static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_config *cfg,
-                             const kr_refine_view *views, int V, double h, int band, int max_points)
+                             const kr_refine_view *views, int V, double h, int band, double cap,
+                             int max_points)
 {
     memset(L, 0, sizeof *L);
     L->fields = calloc((size_t)V, sizeof *L->fields);
@@ -120,9 +122,11 @@ static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_co
     L->pb.star = cfg->star;
     L->pb.gauge = cfg->gauge;
     L->pb.huber = (float)(cfg->huber * h);
-    /* A grid point's residual is meaningful up to about the band's reach;
-     * beyond it the cost stays ρ(cap) and the weight is 0. */
-    L->pb.cap = (float)(band * h);
+    /* Residuals beyond cap cost ρ(cap) and weigh 0. Coarse grids keep the
+     * band's whole reach (their basin); the finest grid drops what is far off,
+     * mostly grid points near the rim of a partial scan, whose nearest point
+     * in the other view is its rim rather than the surface they share. */
+    L->pb.cap = (float)(cap * h);
     int r = cfg->gauge;
     for (int i = 0; i < V; i++)
         for (int j = 0; j < V; j++) {
@@ -403,13 +407,13 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     totals before = {0}, after = {0};
     lm_stats st = {0};
     /* The finest grid first, for the "before" figures. */
-    s = level_build(&fine, eng, cfg, views, n_views, cfg->cell, cfg->band, level_points(cfg, 0));
+    s = level_build(&fine, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap, level_points(cfg, 0));
     if (s == KR_OK) s = kr_refine_engine_load(eng, &fine.pb);
     if (s == KR_OK) s = evaluate(&fine, eng, work, fine.acc, &before);
     for (int k = cfg->levels - 1; k >= 1 && s == KR_OK; k--) {
         level L;
         double h = cfg->cell * (double)(1 << k);
-        s = level_build(&L, eng, cfg, views, n_views, h, cfg->coarse_band, level_points(cfg, k));
+        s = level_build(&L, eng, cfg, views, n_views, h, cfg->coarse_band, cfg->coarse_band, level_points(cfg, k));
         if (s != KR_OK) break;
         totals t;
         s = kr_refine_engine_load(eng, &L.pb);
@@ -447,7 +451,7 @@ kr_status kr_refine_residual(const kr_refine_config *cfg, const kr_refine_view *
     if (s != KR_OK) return s;
     level L;
     totals t = {0};
-    s = level_build(&L, eng, cfg, views, n_views, cfg->cell, cfg->band, level_points(cfg, 0));
+    s = level_build(&L, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap, level_points(cfg, 0));
     if (s == KR_OK) {
         s = kr_refine_engine_load(eng, &L.pb);
         if (s == KR_OK) s = evaluate(&L, eng, poses, L.acc, &t);

@@ -11,6 +11,7 @@
 
 #include "capture/ply_read.h"
 #include "capture/scan_conf.h"
+#include "capture/synthetic_object.h"
 #include "cli.h"
 #include "kinreg/refine.h"
 
@@ -26,14 +27,15 @@ static void help(FILE *out)
         "options:\n"
         "  -o, --output FILE     write the refined poses as a .conf\n"
         "  --model FILE          write the merged, refined scans as one binary PLY\n"
-        "  --cell M              finest grid spacing in metres (default 0.002)\n"
+        "  --cell M              finest grid spacing in metres (default 0.0015)\n"
         "  --levels N            grids cell*2^k, coarse first (default 3)\n"
         "  --band B              influence band of the finest grid in cells (default 1)\n"
         "  --coarse-band B       band of the coarser grids (default 3)\n"
-        "  --points N            points per scan on the finest grid at most (default 20000; 0: "
+        "  --points N            points per scan on the finest grid at most (default 0: "
         "all)\n"
         "  --iterations N        LM iterations per level at most (default 30)\n"
         "  --huber C             Huber loss with threshold C cells (default 0: squares)\n"
+        "  --cap C               finest grid: residuals beyond C cells weigh 0 (default 0.3)\n"
         "  --subset F            fraction of grid points used (thesis: 0.4; default 1)\n"
         "  --star                the thesis's form: pairs (gauge, j) only, grid points inside\n"
         "                        every other scan's field\n"
@@ -43,6 +45,8 @@ static void help(FILE *out)
         "                        A1..A2 degrees about its centre and a translation of C1..C2 cm,\n"
         "                        then report each scan's error against the input poses\n"
         "  --seed S              seed of --perturb and --subset (default 1)\n"
+        "  --synthetic N         instead of SCANS.conf: N views of a synthetic bumpy object\n"
+        "                        (about 0.2 m across, cameras 0.5 m away; exact poses)\n"
         "  --json                print one JSON object instead of text\n"
         "  -q, --quiet           no progress line\n"
         "  -h, --help            this text\n\n"
@@ -151,6 +155,38 @@ static void relative_error(const kr_pose *est, const kr_pose *ref, int gauge, in
     *mm = kr_pose_translation_norm(&d) * 1000;
 }
 
+/* N views of the synthetic object (capture/synthetic_object.h) as a scan set
+ * whose poses are exact. */
+static kr_status make_synthetic(int n, kr_scan_conf *conf, float ***xyz, size_t **count)
+{
+    kr_scan_conf c = {0};
+    c.scans = calloc((size_t)n, sizeof *c.scans);
+    float **pts = calloc((size_t)n, sizeof *pts);
+    size_t *cnt = calloc((size_t)n, sizeof *cnt);
+    kr_pose *poses = calloc((size_t)n, sizeof *poses);
+    kr_status s = (c.scans && pts && cnt && poses) ? KR_OK : kr_error(KR_ERR_NOMEM, "no memory for %d views", n);
+    if (s == KR_OK) s = kr_synthetic_object_views(n, 60000, pts, cnt, poses);
+    for (int k = 0; k < n && s == KR_OK; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "synthetic%02d.ply", k);
+        c.scans[k].file = strdup(name);
+        c.scans[k].pose = poses[k];
+        c.n = k + 1;
+        if (!c.scans[k].file) s = kr_error(KR_ERR_NOMEM, "no memory");
+    }
+    free(poses);
+    if (s != KR_OK) {
+        kr_scan_conf_free(&c);
+        free(pts);
+        free(cnt);
+        return s;
+    }
+    *conf = c;
+    *xyz = pts;
+    *count = cnt;
+    return KR_OK;
+}
+
 int kr_cmd_refine(int argc, char **argv)
 {
     enum {
@@ -162,13 +198,15 @@ int kr_cmd_refine(int argc, char **argv)
         OPT_POINTS,
         OPT_ITER,
         OPT_HUBER,
+        OPT_CAP,
         OPT_SUBSET,
         OPT_STAR,
         OPT_GAUGE,
         OPT_BACKEND,
         OPT_PERTURB,
         OPT_SEED,
-        OPT_JSON
+        OPT_JSON,
+        OPT_SYNTHETIC
     };
     static const struct option longopts[] = {{"output", required_argument, 0, 'o'},
                                              {"model", required_argument, 0, OPT_MODEL},
@@ -179,6 +217,7 @@ int kr_cmd_refine(int argc, char **argv)
                                              {"points", required_argument, 0, OPT_POINTS},
                                              {"iterations", required_argument, 0, OPT_ITER},
                                              {"huber", required_argument, 0, OPT_HUBER},
+                                             {"cap", required_argument, 0, OPT_CAP},
                                              {"subset", required_argument, 0, OPT_SUBSET},
                                              {"star", no_argument, 0, OPT_STAR},
                                              {"gauge", required_argument, 0, OPT_GAUGE},
@@ -186,6 +225,7 @@ int kr_cmd_refine(int argc, char **argv)
                                              {"perturb", required_argument, 0, OPT_PERTURB},
                                              {"seed", required_argument, 0, OPT_SEED},
                                              {"json", no_argument, 0, OPT_JSON},
+                                             {"synthetic", required_argument, 0, OPT_SYNTHETIC},
                                              {"quiet", no_argument, 0, 'q'},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
@@ -196,7 +236,7 @@ int kr_cmd_refine(int argc, char **argv)
     bool json = false, quiet = false, perturbing = false;
     double deg[2] = {0, 0}, cm[2] = {0, 0};
     unsigned seed = 1;
-    int opt;
+    int opt, synthetic = 0;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "o:qh", longopts, NULL)) != -1) {
         char *end = NULL;
@@ -228,6 +268,9 @@ int kr_cmd_refine(int argc, char **argv)
         case OPT_HUBER:
             cfg.huber = strtod(optarg, &end);
             break;
+        case OPT_CAP:
+            cfg.cap = strtod(optarg, &end);
+            break;
         case OPT_SUBSET:
             cfg.subset = strtod(optarg, &end);
             break;
@@ -239,6 +282,9 @@ int kr_cmd_refine(int argc, char **argv)
             break;
         case OPT_SEED:
             seed = (unsigned)strtoul(optarg, &end, 10);
+            break;
+        case OPT_SYNTHETIC:
+            synthetic = (int)strtol(optarg, &end, 10);
             break;
         case OPT_JSON:
             json = true;
@@ -274,15 +320,17 @@ int kr_cmd_refine(int argc, char **argv)
             return KR_EXIT_USAGE;
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "kinreg refine: expected one SCANS.conf (see --help)\n");
+    if (optind != argc - (synthetic ? 0 : 1) || synthetic < 0 || synthetic == 1) {
+        fprintf(stderr, "kinreg refine: expected one SCANS.conf, or --synthetic N (N >= 2) alone (see --help)\n");
         return KR_EXIT_USAGE;
     }
     cfg.seed = seed;
     if (!quiet && !json) cfg.progress = progress;
 
-    kr_scan_conf conf;
-    kr_status s = kr_scan_conf_read(argv[optind], &conf);
+    kr_scan_conf conf = {0};
+    float **made = NULL;
+    size_t *made_n = NULL;
+    kr_status s = synthetic ? make_synthetic(synthetic, &conf, &made, &made_n) : kr_scan_conf_read(argv[optind], &conf);
     if (s != KR_OK) {
         fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
         return kr_exit_code(s);
@@ -296,11 +344,17 @@ int kr_cmd_refine(int argc, char **argv)
     if (!xyz || !count || !poses || !input || !views)
         s = kr_error(KR_ERR_NOMEM, "no memory for %d scans", n);
     if (s == KR_OK && n < 2)
-        s = kr_error(KR_ERR_EMPTY, "%s lists %d scan; refinement needs 2 or more", argv[optind], n);
+        s = kr_error(KR_ERR_EMPTY, "the set has %d scan; refinement needs 2 or more", n);
     for (int k = 0; k < n && s == KR_OK; k++) {
         if (!quiet && !json)
             fprintf(stderr, "\rrefine: reading %s (%d/%d)   ", conf.scans[k].file, k + 1, n);
-        s = kr_ply_read_points(conf.scans[k].path, &xyz[k], &count[k]);
+        if (made) {
+            xyz[k] = made[k];
+            count[k] = made_n[k];
+            made[k] = NULL;
+        } else {
+            s = kr_ply_read_points(conf.scans[k].path, &xyz[k], &count[k]);
+        }
         views[k] = (kr_refine_view){xyz[k], count[k]};
         input[k] = poses[k] = conf.scans[k].pose;
     }
@@ -389,6 +443,10 @@ int kr_cmd_refine(int argc, char **argv)
     free(input);
     free(start);
     free(views);
+    if (made)
+        for (int k = 0; k < n; k++) free(made[k]);
+    free(made);
+    free(made_n);
     kr_scan_conf_free(&conf);
     return rc;
 }

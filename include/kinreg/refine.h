@@ -30,6 +30,8 @@ typedef struct {
     double
         lambda; /* initial LM damping of (H + λ·diag H); ×10 on a failed step, ÷10 on a good one */
     double huber;  /* Huber threshold in cells; 0: plain squares */
+    double cap;    /* finest grid: residuals beyond cap cells cost ρ(cap) and weigh 0 (coarser
+                      grids: coarse_band cells) */
     double subset; /* fraction of the grid points used (thesis: 0.4); 1: all */
     unsigned seed; /* for the subset */
     int gauge;     /* index of the view that stays fixed */
