@@ -275,11 +275,29 @@ static inline KR_HD void kr_df_acc_add(kr_df_acc *to, const kr_df_acc *from)
     to->count += from->count;
 }
 
-/* Distance from a point to corner (x, y, z) of spacing h. */
+/* The corners [lo, hi] per axis that point p influences with the given band;
+ * 0 when p is too far out for the brick keys (it influences nothing). */
+static inline KR_HD int kr_df_corner_range(const float p[3], float inv_h, int band, int lo[3],
+                                           int hi[3])
+{
+    for (int a = 0; a < 3; a++) {
+        float u = p[a] * inv_h;
+        if (!(fabsf(u) < (float)(KR_DF_COORD_OFFSET - 4) * KR_DF_BRICK)) return 0;
+        int c = kr_df_floor(u);
+        lo[a] = c - (band - 1);
+        hi[a] = c + band;
+    }
+    return 1;
+}
+
+/* Distance from a point to corner (x, y, z) of spacing h. Products through
+ * KR_MUL so that nvcc does not fuse them: both engines then round alike and
+ * the influenced corners hold the same bits on both (the parity test checks). */
 static inline KR_HD float kr_df_corner_distance(const float p[3], int x, int y, int z, float h)
 {
-    float dx = p[0] - h * (float)x, dy = p[1] - h * (float)y, dz = p[2] - h * (float)z;
-    return sqrtf(dx * dx + dy * dy + dz * dz);
+    float dx = p[0] - KR_MUL(h, (float)x), dy = p[1] - KR_MUL(h, (float)y),
+          dz = p[2] - KR_MUL(h, (float)z);
+    return sqrtf(KR_MUL(dx, dx) + KR_MUL(dy, dy) + KR_MUL(dz, dz));
 }
 
 #endif

@@ -10,23 +10,6 @@ static int brick_of(int corner)
     return corner >> KR_DF_BRICK_LOG; /* floor division for negatives too */
 }
 
-/* The corner range [lo, hi] per axis that point p influences. */
-static void corner_range(const float *p, float inv_h, int band, int lo[3], int hi[3])
-{
-    for (int a = 0; a < 3; a++) {
-        int c = kr_df_floor(p[a] * inv_h);
-        lo[a] = c - (band - 1);
-        hi[a] = c + band;
-    }
-}
-
-static int point_usable(const float *p, float inv_h)
-{
-    for (int a = 0; a < 3; a++)
-        if (!(fabsf(p[a] * inv_h) < (float)(KR_DF_COORD_OFFSET - 4) * KR_DF_BRICK)) return 0;
-    return 1;
-}
-
 static kr_status table_grow(kr_dfield *f)
 {
     uint32_t cap = f->capacity ? f->capacity * 2 : 1024;
@@ -94,9 +77,8 @@ kr_status kr_dfield_build_bricks(kr_dfield *f, const float *xyz, size_t n, size_
     float inv_h = 1.0f / h;
     for (size_t k = 0; k < n && s == KR_OK; k += stride) {
         const float *p = xyz + 3 * k;
-        if (!point_usable(p, inv_h)) continue;
         int lo[3], hi[3], b[6];
-        corner_range(p, inv_h, band, lo, hi);
+        if (!kr_df_corner_range(p, inv_h, band, lo, hi)) continue;
         for (int a = 0; a < 3; a++) {
             b[a] = brick_of(lo[a]);
             b[3 + a] = brick_of(hi[a]);
@@ -142,9 +124,8 @@ static void fill_distances(kr_dfield *f, const float *xyz, size_t n, size_t stri
 #pragma omp parallel for schedule(static)
     for (long k = 0; k < count; k++) {
         const float *p = xyz + 3 * (size_t)k * stride;
-        if (!point_usable(p, inv_h)) continue;
         int lo[3], hi[3];
-        corner_range(p, inv_h, f->band, lo, hi);
+        if (!kr_df_corner_range(p, inv_h, f->band, lo, hi)) continue;
         for (int z = lo[2]; z <= hi[2]; z++)
             for (int y = lo[1]; y <= hi[1]; y++)
                 for (int x = lo[0]; x <= hi[0]; x++) {

@@ -45,8 +45,8 @@ static kr_status check_args(const kr_refine_config *cfg, const kr_refine_view *v
                         "refine: needs a config, at least 2 views and their poses");
     if (!(cfg->cell > 0) || cfg->levels < 1 || cfg->levels > 12 || cfg->band < 1 ||
         cfg->coarse_band < 1 || cfg->max_iterations < 0 || !(cfg->lambda > 0) || cfg->huber < 0 ||
-        !(cfg->subset > 0) || !(cfg->cap > 0) || cfg->subset > 1 || cfg->gauge < 0 || cfg->gauge >= n_views ||
-        cfg->max_points < 0)
+        !(cfg->subset > 0) || !(cfg->cap > 0) || cfg->subset > 1 || cfg->gauge < 0 ||
+        cfg->gauge >= n_views || cfg->max_points < 0)
         return kr_error(
             KR_ERR_INVALID_ARG,
             "refine: bad settings (cell > 0, 1..12 levels, bands >= 1, 0 < subset <= 1, "
@@ -339,6 +339,7 @@ static kr_status run_level(level *L, kr_refine_engine *eng, const kr_refine_conf
         if (cfg->progress)
             cfg->progress(cfg->progress_user, h, st->iterations, fmin(cur.cost, next.cost));
         if (next.cost < cur.cost) {
+            double gain = (cur.cost - next.cost) / cur.cost;
             memcpy(poses, trial, sizeof *poses * (size_t)V);
             kr_df_acc *swap = L->acc;
             L->acc = L->trial;
@@ -346,10 +347,12 @@ static kr_status run_level(level *L, kr_refine_engine *eng, const kr_refine_conf
             cur = next;
             st->accepted++;
             lambda = fmax(lambda / 10, 1e-7);
-            if (move < cfg->tolerance * h) break;
+            /* Converged: the step barely moved a view or barely paid. */
+            if (move < cfg->tolerance * h || gain < 1e-4) break;
         } else {
             lambda *= 10;
-            if (lambda > 1e12 || move < 1e-3 * cfg->tolerance * h) break;
+            /* A step that moves nothing yet fails: this is the minimum. */
+            if (lambda > 1e12 || move < cfg->tolerance * h) break;
         }
     }
     if (s == KR_OK) *out = cur;
@@ -407,13 +410,15 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     totals before = {0}, after = {0};
     lm_stats st = {0};
     /* The finest grid first, for the "before" figures. */
-    s = level_build(&fine, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap, level_points(cfg, 0));
+    s = level_build(&fine, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap,
+                    level_points(cfg, 0));
     if (s == KR_OK) s = kr_refine_engine_load(eng, &fine.pb);
     if (s == KR_OK) s = evaluate(&fine, eng, work, fine.acc, &before);
     for (int k = cfg->levels - 1; k >= 1 && s == KR_OK; k--) {
         level L;
         double h = cfg->cell * (double)(1 << k);
-        s = level_build(&L, eng, cfg, views, n_views, h, cfg->coarse_band, cfg->coarse_band, level_points(cfg, k));
+        s = level_build(&L, eng, cfg, views, n_views, h, cfg->coarse_band, cfg->coarse_band,
+                        level_points(cfg, k));
         if (s != KR_OK) break;
         totals t;
         s = kr_refine_engine_load(eng, &L.pb);
@@ -451,7 +456,8 @@ kr_status kr_refine_residual(const kr_refine_config *cfg, const kr_refine_view *
     if (s != KR_OK) return s;
     level L;
     totals t = {0};
-    s = level_build(&L, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap, level_points(cfg, 0));
+    s = level_build(&L, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap,
+                    level_points(cfg, 0));
     if (s == KR_OK) {
         s = kr_refine_engine_load(eng, &L.pb);
         if (s == KR_OK) s = evaluate(&L, eng, poses, L.acc, &t);

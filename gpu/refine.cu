@@ -34,12 +34,7 @@ __global__ void fill_kernel(kr_df_field f, int band, const float *__restrict__ x
     if (k >= n) return;
     const float *p = xyz + 3 * k;
     int lo[3], hi[3];
-    for (int a = 0; a < 3; a++) {
-        if (!(fabsf(p[a] * f.inv_h) < (float)(KR_DF_COORD_OFFSET - 4) * KR_DF_BRICK)) return;
-        int c = kr_df_floor(p[a] * f.inv_h);
-        lo[a] = c - (band - 1);
-        hi[a] = c + band;
-    }
+    if (!kr_df_corner_range(p, f.inv_h, band, lo, hi)) return;
     for (int z = lo[2]; z <= hi[2]; z++)
         for (int y = lo[1]; y <= hi[1]; y++)
             for (int x = lo[0]; x <= hi[0]; x++) {
