@@ -12,6 +12,7 @@
 #include "capture/synthetic_object.h"
 #include "core/dfield_kernels.h"
 #include "fusion/dfield.h"
+#include "fusion/keyframes.h"
 #include "kinreg/refine.h"
 
 /* Points on a bumpy surface patch z = f(x, y) (m), n of them. */
@@ -386,4 +387,70 @@ KR_TEST(refine, rejects_bad_arguments)
     kr_refine_config_default(&cfg);
     v[1].n = 0;
     CHECK_STATUS(kr_refine(&cfg, NULL, v, 2, poses, NULL), KR_ERR_EMPTY);
+}
+
+KR_TEST(refine, keyframes_follow_motion_and_quality)
+{
+    kr_keyframes_config cfg;
+    kr_keyframes_config_default(&cfg);
+    cfg.max_points = 100;
+    kr_keyframes kf;
+    kr_keyframes_init(&kf, &cfg);
+    kr_pose p = kr_pose_identity();
+    CHECK(!kr_keyframes_due(&kf, &p, false)); /* poor tracking: never */
+    CHECK(kr_keyframes_due(&kf, &p, true));   /* the first one */
+    float pts[3 * 300];
+    for (int i = 0; i < 300; i++) {
+        pts[3 * i] = 0.001f * i;
+        pts[3 * i + 1] = 0;
+        pts[3 * i + 2] = i % 3 == 0 ? 0.0f : 1.0f; /* a third have no depth */
+    }
+    REQUIRE_OK(kr_keyframes_add(&kf, 0, &p, pts, 300));
+    CHECK_EQ(kf.items[0].n, 100);
+    for (size_t i = 0; i < kf.items[0].n; i++)
+        CHECK_GT(kf.items[0].xyz[3 * i + 2], 0);
+    /* Spread over the valid points: the first and nearly the last kept. */
+    CHECK_LT(kf.items[0].xyz[0], 0.0025f);
+    CHECK_GT(kf.items[0].xyz[3 * 99], 0.29f);
+    double small[6] = {0, 0, 0.05, 0.05, 0, 0}, far[6] = {0, 0, 0, 0.12, 0, 0},
+           turn[6] = {0, 0.2, 0, 0, 0, 0};
+    kr_pose a = kr_pose_exp(small), b = kr_pose_exp(far), c = kr_pose_exp(turn);
+    CHECK(!kr_keyframes_due(&kf, &a, true)); /* 5 cm and 2.9°: not yet */
+    CHECK(kr_keyframes_due(&kf, &b, true));  /* 12 cm */
+    CHECK(kr_keyframes_due(&kf, &c, true));  /* 11.5° */
+    CHECK(!kr_keyframes_due(&kf, &b, false));
+    CHECK_STATUS(kr_keyframes_add(&kf, 1, &p, pts, 1),
+                 KR_ERR_EMPTY); /* its only point has no depth */
+    CHECK_STATUS(kr_keyframes_refine(&kf, 0, 2, &(kr_refine_config){0}, NULL, NULL),
+                 KR_ERR_INVALID_ARG);
+    kr_keyframes_free(&kf);
+}
+
+KR_TEST(refine, keyframe_window_is_refined_in_place)
+{
+    enum { V = 6 };
+    float *xyz[V];
+    size_t n[V];
+    kr_pose truth[V];
+    REQUIRE_OK(kr_synthetic_object_views(V, 40000, xyz, n, truth));
+    kr_keyframes kf;
+    kr_keyframes_init(&kf, NULL);
+    unsigned s = 21;
+    for (int k = 0; k < V; k++) {
+        double c[3] = {0, 0, 0};
+        kr_pose p = k ? perturb(&truth[k], c, 3, 0.006, &s) : truth[k];
+        REQUIRE_OK(kr_keyframes_add(&kf, (uint64_t)k, &p, xyz[k], n[k]));
+        free(xyz[k]);
+    }
+    kr_refine_config cfg;
+    kr_refine_config_default(&cfg);
+    cfg.cell = 0.003;
+    kr_refine_result r;
+    REQUIRE_OK(kr_keyframes_refine(&kf, 0, V, &cfg, NULL, &r));
+    CHECK_LT(r.rms_after, r.rms_before);
+    for (int k = 1; k < V; k++) {
+        kr_pose ti = kr_pose_inv(&truth[k]), d = kr_pose_mul(&ti, &kf.items[k].pose);
+        CHECK_LT(kr_pose_angle(&d) * 180 / M_PI, 0.15);
+    }
+    kr_keyframes_free(&kf);
 }
