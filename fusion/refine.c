@@ -92,7 +92,7 @@ static void level_free(level *L)
 
 static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_config *cfg,
                              const kr_refine_view *views, int V, double h, int band, double cap,
-                             int max_points)
+                             int coarseness)
 {
     memset(L, 0, sizeof *L);
     L->fields = calloc((size_t)V, sizeof *L->fields);
@@ -108,9 +108,14 @@ static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_co
     }
     kr_status s = KR_OK;
     for (int k = 0; k < V && s == KR_OK; k++) {
-        size_t stride = 1;
-        if (max_points > 0 && views[k].n > (size_t)max_points)
-            stride = (views[k].n + (size_t)max_points - 1) / (size_t)max_points;
+        /* Level `coarseness` has cells 2^coarseness times the finest: a
+         * quarter of the points per step keeps points per cell area alike
+         * (the corners a point updates grow with the band, not the cell). */
+        size_t m = views[k].n;
+        if (cfg->max_points > 0 && m > (size_t)cfg->max_points) m = (size_t)cfg->max_points;
+        m >>= 2 * coarseness;
+        if (m < 2000) m = 2000;
+        size_t stride = views[k].n > m ? (views[k].n + m - 1) / m : 1;
         s = kr_refine_engine_field(eng, &L->fields[k], views[k].xyz, views[k].n, stride, (float)h,
                                    band, cfg->subset, cfg->seed + (unsigned)k);
     }
@@ -382,13 +387,6 @@ static double views_radius(const kr_refine_view *views, int V, const kr_pose *po
     return r;
 }
 
-static int level_points(const kr_refine_config *cfg, int k)
-{
-    if (cfg->max_points <= 0) return 0;
-    long m = cfg->max_points >> (2 * k); /* points per cell area stay alike across levels */
-    return (int)(m < 2000 ? 2000 : m);
-}
-
 kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine_view *views,
                     int n_views, kr_pose *poses, kr_refine_result *result)
 {
@@ -410,15 +408,13 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     totals before = {0}, after = {0};
     lm_stats st = {0};
     /* The finest grid first, for the "before" figures. */
-    s = level_build(&fine, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap,
-                    level_points(cfg, 0));
+    s = level_build(&fine, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap, 0);
     if (s == KR_OK) s = kr_refine_engine_load(eng, &fine.pb);
     if (s == KR_OK) s = evaluate(&fine, eng, work, fine.acc, &before);
     for (int k = cfg->levels - 1; k >= 1 && s == KR_OK; k--) {
         level L;
         double h = cfg->cell * (double)(1 << k);
-        s = level_build(&L, eng, cfg, views, n_views, h, cfg->coarse_band, cfg->coarse_band,
-                        level_points(cfg, k));
+        s = level_build(&L, eng, cfg, views, n_views, h, cfg->coarse_band, cfg->coarse_band, k);
         if (s != KR_OK) break;
         totals t;
         s = kr_refine_engine_load(eng, &L.pb);
@@ -456,8 +452,7 @@ kr_status kr_refine_residual(const kr_refine_config *cfg, const kr_refine_view *
     if (s != KR_OK) return s;
     level L;
     totals t = {0};
-    s = level_build(&L, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap,
-                    level_points(cfg, 0));
+    s = level_build(&L, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap, 0);
     if (s == KR_OK) {
         s = kr_refine_engine_load(eng, &L.pb);
         if (s == KR_OK) s = evaluate(&L, eng, poses, L.acc, &t);
