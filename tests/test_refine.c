@@ -454,3 +454,32 @@ KR_TEST(refine, keyframe_window_is_refined_in_place)
     }
     kr_keyframes_free(&kf);
 }
+
+KR_TEST(refine, tool_writes_poses_model_and_json)
+{
+    char args[2048], out[8192];
+    const char *dir = kr_test_tmpdir();
+    snprintf(
+        args, sizeof args,
+        "refine --synthetic 4 --cell 0.004 --perturb 1,0.2 -o %s/s.conf --model %s/s.ply --json",
+        dir, dir);
+    REQUIRE(kr_test_run_tool(NULL, args, out, sizeof out) == 0);
+    CHECK_CONTAINS(out, "\"rms_after_m\":");
+    CHECK_CONTAINS(out, "\"max_deg\":");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/s.conf", dir);
+    kr_scan_conf c;
+    REQUIRE_OK(kr_scan_conf_read(path, &c));
+    CHECK_EQ(c.n, 4);
+    kr_scan_conf_free(&c);
+    snprintf(path, sizeof path, "%s/s.ply", dir);
+    float *xyz = NULL;
+    size_t n = 0;
+    /* The model is binary PLY: the ASCII reader names it unsupported, which
+     * shows the header it wrote is a PLY header. */
+    CHECK_STATUS(kr_ply_read_points(path, &xyz, &n), KR_ERR_UNSUPPORTED);
+    snprintf(args, sizeof args, "refine %s/missing.conf", dir);
+    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 1);
+    CHECK_CONTAINS(out, "missing.conf");
+    CHECK_EQ(kr_test_run_tool(NULL, "refine", out, sizeof out), 2);
+}
