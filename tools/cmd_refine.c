@@ -164,7 +164,9 @@ static kr_status make_synthetic(int n, kr_scan_conf *conf, float ***xyz, size_t 
     float **pts = calloc((size_t)n, sizeof *pts);
     size_t *cnt = calloc((size_t)n, sizeof *cnt);
     kr_pose *poses = calloc((size_t)n, sizeof *poses);
-    kr_status s = (c.scans && pts && cnt && poses) ? KR_OK : kr_error(KR_ERR_NOMEM, "no memory for %d views", n);
+    kr_status s = (c.scans && pts && cnt && poses)
+                      ? KR_OK
+                      : kr_error(KR_ERR_NOMEM, "no memory for %d views", n);
     if (s == KR_OK) s = kr_synthetic_object_views(n, 60000, pts, cnt, poses);
     for (int k = 0; k < n && s == KR_OK; k++) {
         char name[32];
@@ -321,7 +323,8 @@ int kr_cmd_refine(int argc, char **argv)
         }
     }
     if (optind != argc - (synthetic ? 0 : 1) || synthetic < 0 || synthetic == 1) {
-        fprintf(stderr, "kinreg refine: expected one SCANS.conf, or --synthetic N (N >= 2) alone (see --help)\n");
+        fprintf(stderr, "kinreg refine: expected one SCANS.conf, or --synthetic N (N >= 2) alone "
+                        "(see --help)\n");
         return KR_EXIT_USAGE;
     }
     cfg.seed = seed;
@@ -330,7 +333,8 @@ int kr_cmd_refine(int argc, char **argv)
     kr_scan_conf conf = {0};
     float **made = NULL;
     size_t *made_n = NULL;
-    kr_status s = synthetic ? make_synthetic(synthetic, &conf, &made, &made_n) : kr_scan_conf_read(argv[optind], &conf);
+    kr_status s = synthetic ? make_synthetic(synthetic, &conf, &made, &made_n)
+                            : kr_scan_conf_read(argv[optind], &conf);
     if (s != KR_OK) {
         fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
         return kr_exit_code(s);
@@ -444,7 +448,8 @@ int kr_cmd_refine(int argc, char **argv)
     free(start);
     free(views);
     if (made)
-        for (int k = 0; k < n; k++) free(made[k]);
+        for (int k = 0; k < n; k++)
+            free(made[k]);
     free(made);
     free(made_n);
     kr_scan_conf_free(&conf);
