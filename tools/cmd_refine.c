@@ -14,6 +14,7 @@
 #include "capture/synthetic_object.h"
 #include "cli.h"
 #include "kinreg/refine.h"
+#include "refine_sequence.h"
 
 static void help(FILE *out)
 {
@@ -45,6 +46,11 @@ static void help(FILE *out)
         "                        A1..A2 degrees about its centre and a translation of C1..C2 cm,\n"
         "                        then report each scan's error against the input poses\n"
         "  --seed S              seed of --perturb and --subset (default 1)\n"
+        "  --sequence URI        instead of SCANS.conf: a depth sequence (e.g. tum:DIR) whose\n"
+        "  --trajectory FILE     poses are in this TUM file: keyframes every --min-move, refined\n"
+        "                        jointly (grid 1 cm unless --cell); -o writes them as TUM\n"
+        "  --intrinsics NAME     the sequence's intrinsics preset (fr1, fr2, fr3)\n"
+        "  --min-move M,DEG      keyframe spacing: metres or degrees since the last (0.15,15)\n"
         "  --synthetic N         instead of SCANS.conf: N views of a synthetic bumpy object\n"
         "                        (about 0.2 m across, cameras 0.5 m away; exact poses)\n"
         "  --json                print one JSON object instead of text\n"
@@ -189,6 +195,47 @@ static kr_status make_synthetic(int n, kr_scan_conf *conf, float ***xyz, size_t 
     return KR_OK;
 }
 
+static int refine_sequence(kr_refine_sequence_args *seq, kr_refine_config *cfg, const char *output,
+                           kr_backend backend, bool json, bool quiet)
+{
+    kr_device *dev = NULL;
+    kr_status s = KR_OK;
+    if (backend != KR_BACKEND_CPU) {
+        kr_device_config dc;
+        kr_device_config_default(&dc);
+        dc.backend = backend;
+        s = kr_device_create(&dev, &dc);
+    }
+    /* Depth sensors: centimetre grids, not the bunny's millimetres, unless asked. */
+    if (cfg->cell == 0.0015) cfg->cell = 0.01;
+    seq->output = output;
+    seq->verbose = !quiet && !json;
+    if (!quiet && !json) cfg->progress = progress;
+    kr_refine_result res = {0};
+    int keyframes = 0;
+    if (!quiet && !json) fprintf(stderr, "refine: reading %s\n", seq->uri);
+    if (s == KR_OK) s = kr_refine_sequence(seq, cfg, dev, &res, &keyframes);
+    if (!quiet && !json) fprintf(stderr, "\r%-70s\r", "");
+    kr_device_destroy(&dev);
+    if (s != KR_OK) {
+        fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
+        return kr_exit_code(s);
+    }
+    if (json)
+        printf("{\"keyframes\":%d,\"backend\":\"%s\",\"rms_before_m\":%.9g,\"rms_after_m\":%.9g,"
+               "\"iterations\":%d,"
+               "\"seconds\":%.6f}\n",
+               keyframes, kr_backend_name(res.backend), res.rms_before, res.rms_after,
+               res.iterations, res.seconds);
+    else
+        printf("refined %d keyframes on %s in %.3f s (%d LM iterations)\nRMS residual %.3f mm -> "
+               "%.3f mm on the "
+               "%.1f mm grid\n",
+               keyframes, kr_backend_name(res.backend), res.seconds, res.iterations,
+               res.rms_before * 1000, res.rms_after * 1000, cfg->cell * 1000);
+    return KR_EXIT_OK;
+}
+
 int kr_cmd_refine(int argc, char **argv)
 {
     enum {
@@ -208,7 +255,11 @@ int kr_cmd_refine(int argc, char **argv)
         OPT_PERTURB,
         OPT_SEED,
         OPT_JSON,
-        OPT_SYNTHETIC
+        OPT_SYNTHETIC,
+        OPT_SEQUENCE,
+        OPT_TRAJECTORY,
+        OPT_INTRINSICS,
+        OPT_MIN_MOVE
     };
     static const struct option longopts[] = {{"output", required_argument, 0, 'o'},
                                              {"model", required_argument, 0, OPT_MODEL},
@@ -228,6 +279,10 @@ int kr_cmd_refine(int argc, char **argv)
                                              {"seed", required_argument, 0, OPT_SEED},
                                              {"json", no_argument, 0, OPT_JSON},
                                              {"synthetic", required_argument, 0, OPT_SYNTHETIC},
+                                             {"sequence", required_argument, 0, OPT_SEQUENCE},
+                                             {"trajectory", required_argument, 0, OPT_TRAJECTORY},
+                                             {"intrinsics", required_argument, 0, OPT_INTRINSICS},
+                                             {"min-move", required_argument, 0, OPT_MIN_MOVE},
                                              {"quiet", no_argument, 0, 'q'},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
@@ -239,6 +294,7 @@ int kr_cmd_refine(int argc, char **argv)
     double deg[2] = {0, 0}, cm[2] = {0, 0};
     unsigned seed = 1;
     int opt, synthetic = 0;
+    kr_refine_sequence_args seq = {.min_translation = 0.15, .min_angle_deg = 15};
     optind = 1;
     while ((opt = getopt_long(argc, argv, "o:qh", longopts, NULL)) != -1) {
         char *end = NULL;
@@ -285,6 +341,23 @@ int kr_cmd_refine(int argc, char **argv)
         case OPT_SEED:
             seed = (unsigned)strtoul(optarg, &end, 10);
             break;
+        case OPT_SEQUENCE:
+            seq.uri = optarg;
+            break;
+        case OPT_TRAJECTORY:
+            seq.trajectory = optarg;
+            break;
+        case OPT_INTRINSICS:
+            seq.intrinsics = optarg;
+            break;
+        case OPT_MIN_MOVE:
+            if (sscanf(optarg, "%lf,%lf", &seq.min_translation, &seq.min_angle_deg) != 2) {
+                fprintf(stderr,
+                        "kinreg refine: --min-move '%s': expected METRES,DEGREES (e.g. 0.05,5)\n",
+                        optarg);
+                return KR_EXIT_USAGE;
+            }
+            break;
         case OPT_SYNTHETIC:
             synthetic = (int)strtol(optarg, &end, 10);
             break;
@@ -321,6 +394,14 @@ int kr_cmd_refine(int argc, char **argv)
             fprintf(stderr, "kinreg refine: '%s' is not a number (see --help)\n", optarg);
             return KR_EXIT_USAGE;
         }
+    }
+    if (seq.uri || seq.trajectory) {
+        if (!seq.uri || !seq.trajectory || optind != argc) {
+            fprintf(stderr, "kinreg refine: --sequence URI and --trajectory FILE go together, "
+                            "alone (see --help)\n");
+            return KR_EXIT_USAGE;
+        }
+        return refine_sequence(&seq, &cfg, output, backend, json, quiet);
     }
     if (optind != argc - (synthetic ? 0 : 1) || synthetic < 0 || synthetic == 1) {
         fprintf(stderr, "kinreg refine: expected one SCANS.conf, or --synthetic N (N >= 2) alone "
