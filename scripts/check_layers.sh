@@ -42,7 +42,7 @@ declare -A public_layer=(
     [source.h]=capture [kinect.h]=capture [recorder.h]=capture
     [transport.h]=transport
     [eval.h]=eval
-    [model.h]=fusion
+    [model.h]=fusion [refine.h]=fusion
     [preprocess.h]=pipeline [track.h]=pipeline [pipeline.h]=pipeline [register.h]=pipeline
 )
 

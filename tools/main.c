@@ -17,6 +17,7 @@ static const struct {
     {"eval", kr_cmd_eval, "ATE and RPE of an estimated trajectory against ground truth"},
     {"bench", kr_cmd_bench, "per-stage timings (medians) as a table and as JSON"},
     {"record", kr_cmd_record, "write a sensor's depth frames as a fakenect dump or TUM sequence"},
+    {"refine", kr_cmd_refine, "register a set of range scans jointly (multi-view distance fields)"},
     {"convert", kr_cmd_convert, "rewrite a TUM sequence as a fakenect dump or the reverse"},
     {"devices", kr_cmd_devices, "list the Kinects libfreenect can see"},
     {"register", kr_cmd_register, "align two point sets (PLY) with EM-ICP or Softassign"},

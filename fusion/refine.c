@@ -1,0 +1,466 @@
+/* Multi-view distance-field refinement: levels, pairs and Levenberg–Marquardt
+ * (include/kinreg/refine.h). The sums come from an engine (refine_cpu.c, or the
+ * CUDA twin through refine_engine.c); the small dense solve stays here. */
+#include "kinreg/refine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fusion/refine_engine.h"
+#include "fusion/refine_internal.h"
+
+void kr_refine_config_default(kr_refine_config *cfg)
+{
+    if (!cfg) return;
+    *cfg = (kr_refine_config){.cell = 0.0015,
+                              .levels = 3,
+                              .band = 1,
+                              .coarse_band = 3,
+                              .max_points = 0,
+                              .max_iterations = 30,
+                              .lambda = 0.01,
+                              .huber = 0,
+                              .cap = 0.3,
+                              .subset = 1,
+                              .seed = 1,
+                              .gauge = 0,
+                              .star = false,
+                              .tolerance = 1e-3};
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static kr_status check_args(const kr_refine_config *cfg, const kr_refine_view *views, int n_views,
+                            const void *poses)
+{
+    if (!cfg || !views || !poses || n_views < 2)
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "refine: needs a config, at least 2 views and their poses");
+    if (!(cfg->cell > 0) || cfg->levels < 1 || cfg->levels > 12 || cfg->band < 1 ||
+        cfg->coarse_band < 1 || cfg->max_iterations < 0 || !(cfg->lambda > 0) || cfg->huber < 0 ||
+        !(cfg->subset > 0) || !(cfg->cap > 0) || cfg->subset > 1 || cfg->gauge < 0 ||
+        cfg->gauge >= n_views || cfg->max_points < 0)
+        return kr_error(
+            KR_ERR_INVALID_ARG,
+            "refine: bad settings (cell > 0, 1..12 levels, bands >= 1, 0 < subset <= 1, "
+            "gauge %d must name one of the %d views)",
+            cfg->gauge, n_views);
+    for (int k = 0; k < n_views; k++)
+        if (!views[k].xyz || views[k].n < 1)
+            return kr_error(KR_ERR_EMPTY, "refine: view %d has no points", k);
+    return KR_OK;
+}
+
+static kr_df_pose to_float(const kr_pose *p)
+{
+    kr_df_pose f;
+    for (int i = 0; i < 9; i++)
+        f.R[i] = (float)p->R[i];
+    for (int i = 0; i < 3; i++)
+        f.t[i] = (float)p->t[i];
+    return f;
+}
+
+/* One level: fields, pairs and the sums' scratch. */
+typedef struct {
+    kr_refine_problem pb;
+    kr_dfield *fields;
+    int *pairs, npairs;
+    kr_df_acc *acc, *trial;
+    kr_df_pose *fposes;
+} level;
+
+static void level_free(level *L)
+{
+    if (L->fields)
+        for (int k = 0; k < L->pb.views; k++)
+            kr_dfield_free(&L->fields[k]);
+    free(L->fields);
+    free(L->pairs);
+    free(L->acc);
+    free(L->trial);
+    free(L->fposes);
+    memset(L, 0, sizeof *L);
+}
+
+static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_config *cfg,
+                             const kr_refine_view *views, int V, double h, int band, double cap,
+                             int coarseness)
+{
+    memset(L, 0, sizeof *L);
+    L->fields = calloc((size_t)V, sizeof *L->fields);
+    int maxpairs = V * (V - 1);
+    L->pairs = malloc(sizeof *L->pairs * 2 * (size_t)maxpairs);
+    L->acc = malloc(sizeof *L->acc * (size_t)maxpairs);
+    L->trial = malloc(sizeof *L->trial * (size_t)maxpairs);
+    L->fposes = malloc(sizeof *L->fposes * (size_t)V);
+    L->pb.views = V;
+    if (!L->fields || !L->pairs || !L->acc || !L->trial || !L->fposes) {
+        level_free(L);
+        return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
+    }
+    kr_status s = KR_OK;
+    for (int k = 0; k < V && s == KR_OK; k++) {
+        /* Level `coarseness` has cells 2^coarseness times the finest: a
+         * quarter of the points per step keeps points per cell area alike
+         * (the corners a point updates grow with the band, not the cell). */
+        size_t m = views[k].n;
+        if (cfg->max_points > 0 && m > (size_t)cfg->max_points) m = (size_t)cfg->max_points;
+        m >>= 2 * coarseness;
+        if (m < 2000) m = 2000;
+        size_t stride = views[k].n > m ? (views[k].n + m - 1) / m : 1;
+        s = kr_refine_engine_field(eng, &L->fields[k], views[k].xyz, views[k].n, stride, (float)h,
+                                   band, cfg->subset, cfg->seed + (unsigned)k);
+    }
+    if (s != KR_OK) {
+        level_free(L);
+        return s;
+    }
+    L->pb.fields = L->fields;
+    L->pb.star = cfg->star;
+    L->pb.gauge = cfg->gauge;
+    L->pb.huber = (float)(cfg->huber * h);
+    /* Residuals beyond cap cost ρ(cap) and weigh 0. Coarse grids keep the
+     * band's whole reach (their basin); the finest grid drops what is far off,
+     * mostly grid points near the rim of a partial scan, whose nearest point
+     * in the other view is its rim rather than the surface they share. */
+    L->pb.cap = (float)(cap * h);
+    int r = cfg->gauge;
+    for (int i = 0; i < V; i++)
+        for (int j = 0; j < V; j++) {
+            if (i == j || (cfg->star && i != r)) continue;
+            L->pairs[2 * L->npairs] = i;
+            L->pairs[2 * L->npairs + 1] = j;
+            L->npairs++;
+        }
+    return KR_OK;
+}
+
+/* Does view i's field box, moved into view j's frame, meet j's field box? */
+static int boxes_meet(const kr_dfield *fi, const kr_dfield *fj, const kr_df_pose *Ti,
+                      const kr_df_pose *Tj)
+{
+    if (!fi->n_grid || !(fj->hi[0] >= fj->lo[0])) return 0;
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int c = 0; c < 8; c++) {
+        float p[3] = {(c & 1) ? fi->hi[0] : fi->lo[0], (c & 2) ? fi->hi[1] : fi->lo[1],
+                      (c & 4) ? fi->hi[2] : fi->lo[2]},
+              w[3], q[3];
+        kr_df_apply(Ti, p, w);
+        kr_df_apply_inv(Tj, w, q);
+        for (int a = 0; a < 3; a++) {
+            lo[a] = fminf(lo[a], q[a]);
+            hi[a] = fmaxf(hi[a], q[a]);
+        }
+    }
+    for (int a = 0; a < 3; a++)
+        if (hi[a] < fj->lo[a] || lo[a] > fj->hi[a]) return 0;
+    return 1;
+}
+
+typedef struct {
+    double cost, sq, count;
+} totals;
+
+/* The objective at the given poses; acc[p] receives each pair's sums (pairs
+ * whose boxes do not meet are skipped: every one of their points misses). */
+static kr_status evaluate(level *L, kr_refine_engine *eng, const kr_pose *poses, kr_df_acc *acc,
+                          totals *t)
+{
+    int V = L->pb.views;
+    for (int k = 0; k < V; k++)
+        L->fposes[k] = to_float(&poses[k]);
+    int *active = malloc(sizeof *active * 2 * (size_t)(L->npairs ? L->npairs : 1));
+    int *where = malloc(sizeof *where * (size_t)(L->npairs ? L->npairs : 1));
+    kr_df_acc *sums = malloc(sizeof *sums * (size_t)(L->npairs ? L->npairs : 1));
+    if (!active || !where || !sums) {
+        free(active);
+        free(where);
+        free(sums);
+        return kr_error(KR_ERR_NOMEM, "refine: no memory for %d pairs", L->npairs);
+    }
+    int n = 0;
+    for (int p = 0; p < L->npairs; p++) {
+        int i = L->pairs[2 * p], j = L->pairs[2 * p + 1];
+        kr_df_acc_zero(&acc[p]);
+        where[p] = -1;
+        if (!L->pb.star && !boxes_meet(&L->fields[i], &L->fields[j], &L->fposes[i], &L->fposes[j]))
+            continue;
+        active[2 * n] = i;
+        active[2 * n + 1] = j;
+        where[p] = n++;
+    }
+    kr_status s = kr_refine_engine_eval(eng, &L->pb, L->fposes, active, n, sums);
+    if (s == KR_OK) {
+        double landed = 0, cost = 0, sq = 0;
+        for (int p = 0; p < L->npairs; p++) {
+            if (where[p] < 0) continue;
+            acc[p] = sums[where[p]];
+            landed += acc[p].count;
+            cost += acc[p].cost;
+            sq += acc[p].sq;
+        }
+        t->cost = cost;
+        t->sq = sq;
+        t->count = landed;
+        if (!isfinite(t->cost)) s = kr_error(KR_ERR_NUMERIC, "refine: the objective is not finite");
+    }
+    free(active);
+    free(where);
+    free(sums);
+    return s;
+}
+
+/* Cholesky solve of the SPD n×n system A x = b (A overwritten). */
+static kr_status cholesky_solve(int n, double *A, const double *b, double *x)
+{
+    for (int j = 0; j < n; j++) {
+        double d = A[(size_t)j * n + j];
+        for (int k = 0; k < j; k++)
+            d -= A[(size_t)j * n + k] * A[(size_t)j * n + k];
+        if (!(d > 0)) return KR_ERR_NUMERIC;
+        d = sqrt(d);
+        A[(size_t)j * n + j] = d;
+        for (int i = j + 1; i < n; i++) {
+            double s = A[(size_t)i * n + j];
+            for (int k = 0; k < j; k++)
+                s -= A[(size_t)i * n + k] * A[(size_t)j * n + k];
+            A[(size_t)i * n + j] = s / d;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        double s = b[i];
+        for (int k = 0; k < i; k++)
+            s -= A[(size_t)i * n + k] * x[k];
+        x[i] = s / A[(size_t)i * n + i];
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        double s = x[i];
+        for (int k = i + 1; k < n; k++)
+            s -= A[(size_t)k * n + i] * x[k];
+        x[i] = s / A[(size_t)i * n + i];
+    }
+    return KR_OK;
+}
+
+/* The normal equations H δ = −g over the views but the gauge, from the pair
+ * sums (core/dfield_kernels.h: J_j = −J_i). */
+static void assemble(const level *L, int gauge, const kr_df_acc *acc, double *H, double *g, int n)
+{
+    memset(H, 0, sizeof *H * (size_t)n * n);
+    memset(g, 0, sizeof *g * (size_t)n);
+    for (int p = 0; p < L->npairs; p++) {
+        if (acc[p].count == 0) continue;
+        int v[2] = {L->pairs[2 * p], L->pairs[2 * p + 1]};
+        int m[2];
+        for (int s = 0; s < 2; s++)
+            m[s] = v[s] == gauge ? -1 : 6 * (v[s] < gauge ? v[s] : v[s] - 1);
+        double S[36];
+        int at = 0;
+        for (int r = 0; r < 6; r++)
+            for (int c = r; c < 6; c++)
+                S[6 * r + c] = S[6 * c + r] = acc[p].H[at++];
+        for (int a = 0; a < 2; a++) {
+            if (m[a] < 0) continue;
+            double sign = a == 0 ? 1 : -1;
+            for (int r = 0; r < 6; r++)
+                g[m[a] + r] += sign * acc[p].g[r];
+            for (int b = 0; b < 2; b++) {
+                if (m[b] < 0) continue;
+                double sb = a == b ? 1 : -1;
+                for (int r = 0; r < 6; r++)
+                    for (int c = 0; c < 6; c++)
+                        H[(size_t)(m[a] + r) * n + m[b] + c] += sb * S[6 * r + c];
+            }
+        }
+    }
+}
+
+typedef struct {
+    int iterations, accepted;
+} lm_stats;
+
+/* Levenberg–Marquardt on one level, as the thesis adapts λ: solve
+ * (H + λ·diag H) δ = −g, keep the step and divide λ by 10 when the objective
+ * falls, else multiply λ by 10 and try again from the same poses. */
+static kr_status run_level(level *L, kr_refine_engine *eng, const kr_refine_config *cfg,
+                           kr_pose *poses, double h, double radius, totals *out, lm_stats *st)
+{
+    int V = L->pb.views, n = 6 * (V - 1);
+    double *H = malloc(sizeof *H * (size_t)n * n), *A = malloc(sizeof *A * (size_t)n * n);
+    double *g = malloc(sizeof *g * (size_t)n), *rhs = malloc(sizeof *rhs * (size_t)n),
+           *x = malloc(sizeof *x * (size_t)n);
+    kr_pose *trial = malloc(sizeof *trial * (size_t)V);
+    kr_status s = KR_OK;
+    if (!H || !A || !g || !rhs || !x || !trial)
+        s = kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
+    totals cur = {0}, next = {0};
+    if (s == KR_OK) s = evaluate(L, eng, poses, L->acc, &cur);
+    double lambda = cfg->lambda;
+    for (int it = 0; s == KR_OK && it < cfg->max_iterations; it++) {
+        st->iterations++;
+        assemble(L, cfg->gauge, L->acc, H, g, n);
+        memcpy(A, H, sizeof *A * (size_t)n * n);
+        double dmax = 0;
+        for (int i = 0; i < n; i++)
+            dmax = fmax(dmax, H[(size_t)i * n + i]);
+        if (!(dmax > 0)) break; /* nothing overlaps: nothing to move */
+        for (int i = 0; i < n; i++) {
+            /* A view with no residuals has a zero block: keep it still. */
+            double d = fmax(H[(size_t)i * n + i], 1e-9 * dmax);
+            A[(size_t)i * n + i] = d * (1 + lambda);
+            rhs[i] = -g[i];
+        }
+        if (cholesky_solve(n, A, rhs, x) != KR_OK) {
+            lambda *= 10;
+            if (lambda > 1e12) break;
+            continue;
+        }
+        double move = 0;
+        for (int k = 0, m = 0; k < V; k++) {
+            if (k == cfg->gauge) {
+                trial[k] = poses[k];
+                continue;
+            }
+            kr_pose step = kr_pose_exp(x + 6 * m);
+            trial[k] = kr_pose_mul(&step, &poses[k]);
+            kr_pose_orthonormalize(&trial[k]);
+            double rot = sqrt(x[6 * m] * x[6 * m] + x[6 * m + 1] * x[6 * m + 1] +
+                              x[6 * m + 2] * x[6 * m + 2]);
+            double tr = sqrt(x[6 * m + 3] * x[6 * m + 3] + x[6 * m + 4] * x[6 * m + 4] +
+                             x[6 * m + 5] * x[6 * m + 5]);
+            move = fmax(move, tr + rot * radius);
+            m++;
+        }
+        s = evaluate(L, eng, trial, L->trial, &next);
+        if (s != KR_OK) break;
+        if (cfg->progress)
+            cfg->progress(cfg->progress_user, h, st->iterations, fmin(cur.cost, next.cost));
+        if (next.cost < cur.cost) {
+            double gain = (cur.cost - next.cost) / cur.cost;
+            memcpy(poses, trial, sizeof *poses * (size_t)V);
+            kr_df_acc *swap = L->acc;
+            L->acc = L->trial;
+            L->trial = swap;
+            cur = next;
+            st->accepted++;
+            lambda = fmax(lambda / 10, 1e-7);
+            /* Converged: the step barely moved a view or barely paid. */
+            if (move < cfg->tolerance * h || gain < 1e-4) break;
+        } else {
+            lambda *= 10;
+            /* A step that moves nothing yet fails: this is the minimum. */
+            if (lambda > 1e12 || move < cfg->tolerance * h) break;
+        }
+    }
+    if (s == KR_OK) *out = cur;
+    free(H);
+    free(A);
+    free(g);
+    free(rhs);
+    free(x);
+    free(trial);
+    return s;
+}
+
+/* Largest distance of a point from its view's origin: turns rotation steps
+ * into the motion they cause (for the stopping rule). */
+static double views_radius(const kr_refine_view *views, int V, const kr_pose *poses)
+{
+    double r = 0;
+    for (int k = 0; k < V; k++) {
+        size_t stride = views[k].n > 1000 ? views[k].n / 1000 : 1;
+        for (size_t i = 0; i < views[k].n; i += stride) {
+            double p[3] = {views[k].xyz[3 * i], views[k].xyz[3 * i + 1], views[k].xyz[3 * i + 2]},
+                   w[3];
+            kr_pose_apply(&poses[k], p, w);
+            r = fmax(r, sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]));
+        }
+    }
+    return r;
+}
+
+kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine_view *views,
+                    int n_views, kr_pose *poses, kr_refine_result *result)
+{
+    kr_status s = check_args(cfg, views, n_views, poses);
+    if (s != KR_OK) return s;
+    double t0 = now_seconds();
+    kr_refine_engine *eng = NULL;
+    s = kr_refine_engine_create(&eng, dev);
+    if (s != KR_OK) return s;
+    kr_pose *work = malloc(sizeof *work * (size_t)n_views);
+    if (!work) {
+        kr_refine_engine_destroy(&eng);
+        return kr_error(KR_ERR_NOMEM, "refine: no memory for %d poses", n_views);
+    }
+    memcpy(work, poses, sizeof *work * (size_t)n_views);
+    kr_refine_result res = {.backend = kr_refine_engine_backend(eng)};
+    double radius = views_radius(views, n_views, poses);
+    level fine = {0};
+    totals before = {0}, after = {0};
+    lm_stats st = {0};
+    /* The finest grid first, for the "before" figures. */
+    s = level_build(&fine, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap, 0);
+    if (s == KR_OK) s = kr_refine_engine_load(eng, &fine.pb);
+    if (s == KR_OK) s = evaluate(&fine, eng, work, fine.acc, &before);
+    for (int k = cfg->levels - 1; k >= 1 && s == KR_OK; k--) {
+        level L;
+        double h = cfg->cell * (double)(1 << k);
+        s = level_build(&L, eng, cfg, views, n_views, h, cfg->coarse_band, cfg->coarse_band, k);
+        if (s != KR_OK) break;
+        totals t;
+        s = kr_refine_engine_load(eng, &L.pb);
+        if (s == KR_OK) s = run_level(&L, eng, cfg, work, h, radius, &t, &st);
+        level_free(&L);
+    }
+    if (s == KR_OK) s = kr_refine_engine_load(eng, &fine.pb);
+    if (s == KR_OK) s = run_level(&fine, eng, cfg, work, cfg->cell, radius, &after, &st);
+    level_free(&fine);
+    kr_refine_engine_destroy(&eng);
+    if (s == KR_OK) {
+        res.cost_before = before.cost;
+        res.cost_after = after.cost;
+        res.rms_before = before.count > 0 ? sqrt(before.sq / before.count) : 0;
+        res.rms_after = after.count > 0 ? sqrt(after.sq / after.count) : 0;
+        res.residuals_before = (size_t)before.count;
+        res.residuals_after = (size_t)after.count;
+        res.iterations = st.iterations;
+        res.accepted = st.accepted;
+        res.seconds = now_seconds() - t0;
+        memcpy(poses, work, sizeof *poses * (size_t)n_views);
+        if (result) *result = res;
+    }
+    free(work);
+    return s;
+}
+
+kr_status kr_refine_residual(const kr_refine_config *cfg, const kr_refine_view *views, int n_views,
+                             const kr_pose *poses, double *rms, size_t *count)
+{
+    kr_status s = check_args(cfg, views, n_views, poses);
+    if (s != KR_OK) return s;
+    kr_refine_engine *eng = NULL;
+    s = kr_refine_engine_create(&eng, NULL);
+    if (s != KR_OK) return s;
+    level L;
+    totals t = {0};
+    s = level_build(&L, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap, 0);
+    if (s == KR_OK) {
+        s = kr_refine_engine_load(eng, &L.pb);
+        if (s == KR_OK) s = evaluate(&L, eng, poses, L.acc, &t);
+        level_free(&L);
+    }
+    kr_refine_engine_destroy(&eng);
+    if (s != KR_OK) return s;
+    if (rms) *rms = t.count > 0 ? sqrt(t.sq / t.count) : 0;
+    if (count) *count = (size_t)t.count;
+    return KR_OK;
+}

@@ -1,0 +1,26 @@
+/* Internal: the refinement problem as the engines see it (one grid level),
+ * and the engines' evaluation entry points. refine.c runs Levenberg–Marquardt
+ * and calls an engine for the sums; the engines share core/dfield_kernels.h. */
+#ifndef KINREG_FUSION_REFINE_INTERNAL_H
+#define KINREG_FUSION_REFINE_INTERNAL_H
+
+#include "core/dfield_kernels.h"
+#include "fusion/dfield.h"
+#include "kinreg/device.h"
+
+typedef struct {
+    int views;
+    const kr_dfield *fields; /* one per view, this level */
+    int star;                /* 1: the thesis's form (pairs (gauge, j), common grid points only) */
+    int gauge;
+    float huber; /* metres; 0: plain squares */
+    float cap;   /* truncation: |e| > cap costs ρ(cap) and weighs 0, metres */
+} kr_refine_problem;
+
+/* Sums per pair (i, j) = (pairs[2p], pairs[2p+1]) at the given poses into
+ * acc[p] (zeroed by the engine). In star mode pairs are (gauge, j) for every
+ * other j, in view order. */
+kr_status kr_refine_eval_cpu(const kr_refine_problem *pb, const kr_df_pose *poses, const int *pairs,
+                             int npairs, kr_df_acc *acc);
+
+#endif

@@ -1,0 +1,297 @@
+/* The CUDA engine of multi-view refinement: the twin of fusion/dfield.c
+ * (distances of the influenced corners) and fusion/refine_cpu.c (the pair
+ * sums). Kernels map threads to points or grid points and call the shared
+ * per-element math of core/dfield_kernels.h.
+ *
+ * Distances: one thread per point, atomicMin on the float bits of each
+ * influenced corner (distances are ≥ 0, so bit order is value order). Sums:
+ * one thread per grid point and pair; each block reduces its 30 sums (the
+ * 21 of Σ w J Jᵀ, 6 of Σ w J e, cost, Σ e², count) with warp shuffles and
+ * adds them to the pair's totals with one double atomicAdd per sum. The small
+ * dense solve stays on the host (fusion/refine.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/context.h"
+#include "gpu/refine_gpu.h"
+
+namespace
+{
+
+const int kThreads = 256;
+const int kSums = (int)(sizeof(kr_df_acc) / sizeof(double)); /* 30 */
+
+struct DevView {
+    kr_df_field field; /* device pointers */
+    const float *grid, *grid_val;
+    long n_grid;
+};
+
+__global__ void fill_kernel(kr_df_field f, int band, const float *__restrict__ xyz, long n,
+                            float *values)
+{
+    long k = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    const float *p = xyz + 3 * k;
+    int lo[3], hi[3];
+    if (!kr_df_corner_range(p, f.inv_h, band, lo, hi)) return;
+    for (int z = lo[2]; z <= hi[2]; z++)
+        for (int y = lo[1]; y <= hi[1]; y++)
+            for (int x = lo[0]; x <= hi[0]; x++) {
+                long i = kr_df_corner_index(&f, x, y, z);
+                if (i >= 0)
+                    atomicMin((unsigned int *)&values[i],
+                              __float_as_uint(kr_df_corner_distance(p, x, y, z, f.h)));
+            }
+}
+
+/* Adds this thread's sums to out[0 … kSums−1]: warp shuffles, then one warp
+ * over the warps' partial sums, then one atomicAdd per sum. */
+__device__ void block_add(const double *mine, double *out)
+{
+    __shared__ double part[kThreads / 32][kSums];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int c = 0; c < kSums; c++) {
+        double v = mine[c];
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_down_sync(0xffffffffu, v, o);
+        if (lane == 0) part[warp][c] = v;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        for (int c = 0; c < kSums; c++) {
+            double v = lane < kThreads / 32 ? part[lane][c] : 0.0;
+            for (int o = 16; o > 0; o >>= 1)
+                v += __shfl_down_sync(0xffffffffu, v, o);
+            if (lane == 0 && v != 0.0) atomicAdd(&out[c], v);
+        }
+    }
+    __syncthreads();
+}
+
+/* blockIdx.y: the pair; blockIdx.x·blockDim.x + threadIdx.x: i's grid point. */
+__global__ void pairs_kernel(const DevView *__restrict__ views,
+                             const kr_df_pose *__restrict__ poses, const int *__restrict__ pairs,
+                             float huber, float cap, double *acc)
+{
+    int p = blockIdx.y, i = pairs[2 * p], j = pairs[2 * p + 1];
+    long k = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    kr_df_acc a;
+    kr_df_acc_zero(&a);
+    float e, J[6], w, c;
+    if (k < views[i].n_grid && kr_df_residual(&poses[i], &poses[j], &views[j].field,
+                                              views[i].grid + 3 * k, views[i].grid_val[k], &e, J)) {
+        kr_df_robust(e, huber, cap, &w, &c);
+        kr_df_accumulate(&a, J, e, w, c);
+    }
+    block_add((const double *)&a, acc + (size_t)p * kSums);
+}
+
+/* The thesis's form: a gauge grid point counts only when it lands in every
+ * other view's field; then it adds one residual to each pair. */
+__global__ void star_kernel(const DevView *__restrict__ views, const kr_df_pose *__restrict__ poses,
+                            const int *__restrict__ pairs, int npairs, int r, float huber,
+                            float cap, double *acc)
+{
+    long k = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    int inside = k < views[r].n_grid;
+    float e, J[6], w, c;
+    for (int p = 0; p < npairs && inside; p++) {
+        int j = pairs[2 * p + 1];
+        inside = kr_df_residual(&poses[r], &poses[j], &views[j].field, views[r].grid + 3 * k,
+                                views[r].grid_val[k], &e, NULL);
+    }
+    for (int p = 0; p < npairs; p++) {
+        kr_df_acc a;
+        kr_df_acc_zero(&a);
+        int j = pairs[2 * p + 1];
+        if (inside && kr_df_residual(&poses[r], &poses[j], &views[j].field, views[r].grid + 3 * k,
+                                     views[r].grid_val[k], &e, J)) {
+            kr_df_robust(e, huber, cap, &w, &c);
+            kr_df_accumulate(&a, J, e, w, c);
+        }
+        block_add((const double *)&a, acc + (size_t)p * kSums);
+    }
+}
+
+} // namespace
+
+struct kr_gpu_refine {
+    kr_gpu_context *ctx;
+    /* The loaded level: per view, device copies of its field and grid. */
+    int views;
+    void **blocks; /* views × 5 device allocations */
+    DevView *host_views;
+    DevView *d_views;
+    kr_df_pose *d_poses;
+    int *d_pairs;
+    double *d_acc;
+    int pairs_capacity;
+};
+
+static void free_level(kr_gpu_refine *g)
+{
+    if (g->blocks)
+        for (int i = 0; i < 5 * g->views; i++)
+            cudaFree(g->blocks[i]);
+    free(g->blocks);
+    free(g->host_views);
+    cudaFree(g->d_views);
+    cudaFree(g->d_poses);
+    g->blocks = NULL;
+    g->host_views = NULL;
+    g->d_views = NULL;
+    g->d_poses = NULL;
+    g->views = 0;
+}
+
+kr_status kr_gpu_refine_create(kr_gpu_refine **out, kr_gpu_context *ctx)
+{
+    if (!out || !ctx) return kr_error(KR_ERR_INVALID_ARG, "refine: needs a CUDA context");
+    kr_gpu_refine *g = (kr_gpu_refine *)calloc(1, sizeof *g);
+    if (!g) return kr_error(KR_ERR_NOMEM, "refine: no memory for the CUDA engine");
+    g->ctx = ctx;
+    *out = g;
+    return KR_OK;
+}
+
+void kr_gpu_refine_destroy(kr_gpu_refine **g)
+{
+    if (!g || !*g) return;
+    (void)kr_gpu_enter((*g)->ctx);
+    free_level(*g);
+    cudaFree((*g)->d_pairs);
+    cudaFree((*g)->d_acc);
+    free(*g);
+    *g = NULL;
+}
+
+static kr_status upload(void **dst, const void *src, size_t bytes)
+{
+    *dst = NULL;
+    if (!bytes) return KR_OK;
+    KR_CUDA_CHECK(cudaMalloc(dst, bytes));
+    KR_CUDA_CHECK(cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice));
+    return KR_OK;
+}
+
+kr_status kr_gpu_refine_fill(kr_gpu_refine *g, const kr_df_field *field, int bricks, int band,
+                             const float *xyz, size_t n, size_t stride, float *values)
+{
+    kr_status s = kr_gpu_enter(g->ctx);
+    if (s != KR_OK) return s;
+    size_t m = (n + stride - 1) / stride, cells = (size_t)bricks * KR_DF_BRICK_CELLS;
+    float *pts = (float *)malloc(sizeof(float) * 3 * (m ? m : 1));
+    if (!pts) return kr_error(KR_ERR_NOMEM, "refine: no memory for %zu points", m);
+    for (size_t k = 0; k < m; k++)
+        memcpy(pts + 3 * k, xyz + 3 * k * stride, sizeof(float) * 3);
+    void *d_keys = NULL, *d_slots = NULL, *d_values = NULL, *d_pts = NULL;
+    uint32_t cap = field->mask + 1;
+    if (s == KR_OK) s = upload(&d_keys, field->keys, sizeof(uint64_t) * cap);
+    if (s == KR_OK) s = upload(&d_slots, field->slots, sizeof(int) * cap);
+    if (s == KR_OK) s = upload(&d_values, values, sizeof(float) * cells); /* +∞ from the host */
+    if (s == KR_OK) s = upload(&d_pts, pts, sizeof(float) * 3 * m);
+    if (s == KR_OK && m && cells) {
+        kr_df_field f = *field;
+        f.keys = (const uint64_t *)d_keys;
+        f.slots = (const int *)d_slots;
+        f.values = (const float *)d_values;
+        unsigned blocks = (unsigned)((m + kThreads - 1) / kThreads);
+        fill_kernel<<<blocks, kThreads, 0, g->ctx->stream>>>(f, band, (const float *)d_pts, (long)m,
+                                                             (float *)d_values);
+        s = KR_CUDA_STATUS(cudaGetLastError());
+        if (s == KR_OK) s = KR_CUDA_STATUS(cudaStreamSynchronize(g->ctx->stream));
+        if (s == KR_OK)
+            s = KR_CUDA_STATUS(
+                cudaMemcpy(values, d_values, sizeof(float) * cells, cudaMemcpyDeviceToHost));
+    }
+    cudaFree(d_keys);
+    cudaFree(d_slots);
+    cudaFree(d_values);
+    cudaFree(d_pts);
+    free(pts);
+    return s;
+}
+
+kr_status kr_gpu_refine_load(kr_gpu_refine *g, const kr_gpu_refine_view *views, int n_views)
+{
+    kr_status s = kr_gpu_enter(g->ctx);
+    if (s != KR_OK) return s;
+    free_level(g);
+    g->blocks = (void **)calloc((size_t)(5 * n_views), sizeof(void *));
+    g->host_views = (DevView *)calloc((size_t)n_views, sizeof(DevView));
+    if (!g->blocks || !g->host_views)
+        return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", n_views);
+    g->views = n_views;
+    for (int k = 0; k < n_views && s == KR_OK; k++) {
+        const kr_gpu_refine_view *v = &views[k];
+        void **b = g->blocks + 5 * k;
+        size_t cap = (size_t)v->field.mask + 1;
+        s = upload(&b[0], v->field.keys, sizeof(uint64_t) * cap);
+        if (s == KR_OK) s = upload(&b[1], v->field.slots, sizeof(int) * cap);
+        if (s == KR_OK)
+            s = upload(&b[2], v->field.values,
+                       sizeof(float) * (size_t)v->bricks * KR_DF_BRICK_CELLS);
+        if (s == KR_OK) s = upload(&b[3], v->grid, sizeof(float) * 3 * v->n_grid);
+        if (s == KR_OK) s = upload(&b[4], v->grid_val, sizeof(float) * v->n_grid);
+        DevView *d = &g->host_views[k];
+        d->field = v->field;
+        d->field.keys = (const uint64_t *)b[0];
+        d->field.slots = (const int *)b[1];
+        d->field.values = (const float *)b[2];
+        d->grid = (const float *)b[3];
+        d->grid_val = (const float *)b[4];
+        d->n_grid = (long)v->n_grid;
+    }
+    if (s == KR_OK)
+        s = upload((void **)&g->d_views, g->host_views, sizeof(DevView) * (size_t)n_views);
+    if (s == KR_OK)
+        s = KR_CUDA_STATUS(cudaMalloc((void **)&g->d_poses, sizeof(kr_df_pose) * (size_t)n_views));
+    return s;
+}
+
+kr_status kr_gpu_refine_eval(kr_gpu_refine *g, int star, int gauge, float huber, float cap,
+                             const kr_df_pose *poses, const int *pairs, int npairs, kr_df_acc *acc)
+{
+    kr_status s = kr_gpu_enter(g->ctx);
+    if (s != KR_OK) return s;
+    for (int p = 0; p < npairs; p++)
+        kr_df_acc_zero(&acc[p]);
+    if (npairs == 0) return KR_OK;
+    if (npairs > g->pairs_capacity) {
+        cudaFree(g->d_pairs);
+        cudaFree(g->d_acc);
+        g->d_pairs = NULL;
+        g->d_acc = NULL;
+        g->pairs_capacity = 0;
+        KR_CUDA_CHECK(cudaMalloc((void **)&g->d_pairs, sizeof(int) * 2 * (size_t)npairs));
+        KR_CUDA_CHECK(cudaMalloc((void **)&g->d_acc, sizeof(kr_df_acc) * (size_t)npairs));
+        g->pairs_capacity = npairs;
+    }
+    cudaStream_t st = g->ctx->stream;
+    KR_CUDA_CHECK(cudaMemcpyAsync(g->d_poses, poses, sizeof(kr_df_pose) * (size_t)g->views,
+                                  cudaMemcpyHostToDevice, st));
+    KR_CUDA_CHECK(cudaMemcpyAsync(g->d_pairs, pairs, sizeof(int) * 2 * (size_t)npairs,
+                                  cudaMemcpyHostToDevice, st));
+    KR_CUDA_CHECK(cudaMemsetAsync(g->d_acc, 0, sizeof(kr_df_acc) * (size_t)npairs, st));
+    if (star) {
+        long n = g->host_views[gauge].n_grid;
+        unsigned blocks = (unsigned)((n + kThreads - 1) / kThreads);
+        if (blocks)
+            star_kernel<<<blocks, kThreads, 0, st>>>(g->d_views, g->d_poses, g->d_pairs, npairs,
+                                                     gauge, huber, cap, g->d_acc);
+    } else {
+        long n = 0;
+        for (int p = 0; p < npairs; p++)
+            if (g->host_views[pairs[2 * p]].n_grid > n) n = g->host_views[pairs[2 * p]].n_grid;
+        unsigned blocks = (unsigned)((n + kThreads - 1) / kThreads);
+        if (blocks)
+            pairs_kernel<<<dim3(blocks, (unsigned)npairs), kThreads, 0, st>>>(
+                g->d_views, g->d_poses, g->d_pairs, huber, cap, g->d_acc);
+    }
+    KR_CUDA_CHECK(cudaGetLastError());
+    KR_CUDA_CHECK(cudaMemcpyAsync(acc, g->d_acc, sizeof(kr_df_acc) * (size_t)npairs,
+                                  cudaMemcpyDeviceToHost, st));
+    KR_CUDA_CHECK(cudaStreamSynchronize(st));
+    return KR_OK;
+}

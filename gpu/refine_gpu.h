@@ -1,0 +1,49 @@
+/* The CUDA twin of the refinement's engine (gpu/refine.cu), seen from plain C:
+ * only the ground floor's types (core/dfield_kernels.h), so fusion/ can call
+ * it without CUDA headers. Builds without CUDA answer KR_ERR_NO_DEVICE
+ * (gpu/refine_nocuda.c). */
+#ifndef KR_GPU_REFINE_GPU_H
+#define KR_GPU_REFINE_GPU_H
+
+#include <stddef.h>
+
+#include "core/dfield_kernels.h"
+#include "gpu/gpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kr_gpu_refine kr_gpu_refine;
+
+kr_status kr_gpu_refine_create(kr_gpu_refine **out, kr_gpu_context *ctx);
+void kr_gpu_refine_destroy(kr_gpu_refine **g);
+
+/* Fills the distances of one field on the device: one thread per point
+ * updates its influenced corners with atomicMin on the float bits (distances
+ * are ≥ 0, so the bit patterns order like the values). `field` holds the host
+ * brick table; `values` (bricks × KR_DF_BRICK_CELLS floats, host) receives the
+ * result. Points xyz[3k], k = 0, stride, … < n. */
+kr_status kr_gpu_refine_fill(kr_gpu_refine *g, const kr_df_field *field, int bricks, int band,
+                             const float *xyz, size_t n, size_t stride, float *values);
+
+/* One level's fields (host arrays, copied to the device) and grid points. */
+typedef struct {
+    kr_df_field field; /* host pointers */
+    int bricks;
+    const float *grid, *grid_val;
+    size_t n_grid;
+} kr_gpu_refine_view;
+
+kr_status kr_gpu_refine_load(kr_gpu_refine *g, const kr_gpu_refine_view *views, int n_views);
+
+/* Sums per pair (pairs[2p], pairs[2p+1]) into acc[p], as the CPU engine
+ * (fusion/refine_cpu.c): block reductions on the device, one pass per pair,
+ * or for star (the thesis's form) one pass over the gauge's grid points. */
+kr_status kr_gpu_refine_eval(kr_gpu_refine *g, int star, int gauge, float huber, float cap,
+                             const kr_df_pose *poses, const int *pairs, int npairs, kr_df_acc *acc);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,80 @@
+/* kinreg — multi-view distance-field refinement (DESIGN.md §5; Mohandoss's
+ * thesis, after Bhakar, Wang and Mudur).
+ *
+ * Each view (a keyframe or a range scan: its points in its own frame) gets a
+ * sparse distance field in its own frame. For every ordered pair of views
+ * (i, j), each influenced grid point g of i that lands inside j's field adds
+ * e = D_i(g) − D_j(T_j⁻¹T_i g); Levenberg–Marquardt moves every pose but the
+ * gauge's with 6-DoF left increments T ← exp(ξ^)·T, coarse grids first. */
+#ifndef KINREG_REFINE_H
+#define KINREG_REFINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kinreg/device.h"
+#include "kinreg/pose.h"
+#include "kinreg/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    double cell;        /* finest grid spacing, metres */
+    int levels;         /* grids of spacing cell·2^k, k = levels−1 … 0, coarse first */
+    int band;           /* influence band of the finest grid, in cells (1: the 8 corners) */
+    int coarse_band;    /* band of the coarser grids (wider: a larger basin) */
+    int max_points;     /* points per view per level at most (evenly strided); 0: all */
+    int max_iterations; /* LM iterations per level */
+    double
+        lambda; /* initial LM damping of (H + λ·diag H); ×10 on a failed step, ÷10 on a good one */
+    double huber;  /* Huber threshold in cells; 0: plain squares */
+    double cap;    /* finest grid: residuals beyond cap cells cost ρ(cap) and weigh 0 (coarser
+                      grids: coarse_band cells) */
+    double subset; /* fraction of the grid points used (thesis: 0.4); 1: all */
+    unsigned seed; /* for the subset */
+    int gauge;     /* index of the view that stays fixed */
+    bool star;     /* the thesis's form: pairs (gauge, j) only, and a gauge grid point counts only
+                      when it lands inside every other view's field */
+    double tolerance; /* stop a level when a step moves no view by more than tolerance·cell
+                         (translation, and rotation times the views' radius) */
+    /* Called after each LM iteration (may be NULL): grid spacing of the
+     * level, iteration count so far, and the objective. */
+    void (*progress)(void *user, double cell, int iteration, double cost);
+    void *progress_user;
+} kr_refine_config;
+
+/* A view: n points (3 floats each, metres) in the view's own frame. */
+typedef struct {
+    const float *xyz;
+    size_t n;
+} kr_refine_view;
+
+typedef struct {
+    double rms_before, rms_after;   /* RMS residual (m) on the finest grid, before and after */
+    double cost_before, cost_after; /* the objective (robust, misses included) on the finest grid */
+    size_t residuals_before, residuals_after; /* residuals that landed on the finest grid */
+    int iterations;                           /* LM iterations, all levels */
+    int accepted;                             /* of which accepted */
+    double seconds;                           /* wall time of kr_refine */
+    kr_backend backend;                       /* engine used */
+} kr_refine_result;
+
+KR_API void kr_refine_config_default(kr_refine_config *cfg);
+
+/* Refines poses[0 … n_views−1] (T_world_view, in/out) jointly. dev may be NULL
+ * (the CPU engine with OpenMP's default threads). On error the poses and the
+ * result are untouched. */
+KR_API kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine_view *views,
+                           int n_views, kr_pose *poses, kr_refine_result *result);
+
+/* The objective's RMS residual (m) and landed residual count at the given
+ * poses, on a single grid of spacing cfg->cell and band cfg->band. */
+KR_API kr_status kr_refine_residual(const kr_refine_config *cfg, const kr_refine_view *views,
+                                    int n_views, const kr_pose *poses, double *rms, size_t *count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
