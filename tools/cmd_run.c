@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "output_path.h"
 #include "pipeline_options.h"
 #include "status_line.h"
 
@@ -94,6 +95,11 @@ int kr_cmd_run(int argc, char **argv)
         fprintf(stderr, "kinreg run: unexpected argument '%s'\n", argv[optind]);
         return KR_EXIT_USAGE;
     }
+
+    /* A live scan's model is written last: check every output path first. */
+    if (cfg.trajectory_path && !kr_output_writable("kinreg run", "--trajectory", cfg.trajectory_path))
+        return KR_EXIT_FAILURE;
+    if (cfg.model_path && !kr_output_writable("kinreg run", "--save-model", cfg.model_path)) return KR_EXIT_FAILURE;
 
     kr_pipeline_stats stats;
     kr_pipeline *p = NULL;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "kinreg/transport.h"
 
 static const struct {
     const char *name;
@@ -21,9 +22,20 @@ static const struct {
     {"devices", kr_cmd_devices, "list the Kinects libfreenect can see"},
 };
 
+/* Which engines this build carries, for --version. */
+static const char *kr_build_backends(void)
+{
+#ifdef KINREG_HAVE_CUDA
+    return "backends: cpu (OpenMP), cuda";
+#else
+    return "backends: cpu (OpenMP); built without CUDA";
+#endif
+}
+
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: kinreg COMMAND [OPTIONS]   (kinreg COMMAND --help for details)\n\ncommands:\n");
+    fprintf(out, "usage: kinreg COMMAND [OPTIONS]   (kinreg COMMAND --help for details)\n"
+                 "       kinreg --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
 }
@@ -53,9 +65,13 @@ int main(int argc, char **argv)
         usage(stdout);
         return KR_EXIT_OK;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version")) {
+        printf("kinreg %s (wire protocol %d, %s)\n", KINREG_VERSION, KR_WIRE_VERSION, kr_build_backends());
+        return KR_EXIT_OK;
+    }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "kinreg: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    fprintf(stderr, "kinreg: unknown %s '%s' (see 'kinreg --help')\n", argv[1][0] == '-' ? "option" : "command",
+            argv[1]);
     return KR_EXIT_USAGE;
 }

@@ -1,0 +1,197 @@
+/* A newcomer's first hour (issue 11): every rejected value names itself in one
+ * line before any work, output paths are checked first, the conventions users
+ * expect (--version, evo's --t_offset) are there. Each test failed before its
+ * fix. */
+#include "kr_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "kinreg/trajectory.h"
+
+static char out[1 << 16];
+
+static int kinreg(const char *args)
+{
+    return kr_test_run_tool(NULL, args, out, sizeof out);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+KR_TEST(newcomer, every_rejected_number_names_option_value_and_range)
+{
+    /* Each of these exited 2 printing nothing; 1e12 frames overflowed an int. */
+    static const struct {
+        const char *args, *option, *value;
+    } bad[] = {
+        {"--voxel -1", "--voxel", "'-1'"},
+        {"-n -5", "--frames", "'-5'"},
+        {"--frames 0", "--frames", "'0'"},
+        {"--frames 1e12", "--frames", "'1e12'"},
+        {"--frames 2.5", "--frames", "'2.5'"},
+        {"--voxel 0", "--voxel", "'0'"},
+        {"--gate -1", "--gate", "'-1'"},
+        {"--duration -1", "--duration", "'-1'"},
+        {"--depth-scale 0", "--depth-scale", "'0'"},
+        {"--active-window 0", "--active-window", "'0'"},
+        {"--rebuild-every 0", "--rebuild-every", "'0'"},
+        {"--stall-timeout -1", "--stall-timeout", "'-1'"},
+        {"--wait-subscriber -1", "--wait-subscriber", "'-1'"},
+        {"--threads -1", "--threads", "'-1'"},
+        {"--seed -3", "--seed", "'-3'"},
+        {"--iterations 6,x", "--iterations", "'6,x'"},
+        {"--rate nan", "--rate", "'nan'"},
+    };
+    const char *commands[] = {"run", "demo", "bench"};
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            char args[256];
+            snprintf(args, sizeof args, "%s -b cpu %s", commands[c], bad[i].args);
+            CHECK_MSG(kinreg(args) == 2, "%s: exit status", args);
+            CHECK_MSG(strstr(out, bad[i].option) && strstr(out, bad[i].value) &&
+                          strstr(out, "expected"),
+                      "%s: '%s'", args, out);
+            CHECK_MSG(count_lines(out) == 1, "%s: %d lines: '%s'", args, count_lines(out), out);
+        }
+    }
+}
+
+KR_TEST(newcomer, unknown_option_is_one_line_with_a_hint)
+{
+    /* It printed the whole help text. */
+    const char *commands[] = {"run", "demo", "bench", "eval", "record", "convert", "sub"};
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char args[128], hint[64];
+        snprintf(args, sizeof args, "%s --no-such-option", commands[i]);
+        CHECK_EQ(kinreg(args), 2);
+        CHECK_CONTAINS(out, "--no-such-option");
+        snprintf(hint, sizeof hint, "kinreg %s --help", commands[i]);
+        CHECK_CONTAINS(out, hint);
+        CHECK_MSG(count_lines(out) == 1, "%s: %d lines", args, count_lines(out));
+    }
+    CHECK_EQ(kinreg("run --voxel"), 2);
+    CHECK_CONTAINS(out, "'--voxel' needs a value");
+    CHECK_EQ(kinreg("frobnicate"), 2);
+    CHECK_EQ(count_lines(out), 1);
+    CHECK_CONTAINS(out, "kinreg --help");
+}
+
+KR_TEST(newcomer, version_prints_the_project_version)
+{
+    CHECK_EQ(kinreg("--version"), 0);
+    CHECK_CONTAINS(out, "kinreg ");
+    int major = -1, minor = -1, patch = -1;
+    CHECK_EQ(sscanf(out, "kinreg %d.%d.%d", &major, &minor, &patch), 3);
+}
+
+KR_TEST(newcomer, model_path_is_checked_before_the_run)
+{
+    /* The scan ran to the end and then lost the model. */
+    CHECK_EQ(kinreg("run -q -b cpu -n 3 -m /nonexistent-kinreg-dir/x.ply"), 1);
+    CHECK_CONTAINS(out, "--save-model /nonexistent-kinreg-dir/x.ply");
+    CHECK_MSG(!strstr(out, "frames in"), "the run started: '%s'", out);
+    char args[512];
+    snprintf(args, sizeof args, "run -q -b cpu -n 3 -m '%s'", kr_test_tmpdir());
+    CHECK_EQ(kinreg(args), 1);
+    CHECK_CONTAINS(out, "is a directory");
+    CHECK_MSG(!strstr(out, "frames in"), "the run started: '%s'", out);
+}
+
+/* GT copied with every stamp moved by `shift` seconds. */
+static void write_shifted(const kr_trajectory *gt, double shift, const char *path)
+{
+    kr_trajectory t = {0};
+    for (size_t i = 0; i < gt->count; i++)
+        kr_trajectory_push(&t, gt->stamps[i] + shift, &gt->poses[i]);
+    kr_trajectory_write_tum(path, &t);
+    kr_trajectory_free(&t);
+}
+
+static double ate_of(const char *args)
+{
+    double v = -1;
+    const char *a;
+    if (kinreg(args) != 0 || !(a = strstr(out, "ATE rmse")) || sscanf(a, "ATE rmse %lf", &v) != 1)
+        return -1;
+    return v;
+}
+
+KR_TEST(newcomer, eval_t_offset_undoes_a_clock_shift)
+{
+    const char *gt_path = kr_test_data("tum/fr1_xyz_head/groundtruth.txt");
+    if (!gt_path) SKIP("no TUM data (KINREG_DATA or ../shared/data)");
+    char gt_copy[1024], shifted[1024], args[4096];
+    snprintf(gt_copy, sizeof gt_copy, "%s", gt_path);
+    kr_trajectory gt = {0};
+    REQUIRE_OK(kr_trajectory_read_tum(gt_copy, &gt));
+    snprintf(shifted, sizeof shifted, "%s/shifted.txt", kr_test_tmpdir());
+    write_shifted(&gt, -0.3, shifted);
+    kr_trajectory_free(&gt);
+    /* Independent expectation: the estimate is the ground truth on a clock
+     * 0.3 s behind, so adding 0.3 s makes every pair identical. */
+    snprintf(args, sizeof args, "eval '%s' '%s'", gt_copy, shifted);
+    double without = ate_of(args);
+    snprintf(args, sizeof args, "eval --t-offset 0.3 '%s' '%s'", gt_copy, shifted);
+    double with = ate_of(args);
+    CHECK_MSG(with >= 0 && with < 0.01, "ATE with --t-offset %g cm", with);
+    CHECK_MSG(without > 1, "ATE without the offset %g cm", without);
+    /* evo's spelling is accepted too. */
+    snprintf(args, sizeof args, "eval --t_offset 0.3 '%s' '%s'", gt_copy, shifted);
+    CHECK_NEAR(ate_of(args), with, 1e-9);
+    CHECK_EQ(kinreg("eval --t-offset soon a b"), 2);
+    CHECK_CONTAINS(out, "--t-offset 'soon'");
+}
+
+KR_TEST(newcomer, eval_align_start_measures_drift_from_the_first_pose)
+{
+    /* Estimate = ground truth moved rigidly: Horn removes it entirely, and so
+     * does the first-pose alignment; a trajectory that also drifts shows the
+     * drift only with --align-start. */
+    char gt_path[1024], est_path[1024], args[4096];
+    snprintf(gt_path, sizeof gt_path, "%s/line_gt.txt", kr_test_tmpdir());
+    snprintf(est_path, sizeof est_path, "%s/line_est.txt", kr_test_tmpdir());
+    kr_trajectory gt = {0}, est = {0};
+    for (int i = 0; i < 50; i++) {
+        kr_pose p = kr_pose_identity();
+        p.t[0] = 0.01 * i;
+        kr_trajectory_push(&gt, i * 0.1, &p);
+        kr_pose e = p;
+        e.t[0] = 0.02 * i; /* moves twice as far: scale drift */
+        e.t[1] = 1.0;      /* and starts 1 m away */
+        kr_trajectory_push(&est, i * 0.1, &e);
+    }
+    REQUIRE_OK(kr_trajectory_write_tum(gt_path, &gt));
+    REQUIRE_OK(kr_trajectory_write_tum(est_path, &est));
+    kr_trajectory_free(&gt);
+    kr_trajectory_free(&est);
+    /* First-pose alignment: error at frame i is 0.01 i m, i = 0..49. */
+    double s2 = 0;
+    for (int i = 0; i < 50; i++)
+        s2 += (0.01 * i) * (0.01 * i);
+    double expect_cm = 100 * sqrt(s2 / 50);
+    snprintf(args, sizeof args, "eval --align-start '%s' '%s'", gt_path, est_path);
+    CHECK_NEAR(ate_of(args), expect_cm, 0.002);
+    snprintf(args, sizeof args, "eval '%s' '%s'", gt_path, est_path);
+    double horn = ate_of(args);
+    CHECK_MSG(horn >= 0 && horn < expect_cm / 1.5, "Horn ATE %g cm vs first-pose %g cm", horn,
+              expect_cm);
+}
+
+KR_TEST(newcomer, eval_plot_path_is_checked_first_and_never_hides_the_ate)
+{
+    const char *gt_path = kr_test_data("tum/fr1_xyz_head/groundtruth.txt");
+    if (!gt_path) SKIP("no TUM data (KINREG_DATA or ../shared/data)");
+    char args[4096];
+    snprintf(args, sizeof args, "eval --plot /nonexistent-kinreg-dir/x.svg '%s' '%s'", gt_path,
+             gt_path);
+    CHECK_EQ(kinreg(args), 2);
+    CHECK_CONTAINS(out, "--plot /nonexistent-kinreg-dir/x.svg");
+    CHECK_CONTAINS(out, "no directory");
+}
