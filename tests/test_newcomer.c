@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "kinreg/source.h"
 #include "kinreg/trajectory.h"
 
 static char out[1 << 16];
@@ -194,4 +195,83 @@ KR_TEST(newcomer, eval_plot_path_is_checked_first_and_never_hides_the_ate)
     CHECK_EQ(kinreg(args), 2);
     CHECK_CONTAINS(out, "--plot /nonexistent-kinreg-dir/x.svg");
     CHECK_CONTAINS(out, "no directory");
+}
+
+KR_TEST(newcomer, recordings_carry_intrinsics_and_runs_say_which)
+{
+    /* record --format tum dropped the source's intrinsics; a later run fell
+     * back to the 525 px default without a word. */
+    char dir[600], bare[700], args[2048];
+    snprintf(dir, sizeof dir, "%s/kinect_tum", kr_test_tmpdir());
+    snprintf(args, sizeof args, "record -q -f tum --intrinsics kinect -n 3 '%s' synthetic", dir);
+    REQUIRE(kinreg(args) == 0);
+    kr_source_config cfg;
+    kr_source_config_default(&cfg);
+    char uri[800];
+    snprintf(uri, sizeof uri, "tum:%s", dir);
+    cfg.uri = uri;
+    kr_source *src = NULL;
+    REQUIRE_OK(kr_source_create(&src, &cfg));
+    kr_intrinsics got = kr_source_intrinsics(src), want;
+    REQUIRE_OK(kr_intrinsics_preset("kinect", &want));
+    CHECK(memcmp(&got, &want, sizeof got) == 0);
+    kr_source_destroy(&src);
+
+    /* run prints the intrinsics, depth units and backend with their origin. */
+    snprintf(args, sizeof args, "run -q -b cpu -n 2 '%s'", dir);
+    REQUIRE(kinreg(args) == 0);
+    CHECK_CONTAINS(out, "fx 570.3");
+    CHECK_CONTAINS(out, "kinreg-intrinsics.txt");
+    CHECK_CONTAINS(out, "5000 units/m (TUM default)");
+    CHECK_CONTAINS(out, "--backend cpu");
+    snprintf(args, sizeof args, "run -q -b cpu -n 2 --intrinsics fr3 '%s'", dir);
+    REQUIRE(kinreg(args) == 0);
+    CHECK_CONTAINS(out, "preset fr3, as given (--intrinsics)");
+
+    /* A TUM directory without the file: one warning naming the preset. */
+    snprintf(bare, sizeof bare, "%s/bare_tum", kr_test_tmpdir());
+    snprintf(args, sizeof args, "cp -r '%s' '%s' && rm '%s/kinreg-intrinsics.txt'", dir, bare,
+             bare);
+    REQUIRE(system(args) == 0);
+    snprintf(args, sizeof args, "run -q -b cpu -n 2 '%s'", bare);
+    REQUIRE(kinreg(args) == 0);
+    CHECK_CONTAINS(out, "warning: tum:");
+    CHECK_CONTAINS(out, "no kinreg-intrinsics.txt: using the default preset");
+}
+
+KR_TEST(newcomer, convert_to_tum_keeps_the_dump_intrinsics)
+{
+    char dump[600], tum[600], args[2048];
+    snprintf(dump, sizeof dump, "%s/conv_dump", kr_test_tmpdir());
+    snprintf(tum, sizeof tum, "%s/conv_tum", kr_test_tmpdir());
+    snprintf(args, sizeof args,
+             "record -q -f fakenect --intrinsics 500,501,320,240 -n 2 '%s' synthetic", dump);
+    REQUIRE(kinreg(args) == 0);
+    snprintf(args, sizeof args, "convert -q '%s' '%s'", dump, tum);
+    REQUIRE(kinreg(args) == 0);
+    kr_source_config cfg;
+    kr_source_config_default(&cfg);
+    char uri[800];
+    snprintf(uri, sizeof uri, "tum:%s", tum);
+    cfg.uri = uri;
+    kr_source *src = NULL;
+    REQUIRE_OK(kr_source_create(&src, &cfg));
+    kr_intrinsics k = kr_source_intrinsics(src);
+    CHECK_EQ(k.fx, 500.0f);
+    CHECK_EQ(k.fy, 501.0f);
+    CHECK_EQ(k.cx, 320.0f);
+    kr_source_destroy(&src);
+}
+
+KR_TEST(newcomer, a_source_may_name_its_index_file)
+{
+    /* `kinreg run DIR/depth.txt` said "no such directory". */
+    const char *depth_txt = kr_test_data("tum/fr1_xyz_head/depth.txt");
+    if (!depth_txt) SKIP("no TUM data (KINREG_DATA or ../shared/data)");
+    char args[2048];
+    snprintf(args, sizeof args, "run -q -b cpu -n 2 '%s'", depth_txt);
+    CHECK_EQ(kinreg(args), 0);
+    CHECK_CONTAINS(out, "2 frames");
+    snprintf(args, sizeof args, "run -q -b cpu -n 2 'tum:%s'", depth_txt);
+    CHECK_EQ(kinreg(args), 0);
 }

@@ -54,8 +54,12 @@ kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, bool quiet, 
         return s;
     }
     line.total = kr_source_length(kr_pipeline_source(p));
-    fprintf(stderr, "%s: %s on %s\n", who, kr_source_describe(kr_pipeline_source(p)),
-            kr_device_describe(kr_pipeline_device(p)));
+    /* Say what was assumed and why: intrinsics, depth units, backend. */
+    fprintf(stderr, "%s: %s on %s (--backend %s%s)\n", who, kr_source_describe(kr_pipeline_source(p)),
+            kr_device_describe(kr_pipeline_device(p)), kr_backend_name(cfg->device.backend),
+            cfg->device.backend == KR_BACKEND_AUTO ? (kr_cuda_available() ? ": a GPU is present" : ": no GPU found")
+                                                   : "");
+    fprintf(stderr, "%s: %s\n", who, kr_source_settings(kr_pipeline_source(p)));
     running = p;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
