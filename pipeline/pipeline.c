@@ -281,7 +281,7 @@ static void publish_status(kr_pipeline *p, kr_event event, const char *text)
     item.status.frames_lost = st.frames_lost;
     item.status.fps = (float)st.fps;
     item.status.model_points = st.model_points;
-    snprintf(item.status.text, sizeof item.status.text, "%.63s", text ? text : "");
+    snprintf(item.status.text, sizeof item.status.text, "%.319s", text ? text : "");
     kr_outbox_put(&p->outbox, &item);
 }
 
