@@ -275,3 +275,95 @@ KR_TEST(newcomer, a_source_may_name_its_index_file)
     snprintf(args, sizeof args, "run -q -b cpu -n 2 'tum:%s'", depth_txt);
     CHECK_EQ(kinreg(args), 0);
 }
+
+KR_TEST(newcomer, publish_port_out_of_range_is_refused)
+{
+    /* A tcp port of 99999 was accepted and bound a random port. */
+    CHECK_EQ(kinreg("run -q -b cpu -n 2 -p 'tcp://*:99999'"), 2);
+    CHECK_CONTAINS(out, "tcp://*:99999");
+    CHECK_CONTAINS(out, "1..65535");
+    CHECK_MSG(!strstr(out, "frames in"), "the run started: '%s'", out);
+    CHECK_EQ(kinreg("run -q -b cpu -n 2 -p 'tcp://127.0.0.1:0x10'"), 2);
+}
+
+KR_TEST(newcomer, demo_on_a_source_without_groundtruth_says_so)
+{
+    /* It ended with "cannot evaluate: " and an empty reason. */
+    char rec[600], dir[600], args[2048];
+    snprintf(rec, sizeof rec, "%s/nogt_src", kr_test_tmpdir());
+    snprintf(dir, sizeof dir, "%s/nogt_demo", kr_test_tmpdir());
+    snprintf(args, sizeof args, "record -q -f tum -n 4 '%s' synthetic 2>/dev/null && rm '%s/groundtruth.txt'",
+             rec, rec);
+    REQUIRE(kinreg(args) == 0);
+    snprintf(args, sizeof args, "demo -q -b cpu -s '%s' -o '%s'", rec, dir);
+    CHECK_EQ(kinreg(args), 0);
+    CHECK_CONTAINS(out, "has no ground truth");
+    CHECK_MSG(!strstr(out, "cannot evaluate: \n"), "%s", out);
+}
+
+KR_TEST(newcomer, bench_takes_quiet_and_refuses_what_it_ignores)
+{
+    /* bench rejected -q and listed (and silently ignored) output options. */
+    CHECK_EQ(kinreg("bench -q -b cpu -n 2"), 0);
+    CHECK_CONTAINS(out, "frame total");
+    CHECK_MSG(!strstr(out, "timing stages"), "%s", out);
+    const char *unused[] = {"-t x.txt", "-m x.ply", "-p tcp://127.0.0.1:5555", "--rate 1",
+                            "--wait-subscriber 1"};
+    const char *names[] = {"--trajectory", "--save-model", "--publish", "--rate",
+                           "--wait-subscriber"};
+    for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "bench -q -b cpu -n 2 %s", unused[i]);
+        CHECK_EQ(kinreg(args), 2);
+        CHECK_CONTAINS(out, names[i]);
+        CHECK_CONTAINS(out, "not used by bench");
+    }
+    CHECK_EQ(kinreg("bench --help"), 0);
+    CHECK_MSG(!strstr(out, "--trajectory") && !strstr(out, "--publish"),
+              "bench help lists unused options");
+}
+
+static int warnings;
+static void count_warnings(kr_log_level level, const char *message, void *user)
+{
+    (void)message, (void)user;
+    warnings += level == KR_LOG_WARN;
+}
+
+KR_TEST(newcomer, skip_bad_shows_a_few_then_counts)
+{
+    /* --skip-bad printed one line per skipped frame. */
+    char rec[600], args[2048];
+    snprintf(rec, sizeof rec, "%s/skip_src", kr_test_tmpdir());
+    snprintf(args, sizeof args,
+             "record -q -f tum -n 12 '%s' synthetic 2>/dev/null && for f in $(ls '%s/depth' | head -10); do "
+             "echo x > '%s/depth/'$f; "
+             "done",
+             rec, rec, rec);
+    REQUIRE(kinreg(args) == 0);
+    kr_source_config cfg;
+    kr_source_config_default(&cfg);
+    char uri[800];
+    snprintf(uri, sizeof uri, "tum:%s", rec);
+    cfg.uri = uri;
+    cfg.skip_bad = true;
+    kr_source *src = NULL;
+    REQUIRE_OK(kr_source_create(&src, &cfg));
+    warnings = 0;
+    kr_log_set(KR_LOG_WARN, count_warnings, NULL);
+    kr_frame f;
+    int frames = 0;
+    while (kr_source_read(src, &f) == KR_OK) {
+        frames++;
+        kr_frame_release(&f);
+    }
+    kr_log_set(KR_LOG_WARN, NULL, NULL);
+    CHECK_EQ(frames, 2);
+    CHECK_EQ(kr_source_skipped(src), 10);
+    CHECK_EQ(warnings, 3);
+    kr_source_destroy(&src);
+    /* The program's summary carries the count. */
+    snprintf(args, sizeof args, "run -q -b cpu --skip-bad '%s'", rec);
+    CHECK_EQ(kinreg(args), 0);
+    CHECK_CONTAINS(out, "skipped 10");
+}

@@ -12,17 +12,28 @@
 
 void kr_pipeline_options_help(FILE *out)
 {
+    kr_pipeline_options_help_for(out, true);
+}
+
+void kr_pipeline_options_help_for(FILE *out, bool outputs)
+{
     kr_pipeline_config d;
     kr_pipeline_config_default(&d);
-    fprintf(out,
-            "source and output:\n"
-            "  -s, --source URI        synthetic[:SEED] | tum:DIR | fakenect:DIR | DIR (TUM or fakenect)\n"
-            "                          | kinect[:N|:SERIAL] live sensor (default synthetic)\n"
-            "  -n, --frames N          stop after N frames (default: the whole source; alias --max-frames)\n"
+    fprintf(out, "%s", outputs ? "source and output:\n" : "source:\n");
+    fprintf(out, "  -s, --source URI        synthetic[:SEED] | tum:DIR | fakenect:DIR | DIR (TUM "
+                 "or fakenect)\n"
+                 "                          | kinect[:N|:SERIAL] live sensor (default synthetic)\n"
+                 "  -n, --frames N          stop after N frames (default: the whole source; alias "
+                 "--max-frames)\n");
+    if (outputs)
+        fprintf(
+            out,
             "  -r, --rate max|FACTOR   max = as fast as possible (default); 1.0 = recorded timing\n"
-            "                          (replays only: a sensor sets its own pace)\n"
+            "                          (replays only: a sensor sets its own pace)\n");
+    fprintf(out,
             "      --intrinsics NAME|fx,fy,cx,cy[,k1,k2,p1,p2,k3]\n"
-            "                          preset fr1 fr2 fr3 default kinect, or explicit pinhole values with\n"
+            "                          preset fr1 fr2 fr3 default kinect, or explicit pinhole "
+            "values with\n"
             "                          optional Brown-Conrady distortion (OpenCV order)\n"
             "      --depth-scale S     raw units per metre for 16-bit PNG depth (TUM: 5000)\n"
             "      --skip-bad          skip and count corrupt frames instead of stopping\n"
@@ -30,30 +41,40 @@ void kr_pipeline_options_help(FILE *out)
             "      --duration SEC      synthetic sequence length (default 30)\n"
             "      --depth-mode M      kinect: 11bit (raw disparity, default) | mm | registered\n"
             "      --stall-timeout SEC kinect: a sensor silent this long ends the run with exit\n"
-            "                          status 3 (default %g)\n"
+            "                          status 3 (default %g)\n",
+            d.source.stall_timeout_s);
+    if (outputs)
+        fprintf(
+            out,
             "  -t, --trajectory FILE   write poses as a TUM trajectory while tracking\n"
             "  -m, --save-model FILE   write the model (PLY, points and normals) at the end\n"
             "  -p, --publish ENDPOINT  ZeroMQ PUB endpoint, e.g. tcp://*:5555 (default: none)\n"
             "      --wait-subscriber SEC  before the first frame, wait up to SEC for a subscriber\n"
-            "                          (ZeroMQ drops what is sent before one has joined)\n"
-            "compute:\n"
-            "  -b, --backend B         auto | cpu | cuda (default auto: CUDA when a GPU is present)\n"
-            "      --threads N         OpenMP threads (default: all cores)\n"
-            "      --finest-level L    finest pyramid level tracked, 0 = 640x480 (default %d)\n"
-            "      --voxel M           model voxel size in metres (default %g)\n"
-            "      --exact-nn          exact nearest neighbours instead of k-d cell descent\n"
-            "      --iterations N,N,..  Newton steps per level, finest first (default %d,%d,%d)\n"
-            "      --gate M            reject pairs farther apart than M metres at the finest level (default %g)\n"
-            "      --active-window N   model voxels seen in the last N frames are tracked against (default %d)\n"
-            "      --rebuild-every N   frames between model snapshot rebuilds (default %d)\n",
-            d.source.stall_timeout_s, d.track.finest_level, (double)d.model.voxel_size, d.track.iterations[0], d.track.iterations[1],
-            d.track.iterations[2], (double)d.track.gate, d.model.active_window,
-            d.rebuild_every);
-    fprintf(out,
-            "      --depth-step A      depth noise that grows as z^2: the sensor's depth step at z is\n"
-            "                          A*z^2 (default %g, Kinect v1); normals take wider baselines and\n"
-            "                          far points wider gates and less weight; 0 turns this off\n",
-            (double)d.track.depth_step);
+            "                          (ZeroMQ drops what is sent before one has joined)\n");
+    fprintf(
+        out,
+        "compute:\n"
+        "  -b, --backend B         auto | cpu | cuda (default auto: CUDA when a GPU is present)\n"
+        "      --threads N         OpenMP threads (default: all cores)\n"
+        "      --finest-level L    finest pyramid level tracked, 0 = 640x480 (default %d)\n"
+        "      --voxel M           model voxel size in metres (default %g)\n"
+        "      --exact-nn          exact nearest neighbours instead of k-d cell descent\n"
+        "      --iterations N,N,..  Newton steps per level, finest first (default %d,%d,%d)\n"
+        "      --gate M            reject pairs farther apart than M metres at the finest level "
+        "(default %g)\n"
+        "      --active-window N   model voxels seen in the last N frames are tracked against "
+        "(default %d)\n"
+        "      --rebuild-every N   frames between model snapshot rebuilds (default %d)\n",
+        d.track.finest_level, (double)d.model.voxel_size, d.track.iterations[0],
+        d.track.iterations[1], d.track.iterations[2], (double)d.track.gate, d.model.active_window,
+        d.rebuild_every);
+    fprintf(
+        out,
+        "      --depth-step A      depth noise that grows as z^2: the sensor's depth step at z is\n"
+        "                          A*z^2 (default %g, Kinect v1); normals take wider baselines "
+        "and\n"
+        "                          far points wider gates and less weight; 0 turns this off\n",
+        (double)d.track.depth_step);
 }
 
 /* What one numeric option allows: [lo, hi] (lo excluded when lo_open),

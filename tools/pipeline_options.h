@@ -45,6 +45,9 @@ int kr_parse_command(int argc, char **argv, kr_pipeline_config *cfg, const kr_co
 
 /* Help text for the shared options. */
 void kr_pipeline_options_help(FILE *out);
+/* The same; without the output options (-r -t -m -p --wait-subscriber) when
+ * `outputs` is false, for bench, which does not use them. */
+void kr_pipeline_options_help_for(FILE *out, bool outputs);
 
 /* Applies option `opt` with argument `arg`. Returns 1 when handled, 0 when the
  * option is not a pipeline option, -1 on a bad value (message printed). */
