@@ -292,8 +292,9 @@ KR_TEST(newcomer, demo_on_a_source_without_groundtruth_says_so)
     char rec[600], dir[600], args[2048];
     snprintf(rec, sizeof rec, "%s/nogt_src", kr_test_tmpdir());
     snprintf(dir, sizeof dir, "%s/nogt_demo", kr_test_tmpdir());
-    snprintf(args, sizeof args, "record -q -f tum -n 4 '%s' synthetic 2>/dev/null && rm '%s/groundtruth.txt'",
-             rec, rec);
+    snprintf(args, sizeof args,
+             "record -q -f tum -n 4 '%s' synthetic 2>/dev/null && rm '%s/groundtruth.txt'", rec,
+             rec);
     REQUIRE(kinreg(args) == 0);
     snprintf(args, sizeof args, "demo -q -b cpu -s '%s' -o '%s'", rec, dir);
     CHECK_EQ(kinreg(args), 0);
@@ -336,7 +337,8 @@ KR_TEST(newcomer, skip_bad_shows_a_few_then_counts)
     char rec[600], args[2048];
     snprintf(rec, sizeof rec, "%s/skip_src", kr_test_tmpdir());
     snprintf(args, sizeof args,
-             "record -q -f tum -n 12 '%s' synthetic 2>/dev/null && for f in $(ls '%s/depth' | head -10); do "
+             "record -q -f tum -n 12 '%s' synthetic 2>/dev/null && for f in $(ls '%s/depth' | head "
+             "-10); do "
              "echo x > '%s/depth/'$f; "
              "done",
              rec, rec, rec);
@@ -366,4 +368,60 @@ KR_TEST(newcomer, skip_bad_shows_a_few_then_counts)
     snprintf(args, sizeof args, "run -q -b cpu --skip-bad '%s'", rec);
     CHECK_EQ(kinreg(args), 0);
     CHECK_CONTAINS(out, "skipped 10");
+}
+
+/* Longest redrawn status text: the pieces between carriage returns or
+ * newlines that start with the clear-to-end-of-line code. */
+static size_t longest_status(const char *s)
+{
+    size_t longest = 0;
+    while (*s) {
+        size_t n = strcspn(s, "\r\n");
+        if (n > 4 && memcmp(s, "\033[K ", 4) == 0 && n - 3 > longest) longest = n - 3;
+        s += n;
+        if (*s) s++;
+    }
+    return longest;
+}
+
+KR_TEST(newcomer, status_line_fits_the_terminal)
+{
+    /* About 105 characters wrapped on an 80-column terminal. */
+    if (system("command -v script > /dev/null 2>&1") != 0)
+        SKIP("no script(1) to give the run a terminal");
+    char args[2048];
+    const int widths[] = {40, 60, 80};
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+        char log[700];
+        snprintf(log, sizeof log, "%s/script_out.txt", kr_test_tmpdir());
+        snprintf(
+            args, sizeof args,
+            "COLUMNS=%d script -qec \"'%s' run -b cpu -n 40\" /dev/null < /dev/null > '%s' 2>&1",
+            widths[i], kr_test_tool(), log);
+        CHECK_EQ(system(args), 0);
+        FILE *f = fopen(log, "r");
+        REQUIRE(f != NULL);
+        size_t n = fread(out, 1, sizeof out - 1, f);
+        out[n] = '\0';
+        fclose(f);
+        size_t longest = longest_status(out);
+        CHECK_MSG(longest > 0, "no status line at width %d: '%s'", widths[i], out);
+        CHECK_MSG(longest < (size_t)widths[i], "status line of %zu characters at width %d", longest,
+                  widths[i]);
+    }
+}
+
+KR_TEST(newcomer, progress_lines_when_output_is_not_a_terminal)
+{
+    /* Piped output showed nothing until the end. */
+    CHECK_EQ(kinreg("run -b cpu -n 45 --rate 1 --progress 0.4"), 0);
+    int lines = 0;
+    for (const char *p = out; (p = strstr(p, "kinreg: frame ")); p++)
+        lines++;
+    CHECK_MSG(lines >= 2, "%d progress lines in '%s'", lines, out);
+    CHECK_MSG(!strchr(out, '\r'), "carriage returns in piped output");
+    CHECK_EQ(kinreg("run -b cpu -n 45 --rate 1 --progress 0"), 0);
+    CHECK_MSG(!strstr(out, "kinreg: frame "), "--progress 0 still printed: '%s'", out);
+    CHECK_EQ(kinreg("run --progress -1"), 2);
+    CHECK_CONTAINS(out, "--progress '-1'");
 }

@@ -21,6 +21,8 @@ static void help(FILE *out)
                  "  -o, --out DIR           output directory (default kinreg-demo)\n");
     kr_pipeline_options_help(out);
     fprintf(out, "  -q, --quiet             no status line\n"
+                 "      --progress SEC      when stderr is not a terminal, a progress line every SEC\n"
+                 "                          seconds (default 5; 0 = none)\n"
                  "  -h, --help              this text\n");
 }
 
@@ -40,6 +42,7 @@ static int demo_option(int opt, const char *arg, void *user)
     demo_options *o = user;
     if (opt == 'o') o->out_dir = arg;
     else if (opt == 'q') o->quiet = true;
+    else if (opt == 'P') return kr_progress_option(arg);
     else return -1;
     return 0;
 }
@@ -51,7 +54,7 @@ int kr_cmd_demo(int argc, char **argv)
     cfg.source.uri = "synthetic";
     demo_options o = {"kinreg-demo", false};
     static const struct option own[] = {{"out", required_argument, 0, 'o'}, {"quiet", no_argument, 0, 'q'},
-                                        {0, 0, 0, 0}};
+                                        {"progress", required_argument, 0, 'P'}, {0, 0, 0, 0}};
     const kr_command_options opts = {own, "o:q", demo_option, &o, help};
     int rc = kr_parse_command(argc, argv, &cfg, &opts);
     if (rc >= 0) return rc;
