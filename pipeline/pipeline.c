@@ -89,7 +89,9 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     if ((s = kr_source_create(&p->source, &cfg->source)) != KR_OK) goto fail;
     p->intrinsics = kr_source_intrinsics(p->source);
     if ((s = kr_device_create(&p->device, &cfg->device)) != KR_OK) goto fail;
-    if ((s = kr_model_create(&p->model, &cfg->model)) != KR_OK) goto fail;
+    kr_model_config mcfg = cfg->model;
+    if (cfg->deterministic) mcfg.background = false; /* no timing-dependent snapshot swaps */
+    if ((s = kr_model_create(&p->model, &mcfg)) != KR_OK) goto fail;
     if ((s = kr_publisher_create(&p->publisher, &cfg->publish)) != KR_OK) goto fail;
     kr_queue_config qcfg;
     kr_queue_config_default(&qcfg);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "kinreg/device.h"
 #include "kinreg/source.h"
 #include "kinreg/trajectory.h"
 
@@ -424,4 +425,68 @@ KR_TEST(newcomer, progress_lines_when_output_is_not_a_terminal)
     CHECK_MSG(!strstr(out, "kinreg: frame "), "--progress 0 still printed: '%s'", out);
     CHECK_EQ(kinreg("run --progress -1"), 2);
     CHECK_CONTAINS(out, "--progress '-1'");
+}
+
+static bool same_file(const char *a, const char *b)
+{
+    char cmd[2200];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
+    return system(cmd) == 0;
+}
+
+KR_TEST(newcomer, deterministic_runs_are_bit_identical)
+{
+    /* Two identical runs differed by 0.1 cm RMS, even with --threads 1: the
+     * tracker used whichever model snapshot the background build had
+     * finished. Two threads here, so the fixed reduction order counts too. */
+    const char *dir = kr_test_data("tum/fr1_xyz_head");
+    char a[700], b[700], args[2048];
+    snprintf(a, sizeof a, "%s/det_a.txt", kr_test_tmpdir());
+    snprintf(b, sizeof b, "%s/det_b.txt", kr_test_tmpdir());
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "run -q -b cpu --threads 2 --deterministic -n 60 -t '%s' %s",
+                 i ? b : a, dir ? dir : "synthetic");
+        REQUIRE(kinreg(args) == 0);
+    }
+    kr_trajectory ta = {0};
+    REQUIRE_OK(kr_trajectory_read_tum(a, &ta));
+    CHECK_EQ(ta.count, 60);
+    kr_trajectory_free(&ta);
+    CHECK_MSG(same_file(a, b), "%s and %s differ", a, b);
+}
+
+KR_TEST(newcomer, embedders_are_told_about_spinning_openmp_threads)
+{
+    /* An embedding program ran 3x slower without OMP_WAIT_POLICY=passive;
+     * the library neither set it nor said so. */
+    const char *saved = getenv("OMP_WAIT_POLICY");
+    char keep[64] = "";
+    if (saved) snprintf(keep, sizeof keep, "%s", saved);
+    unsetenv("GOMP_SPINCOUNT");
+    kr_device_config cfg;
+    kr_device_config_default(&cfg);
+    cfg.backend = KR_BACKEND_CPU;
+    kr_device *dev = NULL;
+    warnings = 0;
+    kr_log_set(KR_LOG_WARN, count_warnings, NULL);
+
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    CHECK(kr_openmp_waits_passive());
+    CHECK(kr_openmp_wait_policy_chosen());
+    CHECK_OK(kr_openmp_prefer_passive(NULL)); /* a chosen policy: nothing to do, no exec */
+    REQUIRE_OK(kr_device_create(&dev, &cfg));
+    kr_device_destroy(&dev);
+    CHECK_EQ(warnings, 0);
+
+    setenv("OMP_WAIT_POLICY", "active", 1);
+    CHECK(!kr_openmp_waits_passive());
+    unsetenv("OMP_WAIT_POLICY");
+    CHECK(!kr_openmp_wait_policy_chosen());
+    for (int i = 0; i < 2; i++) {
+        REQUIRE_OK(kr_device_create(&dev, &cfg));
+        kr_device_destroy(&dev);
+    }
+    CHECK_EQ(warnings, 1); /* once per process */
+    kr_log_set(KR_LOG_WARN, NULL, NULL);
+    if (keep[0]) setenv("OMP_WAIT_POLICY", keep, 1);
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "kinreg/device.h"
 #include "kinreg/transport.h"
 
 static const struct {
@@ -40,23 +41,12 @@ static void usage(FILE *out)
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
 }
 
-/* The pipeline runs several threads beside its OpenMP teams (capture, model
- * rebuilds, publisher). libgomp's default lets idle team threads spin between
- * parallel regions, which steals those threads' cores: measured on the 2-core
- * development machine, the synthetic demo went from 35 to 41 frames/s with
- * a passive wait policy. libgomp reads the policy once, when it loads, so the
- * program re-executes itself with it set unless the user chose one. */
-static void prefer_passive_openmp_waits(char **argv)
-{
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);
-    /* exec failed (no /proc): carry on with the default policy */
-}
-
 int main(int argc, char **argv)
 {
-    prefer_passive_openmp_waits(argv);
+    /* Idle OpenMP threads must not spin on the pipeline threads' cores; the
+     * policy is read when libgomp loads, so this re-executes the program with
+     * OMP_WAIT_POLICY=passive unless the user chose one (kinreg/device.h). */
+    kr_openmp_prefer_passive(argv);
     if (argc < 2) {
         usage(stderr);
         return KR_EXIT_USAGE;

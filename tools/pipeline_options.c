@@ -56,6 +56,9 @@ void kr_pipeline_options_help_for(FILE *out, bool outputs)
         "compute:\n"
         "  -b, --backend B         auto | cpu | cuda (default auto: CUDA when a GPU is present)\n"
         "      --threads N         OpenMP threads (default: all cores)\n"
+        "      --deterministic     repeatable runs: bit-identical poses for the same source,\n"
+        "                          options and --threads (snapshots built in step, fixed\n"
+        "                          reduction order; a little slower)\n"
         "      --finest-level L    finest pyramid level tracked, 0 = 640x480 (default %d)\n"
         "      --voxel M           model voxel size in metres (default %g)\n"
         "      --exact-nn          exact nearest neighbours instead of k-d cell descent\n"
@@ -215,6 +218,9 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
         return 1;
     case 1009:
         cfg->track.exact_nn = true;
+        return 1;
+    case 1023:
+        cfg->deterministic = true;
         return 1;
     case 1010:
         if (parse_number(&rule_active_window, arg, &v) < 0) return -1;

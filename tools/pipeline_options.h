@@ -16,7 +16,7 @@
         {"save-model", required_argument, 0, 'm'}, {"rate", required_argument, 0, 'r'},            \
         {"intrinsics", required_argument, 0, 1001}, {"depth-scale", required_argument, 0, 1002},   \
         {"skip-bad", no_argument, 0, 1003}, {"frames", required_argument, 0, 'n'},                 \
-        {"max-frames", required_argument, 0, 'n'},                                                 \
+        {"max-frames", required_argument, 0, 'n'}, {"deterministic", no_argument, 0, 1023},        \
         {"finest-level", required_argument, 0, 1004}, {"voxel", required_argument, 0, 1005},       \
         {"seed", required_argument, 0, 1006}, {"duration", required_argument, 0, 1007},            \
         {"threads", required_argument, 0, 1008}, {"exact-nn", no_argument, 0, 1009},          \
