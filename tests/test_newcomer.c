@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <png.h>
+
 #include "kinreg/device.h"
+#include "kinreg/eval.h"
 #include "kinreg/source.h"
 #include "kinreg/trajectory.h"
 
@@ -586,4 +589,74 @@ KR_TEST(newcomer, skipped_cases_show_in_the_test_summary)
     fclose(f);
     CHECK_CONTAINS(out, "kinreg tests: 8 passed, 0 failed, 1 skipped (cases in 2 modules)");
     CHECK_CONTAINS(out, "skipped: tum.replay: no TUM data (KINREG_DATA)");
+}
+
+/* A straight 20 m ground truth over 20 s, and an estimate of its first second. */
+static void long_gt_short_est(kr_trajectory *gt, kr_trajectory *est)
+{
+    for (int i = 0; i < 200; i++) {
+        kr_pose p = kr_pose_identity();
+        p.t[0] = 0.1 * i;
+        p.t[1] = 0.01 * (i % 7);
+        p.t[2] = 0.02 * (i % 5);
+        kr_trajectory_push(gt, 0.1 * i, &p);
+        if (i < 10) kr_trajectory_push(est, 0.1 * i, &p);
+    }
+}
+
+KR_TEST(newcomer, plot_draws_ground_truth_over_the_estimate_span_only)
+{
+    /* A 20 m ground truth beside a 1 s run set the scale: the estimate was a dot. */
+    kr_trajectory gt = {0}, est = {0};
+    long_gt_short_est(&gt, &est);
+    char path[700];
+    snprintf(path, sizeof path, "%s/span.svg", kr_test_tmpdir());
+    REQUIRE_OK(kr_eval_plot(path, &gt, &est, NULL));
+    kr_trajectory_free(&gt);
+    kr_trajectory_free(&est);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f != NULL);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    /* Points drawn: each pose is one "x,y" pair in a polyline; 2 panels ×
+     * (10 estimate + about 10 ground truth in the span), not 2 × 210. */
+    int pairs = 0;
+    for (const char *p = out; (p = strstr(p, "points=\"")); p++)
+        for (const char *q = p + 8; *q && *q != '"'; q++)
+            pairs += *q == ',';
+    CHECK_MSG(pairs >= 40 && pairs <= 50, "%d points drawn", pairs);
+}
+
+KR_TEST(newcomer, plot_png_tick_labels_are_readable)
+{
+    /* The PNG's tick labels were 7 pixels high. */
+    kr_trajectory gt = {0}, est = {0};
+    long_gt_short_est(&gt, &est);
+    char path[700];
+    snprintf(path, sizeof path, "%s/labels.png", kr_test_tmpdir());
+    REQUIRE_OK(kr_eval_plot(path, &gt, &est, NULL));
+    kr_trajectory_free(&gt);
+    kr_trajectory_free(&est);
+    png_image im;
+    memset(&im, 0, sizeof im);
+    im.version = PNG_IMAGE_VERSION;
+    REQUIRE(png_image_begin_read_from_file(&im, path));
+    im.format = PNG_FORMAT_GRAY;
+    unsigned char *px = malloc(PNG_IMAGE_SIZE(im));
+    REQUIRE(px != NULL);
+    REQUIRE(png_image_finish_read(&im, NULL, px, 0, NULL));
+    /* The band under the first panel's frame (the panel spans x 90..470,
+     * y 70..450): dark rows there are the x tick labels. */
+    int first = -1, last = -1;
+    for (int y = 456; y < 482 && y < (int)im.height; y++)
+        for (int x = 90; x < 470; x++)
+            if (px[(size_t)y * im.width + (size_t)x] < 100) {
+                if (first < 0) first = y;
+                last = y;
+                break;
+            }
+    free(px);
+    REQUIRE(first >= 0);
+    CHECK_MSG(last - first + 1 >= 12, "tick labels %d pixels high", last - first + 1);
 }
