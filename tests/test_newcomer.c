@@ -649,7 +649,7 @@ KR_TEST(newcomer, plot_png_tick_labels_are_readable)
     /* The band under the first panel's frame (the panel spans x 90..470,
      * y 70..450): dark rows there are the x tick labels. */
     int first = -1, last = -1;
-    for (int y = 456; y < 482 && y < (int)im.height; y++)
+    for (int y = 456; y < 477 && y < (int)im.height; y++)
         for (int x = 90; x < 470; x++)
             if (px[(size_t)y * im.width + (size_t)x] < 100) {
                 if (first < 0) first = y;
