@@ -660,3 +660,15 @@ KR_TEST(newcomer, plot_png_tick_labels_are_readable)
     REQUIRE(first >= 0);
     CHECK_MSG(last - first + 1 >= 12, "tick labels %d pixels high", last - first + 1);
 }
+
+KR_TEST(newcomer, recording_directory_is_checked_before_the_source_opens)
+{
+    /* Output paths are checked before any work: a recording's too. */
+    CHECK_EQ(kinreg("record -q -n 2 /nonexistent-kinreg-dir/take synthetic"), 1);
+    CHECK_CONTAINS(
+        out,
+        "DIR /nonexistent-kinreg-dir/take cannot be created: no directory /nonexistent-kinreg-dir");
+    CHECK_MSG(!strstr(out, "synthetic:1"), "the source was opened first: '%s'", out);
+    CHECK_EQ(kinreg("convert -q synthetic /nonexistent-kinreg-dir/out"), 1);
+    CHECK_CONTAINS(out, "OUTPUT /nonexistent-kinreg-dir/out cannot be created");
+}

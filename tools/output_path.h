@@ -12,4 +12,9 @@
  * and returns false. Nothing is created. */
 bool kr_output_writable(const char *who, const char *option, const char *path);
 
+/* The same for an output directory (a recording): an existing directory must
+ * be writable, a missing one must have a writable parent (it is created
+ * later). `what` names it in the message ("DIR", "OUTPUT"). */
+bool kr_output_dir_writable(const char *who, const char *what, const char *dir);
+
 #endif
