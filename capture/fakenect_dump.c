@@ -150,7 +150,8 @@ static void dump_close(kr_source *src)
 static const kr_source_ops dump_ops = {.name = "fakenect", .read = dump_read, .close = dump_close};
 
 /* The caller's intrinsics, the recorder's sidecar, or the Kinect IR camera. */
-static kr_status dump_intrinsics(const char *dir, const kr_intrinsics *want, kr_intrinsics *k)
+static kr_status dump_intrinsics(const char *dir, const kr_intrinsics *want, kr_intrinsics *k, char *origin,
+                                 size_t origin_size)
 {
     if (want) {
         *k = *want;
@@ -158,8 +159,15 @@ static kr_status dump_intrinsics(const char *dir, const kr_intrinsics *want, kr_
     }
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/" KR_INTRINSICS_FILE, dir);
-    if (access(path, F_OK) == 0) return kr_intrinsics_file_read(path, k);
-    kr_log(KR_LOG_INFO, "fakenect:%s: using the kinect intrinsics (set a preset to override)", dir);
+    if (access(path, F_OK) == 0) {
+        snprintf(origin, origin_size, "file %.500s", path);
+        return kr_intrinsics_file_read(path, k);
+    }
+    snprintf(origin, origin_size, "preset kinect, the Kinect v1 IR camera: no " KR_INTRINSICS_FILE);
+    kr_log(KR_LOG_WARN,
+           "fakenect:%s has no " KR_INTRINSICS_FILE ": using the kinect preset (fx 570.3); give "
+           "--intrinsics if the camera differs",
+           dir);
     return kr_intrinsics_preset("kinect", k);
 }
 
@@ -182,7 +190,8 @@ kr_status kr_fakenect_dump_open(kr_source *src, const char *dir, const kr_source
     }
     kr_intrinsics k;
     kr_status st = parse_index(d, dir);
-    if (st == KR_OK) st = dump_intrinsics(dir, want, &k);
+    if (st == KR_OK) st = dump_intrinsics(dir, want, &k, src->intrinsics_origin, sizeof src->intrinsics_origin);
+    snprintf(src->depth_origin, sizeof src->depth_origin, "raw 11-bit Kinect v1 disparity");
     char gt[PATH_MAX];
     snprintf(gt, sizeof gt, "%s/groundtruth.txt", dir);
     if (st == KR_OK && access(gt, F_OK) == 0) {

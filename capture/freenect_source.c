@@ -282,9 +282,14 @@ kr_status kr_kinect_open(kr_source *src, const char *device, const kr_source_con
 
     if (want)
         src->intrinsics = *want;
-    else /* raw and millimetre depth come from the IR camera; registered from the colour one */
-        kr_intrinsics_preset(cfg->depth_mode == KR_KINECT_DEPTH_REGISTERED ? "default" : "kinect",
-                             &src->intrinsics);
+    else { /* raw and millimetre depth come from the IR camera; registered from the colour one */
+        bool registered = cfg->depth_mode == KR_KINECT_DEPTH_REGISTERED;
+        kr_intrinsics_preset(registered ? "default" : "kinect", &src->intrinsics);
+        snprintf(src->intrinsics_origin, sizeof src->intrinsics_origin, "preset %s, the sensor default for %s depth",
+                 registered ? "default" : "kinect", kr_kinect_depth_mode_name(cfg->depth_mode));
+    }
+    snprintf(src->depth_origin, sizeof src->depth_origin, "%s",
+             cfg->depth_mode == KR_KINECT_DEPTH_11BIT ? "raw 11-bit Kinect v1 disparity" : "millimetres");
     src->intrinsics.width = k->width;
     src->intrinsics.height = k->height;
     src->ops = &kinect_ops;

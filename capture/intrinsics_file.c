@@ -122,7 +122,8 @@ kr_status kr_intrinsics_file_write(const char *path, const kr_intrinsics *k)
     if (!f) return kr_error(KR_ERR_IO, "cannot create %s: %s", path, strerror(errno));
     fprintf(f,
             "# kinreg intrinsics of the depth frames in this directory (pixels; distortion in\n"
-            "# OpenCV order); read by kinreg's fakenect:DIR source, ignored by libfreenect\n"
+            "# OpenCV order); read by kinreg's fakenect:DIR and tum:DIR sources, ignored by\n"
+            "# libfreenect and the TUM RGB-D tools\n"
             "# " FIELDS "\n"
             "%d %d%s\n",
             k->width, k->height, values);

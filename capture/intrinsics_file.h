@@ -1,6 +1,7 @@
 /* kinreg-intrinsics.txt: the intrinsics of the frames in a recording
- * directory, written by the recorder beside a fakenect dump (libfreenect has
- * no place for them and ignores the file) and read back by fakenect:DIR.
+ * directory, written by the recorder beside a fakenect dump or a TUM sequence
+ * (neither format has a place for them; libfreenect and TUM tools ignore the
+ * file) and read back by fakenect:DIR and tum:DIR.
  *
  * Format: text; lines starting with '#' and blank lines are comments; exactly
  * one data line of 11 numbers separated by spaces or tabs,

@@ -12,7 +12,7 @@
  *                                      frame: "<T> depth/<T>.png"
  *              DIR/depth/<T>.png       16-bit grayscale PNG, metres · 5000
  *   sidecars   DIR/groundtruth.txt     TUM trajectory (both formats)
- *              DIR/kinreg-intrinsics.txt  (fakenect only; capture/intrinsics_file.h)
+ *              DIR/kinreg-intrinsics.txt  (both layouts; capture/intrinsics_file.h)
  *
  * Crash safety: a frame's file is written and closed before its index line
  * is appended, with one write(2) straight to the kernel (no stdio buffer to
@@ -321,8 +321,8 @@ kr_status kr_recorder_write_intrinsics(kr_recorder *r, const kr_intrinsics *k)
     if (!r || !k)
         return kr_error(KR_ERR_INVALID_ARG,
                         "kr_recorder_write_intrinsics: recorder and intrinsics must be given");
-    /* A TUM directory's intrinsics come from its name or the caller's preset. */
-    if (r->cfg.format != KR_RECORD_FAKENECT) return KR_OK;
+    /* Both layouts carry them: TUM tools ignore the extra file, kinreg's
+     * tum:DIR reads it before guessing a preset from the directory name. */
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/" KR_INTRINSICS_FILE, r->dir);
     kr_status st = kr_intrinsics_file_write(path, k);

@@ -78,7 +78,7 @@ static bool has_scheme(const char *uri)
 
 static bool dir_has(const char *dir, const char *name)
 {
-    char path[4096];
+    char path[4096 + 32];
     struct stat sb;
     snprintf(path, sizeof path, "%s/%s", dir, name);
     return stat(path, &sb) == 0;
@@ -94,9 +94,33 @@ static kr_status open_dir(kr_source *src, const char *dir, const kr_source_confi
     return kr_fakenect_dump_open(src, dir, cfg, want);
 }
 
+/* "DIR/depth.txt" or "DIR/INDEX.txt" naming an existing index file: users
+ * point at the file they see; the sequence is its directory. */
+static bool index_file_dir(const char *path, char *dir, size_t size)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    struct stat sb;
+    if ((strcmp(base, "depth.txt") != 0 && strcmp(base, "INDEX.txt") != 0) || stat(path, &sb) != 0 ||
+        !S_ISREG(sb.st_mode))
+        return false;
+    if (!slash)
+        snprintf(dir, size, ".");
+    else if (slash == path)
+        snprintf(dir, size, "/");
+    else
+        snprintf(dir, size, "%.*s", (int)(slash - path), path);
+    return true;
+}
+
 static kr_status open_uri(kr_source *src, const kr_source_config *cfg, const kr_intrinsics *want)
 {
     const char *uri = cfg->uri && cfg->uri[0] ? cfg->uri : "synthetic";
+    char dir[4096];
+    if (strncmp(uri, "tum:", 4) == 0 && index_file_dir(uri + 4, dir, sizeof dir)) return kr_tum_open(src, dir, cfg, want);
+    if (strncmp(uri, "fakenect:", 9) == 0 && index_file_dir(uri + 9, dir, sizeof dir))
+        return kr_fakenect_dump_open(src, dir, cfg, want);
+    if (index_file_dir(uri, dir, sizeof dir)) return open_dir(src, dir, cfg, want);
     if (strcmp(uri, "synthetic") == 0) return kr_synthetic_open(src, cfg, want);
     if (strncmp(uri, "synthetic:", 10) == 0) {
         kr_source_config c = *cfg;
@@ -119,6 +143,18 @@ static kr_status open_uri(kr_source *src, const kr_source_config *cfg, const kr_
                     "no such directory %s: give a TUM RGB-D sequence directory "
                     "containing depth.txt (%s)",
                     uri, KR_SOURCE_FORMS);
+}
+
+static void describe_settings(kr_source *src)
+{
+    const kr_intrinsics *k = &src->intrinsics;
+    bool distorted = k->k1 != 0 || k->k2 != 0 || k->p1 != 0 || k->p2 != 0 || k->k3 != 0;
+    int n = snprintf(src->settings, sizeof src->settings, "intrinsics fx %g fy %g cx %g cy %g %dx%d%s (%s)",
+                     (double)k->fx, (double)k->fy, (double)k->cx, (double)k->cy, k->width, k->height,
+                     distorted ? " with lens distortion" : "",
+                     src->intrinsics_origin[0] ? src->intrinsics_origin : "the source's own");
+    if (src->depth_origin[0] && n > 0 && (size_t)n < sizeof src->settings)
+        snprintf(src->settings + n, sizeof src->settings - (size_t)n, "; depth %s", src->depth_origin);
 }
 
 kr_status kr_source_create(kr_source **out, const kr_source_config *cfg)
@@ -144,6 +180,14 @@ kr_status kr_source_create(kr_source **out, const kr_source_config *cfg)
         free(src);
         return st;
     }
+    if (has_k) {
+        if (cfg->override_intrinsics)
+            snprintf(src->intrinsics_origin, sizeof src->intrinsics_origin, "explicit values, as given (--intrinsics)");
+        else
+            snprintf(src->intrinsics_origin, sizeof src->intrinsics_origin, "preset %s, as given (--intrinsics)",
+                     cfg->intrinsics);
+    }
+    describe_settings(src);
     /* A replayed source may be declared live to exercise the live policy;
      * sensors set live themselves. */
     src->live = src->live || cfg->live;
@@ -210,6 +254,11 @@ uint64_t kr_source_dropped(const kr_source *src)
 void kr_source_interrupt(kr_source *src)
 {
     if (src && src->ops && src->ops->interrupt) src->ops->interrupt(src);
+}
+
+const char *kr_source_settings(const kr_source *src)
+{
+    return src ? src->settings : "(no source)";
 }
 
 unsigned kr_source_length(const kr_source *src)

@@ -40,6 +40,11 @@ struct kr_source {
     unsigned max_frames; /* 0 = all */
     uint64_t delivered;  /* frames returned so far: the next frame's index */
     char description[512];
+    /* Where the intrinsics and depth units came from, for kr_source_settings
+     * (e.g. "file DIR/kinreg-intrinsics.txt", "TUM default 5000 units/m"). */
+    char intrinsics_origin[600];
+    char depth_origin[160];
+    char settings[1024];
 };
 
 /* For a file source that failed to read a frame with `st`: true when the

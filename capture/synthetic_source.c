@@ -94,8 +94,11 @@ kr_status kr_synthetic_open(kr_source *src, const kr_source_config *cfg, const k
     }
     if (want)
         src->intrinsics = *want;
-    else
+    else {
         kr_intrinsics_preset("default", &src->intrinsics);
+        snprintf(src->intrinsics_origin, sizeof src->intrinsics_origin, "preset default, the synthetic sensor");
+    }
+    snprintf(src->depth_origin, sizeof src->depth_origin, "raw 11-bit Kinect v1 disparity (simulated)");
     src->groundtruth = gt;
     src->has_groundtruth = true;
     src->ops = &synth_ops;

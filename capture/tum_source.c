@@ -1,9 +1,12 @@
 /* TUM RGB-D replay: DIR/depth.txt lists `timestamp path` lines of 16-bit PNG
  * depth images (value / 5000 = metres); DIR/groundtruth.txt, when present, is
- * the motion-capture trajectory. depth.txt is parsed whole at open, so a
+ * the motion-capture trajectory. Intrinsics: the caller's, else
+ * DIR/kinreg-intrinsics.txt (a kinreg recording or conversion), else a preset
+ * guessed from the directory name, with a warning. depth.txt is parsed whole at open, so a
  * malformed line or a timestamp going backwards fails before any frame is
  * read; PNG problems surface per frame, where skip_bad can skip them. */
 #include "capture/png_depth.h"
+#include "capture/intrinsics_file.h"
 #include "capture/prefetch.h"
 #include "capture/source_impl.h"
 
@@ -222,13 +225,34 @@ kr_status kr_tum_open(kr_source *src, const char *dir, const kr_source_config *c
         src->has_groundtruth = true;
     }
 
+    if (cfg->depth_scale > 0)
+        snprintf(src->depth_origin, sizeof src->depth_origin, "%g units/m, as given (--depth-scale)",
+                 (double)cfg->depth_scale);
+    else
+        snprintf(src->depth_origin, sizeof src->depth_origin, "%g units/m (TUM default)",
+                 (double)TUM_DEFAULT_SCALE);
+    char sidecar[PATH_MAX + 32];
+    snprintf(sidecar, sizeof sidecar, "%s/" KR_INTRINSICS_FILE, dir);
     if (want) {
         src->intrinsics = *want;
+    } else if (access(sidecar, F_OK) == 0) {
+        /* A recording or conversion by kinreg carries its intrinsics. */
+        st = kr_intrinsics_file_read(sidecar, &src->intrinsics);
+        if (st != KR_OK) {
+            tum_free(t);
+            return st;
+        }
+        snprintf(src->intrinsics_origin, sizeof src->intrinsics_origin, "file %.500s", sidecar);
     } else {
         const char *name = guess_preset(dir);
         kr_intrinsics_preset(name, &src->intrinsics);
-        kr_log(KR_LOG_INFO, "tum:%s: using the %s intrinsics (set a preset to override)", dir,
-               name);
+        bool guessed = strcmp(name, "default") != 0;
+        snprintf(src->intrinsics_origin, sizeof src->intrinsics_origin, "preset %s, %s", name,
+                 guessed ? "from the directory name" : "no kinreg-intrinsics.txt and no Freiburg name");
+        kr_log(KR_LOG_WARN,
+               "tum:%s has no " KR_INTRINSICS_FILE ": using the %s preset (fx %g)%s; give --intrinsics "
+               "if the camera differs",
+               dir, name, (double)src->intrinsics.fx, guessed ? " named by the directory" : "");
     }
     t->width = src->intrinsics.width;
     t->height = src->intrinsics.height;

@@ -4,6 +4,7 @@
  * report statistics of the remaining translational errors. Also holds the
  * association and statistics helpers shared with RPE and the plot. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -221,7 +222,20 @@ void kr_eval_stats(double *v, size_t n, double *rmse, double *mean, double *medi
     *max = v[n - 1];
 }
 
-kr_status kr_eval_ate(const kr_trajectory *gt, const kr_trajectory *est, double max_dt, kr_ate *out)
+/* The pose that maps the estimate's earliest associated pose onto its
+ * ground-truth partner (evo's --align_origin): drift shows from the start. */
+static kr_pose start_alignment(const kr_trajectory *gt, const kr_trajectory *est, const size_t *gi,
+                               const size_t *ei, size_t n)
+{
+    size_t first = 0;
+    for (size_t k = 1; k < n; k++)
+        if (est->stamps[ei[k]] < est->stamps[ei[first]]) first = k;
+    kr_pose inv = kr_pose_inv(&est->poses[ei[first]]);
+    return kr_pose_mul(&gt->poses[gi[first]], &inv);
+}
+
+static kr_status ate(const kr_trajectory *gt, const kr_trajectory *est, double max_dt, bool align_start,
+                     kr_ate *out)
 {
     if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_eval_ate: output is NULL");
     kr_status st;
@@ -252,7 +266,10 @@ kr_status kr_eval_ate(const kr_trajectory *gt, const kr_trajectory *est, double 
         memcpy(dst + 3 * k, gt->poses[gi[k]].t, 3 * sizeof *dst);
     }
     kr_pose align;
-    if ((st = kr_horn(src, dst, NULL, n, &align)) != KR_OK) goto done;
+    if (align_start)
+        align = start_alignment(gt, est, gi, ei, n);
+    else if ((st = kr_horn(src, dst, NULL, n, &align)) != KR_OK)
+        goto done;
     for (size_t k = 0; k < n; k++) {
         double p[3];
         kr_pose_apply(&align, src + 3 * k, p);
@@ -271,4 +288,14 @@ done:
     free(gi);
     free(ei);
     return st;
+}
+
+kr_status kr_eval_ate(const kr_trajectory *gt, const kr_trajectory *est, double max_dt, kr_ate *out)
+{
+    return ate(gt, est, max_dt, false, out);
+}
+
+kr_status kr_eval_ate_start(const kr_trajectory *gt, const kr_trajectory *est, double max_dt, kr_ate *out)
+{
+    return ate(gt, est, max_dt, true, out);
 }

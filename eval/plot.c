@@ -317,12 +317,12 @@ static void rasterise(image *im, const layout *L)
                     double x = to_px(p, k, v);
                     line(im, x, y0, x, y1, grid, 1);
                     line(im, x, y1, x, y1 + 5, frame, 1);
-                    text(im, (int)lround(x), y1 + 16, label, 1, 1, black);
+                    text(im, (int)lround(x), y1 + 18, label, 2, 1, black);
                 } else {
                     double y = to_py(p, v);
                     line(im, x0, y, x1, y, grid, 1);
                     line(im, x0 - 5, y, x0, y, frame, 1);
-                    text(im, x0 - 8, (int)lround(y), label, 1, 2, black);
+                    text(im, x0 - 8, (int)lround(y), label, 2, 2, black);
                 }
             }
         }
@@ -330,10 +330,10 @@ static void rasterise(image *im, const layout *L)
         line(im, x1, y0, x1, y1, frame, 1);
         line(im, x1, y1, x0, y1, frame, 1);
         line(im, x0, y1, x0, y0, frame, 1);
-        text(im, x0 + PANEL_SIZE / 2, y1 + 36, "x [m]", 2, 1, black);
+        text(im, x0 + PANEL_SIZE / 2, y1 + 42, "x [m]", 2, 1, black);
         char vlabel[16];
         snprintf(vlabel, sizeof vlabel, "%s [m]", axis_name[p->axis_v]);
-        text(im, x0 - 46, y0 - 8, vlabel, 1, 1, black);
+        text(im, x0 - 46, y0 - 12, vlabel, 2, 1, black);
         raster_polyline(im, L, k, 0, black);
         raster_polyline(im, L, k, 1, red);
     }
@@ -418,10 +418,30 @@ kr_status kr_eval_plot(const char *path, const kr_trajectory *gt, const kr_traje
         ate = &own;
     }
 
+    /* Ground truth only over the estimate's time span (plus the default
+     * association window): a long ground truth beside a short run otherwise
+     * set the scale and squeezed the estimate into a corner. When none of it
+     * falls in the span (different clocks), all of it is drawn. */
+    kr_trajectory span = {0};
+    double t0 = INFINITY, t1 = -INFINITY;
+    for (size_t i = 0; i < est->count; i++) {
+        t0 = fmin(t0, est->stamps[i]);
+        t1 = fmax(t1, est->stamps[i]);
+    }
+    for (size_t i = 0; i < gt->count; i++)
+        if (gt->stamps[i] >= t0 - 0.02 && gt->stamps[i] <= t1 + 0.02 &&
+            kr_trajectory_push(&span, gt->stamps[i], &gt->poses[i]) != KR_OK) {
+            kr_trajectory_free(&span);
+            return kr_error(KR_ERR_NOMEM, "plot %s: cannot allocate the ground truth", path);
+        }
+    if (span.count) gt = &span;
+
     layout L = {.gt = gt, .nest = est->count};
     L.est = malloc((est->count ? est->count : 1) * 3 * sizeof *L.est);
-    if (!L.est)
+    if (!L.est) {
+        kr_trajectory_free(&span);
         return kr_error(KR_ERR_NOMEM, "plot %s: cannot allocate %zu points", path, est->count);
+    }
     for (size_t i = 0; i < est->count; i++)
         kr_pose_apply(&ate->alignment, est->poses[i].t, L.est + 3 * i);
     panel_fit(&L.p[0], 1, gt, L.est, L.nest);
@@ -436,6 +456,7 @@ kr_status kr_eval_plot(const char *path, const kr_trajectory *gt, const kr_traje
         im.rgb = malloc((size_t)im.w * im.h * 3);
         if (!im.rgb) {
             free(L.est);
+            kr_trajectory_free(&span);
             return kr_error(KR_ERR_NOMEM, "plot %s: cannot allocate the image", path);
         }
         rasterise(&im, &L);
@@ -443,5 +464,6 @@ kr_status kr_eval_plot(const char *path, const kr_trajectory *gt, const kr_traje
         free(im.rgb);
     }
     free(L.est);
+    kr_trajectory_free(&span);
     return st;
 }

@@ -3,6 +3,7 @@
  * device is present; an explicit CUDA request without one is an error, never a
  * silent fallback to the CPU. */
 #include <omp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -35,6 +36,18 @@ static kr_status create_cuda(kr_device *dev, int ordinal)
     return KR_OK;
 }
 
+/* Once per process: an embedding program that did not choose a wait policy
+ * runs the CPU engine with spinning OpenMP threads (device.h). */
+static void warn_spinning_openmp(kr_backend backend)
+{
+    static atomic_flag warned = ATOMIC_FLAG_INIT;
+    if (backend == KR_BACKEND_CUDA || kr_openmp_wait_policy_chosen() || atomic_flag_test_and_set(&warned)) return;
+    kr_log(KR_LOG_WARN,
+           "OpenMP threads spin while idle (OMP_WAIT_POLICY unset), which can slow the pipeline several "
+           "times: set OMP_WAIT_POLICY=passive before the program starts, or call "
+           "kr_openmp_prefer_passive(argv) in main (kinreg/device.h)");
+}
+
 kr_status kr_device_create(kr_device **out, const kr_device_config *cfg)
 {
     if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_device_create: NULL output");
@@ -55,6 +68,7 @@ kr_status kr_device_create(kr_device **out, const kr_device_config *cfg)
     if (!dev) return kr_error(KR_ERR_NOMEM, "cannot allocate the device context");
     dev->threads = cfg->cpu_threads > 0 ? cfg->cpu_threads : omp_get_max_threads();
     if (dev->threads < 1) dev->threads = 1;
+    warn_spinning_openmp(cfg->backend);
 
     kr_status s = KR_OK;
     if (cfg->backend == KR_BACKEND_CUDA) {

@@ -94,12 +94,16 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     if ((s = kr_source_create(&p->source, &cfg->source)) != KR_OK) goto fail;
     p->intrinsics = kr_source_intrinsics(p->source);
     if ((s = kr_device_create(&p->device, &cfg->device)) != KR_OK) goto fail;
-    if ((s = kr_model_create(&p->model, &cfg->model)) != KR_OK) goto fail;
+    kr_model_config mcfg = cfg->model;
+    if (cfg->deterministic) mcfg.background = false; /* no timing-dependent snapshot swaps */
+    if ((s = kr_model_create(&p->model, &mcfg)) != KR_OK) goto fail;
     /* With the CUDA engine a frame is tracked in well under a millisecond and
      * host fusion would dominate: overlap it with the next frame. The CPU
-     * engine keeps fusion inline (its cores are busy tracking). */
+     * engine keeps fusion inline (its cores are busy tracking). A
+     * deterministic run fuses inline too. */
     bool fuse_thread = cfg->fuse_thread == 1 ||
-                       (cfg->fuse_thread == 0 && kr_device_backend(p->device) == KR_BACKEND_CUDA);
+                       (cfg->fuse_thread == 0 && !cfg->deterministic &&
+                        kr_device_backend(p->device) == KR_BACKEND_CUDA);
     if (fuse_thread && (s = kr_fuser_create(&p->fuser, p->model)) != KR_OK) goto fail;
     if ((s = kr_publisher_create(&p->publisher, &cfg->publish)) != KR_OK) goto fail;
     kr_queue_config qcfg;
@@ -294,7 +298,7 @@ static void publish_status(kr_pipeline *p, kr_event event, const char *text)
     item.status.frames_lost = st.frames_lost;
     item.status.fps = (float)st.fps;
     item.status.model_points = st.model_points;
-    snprintf(item.status.text, sizeof item.status.text, "%.63s", text ? text : "");
+    snprintf(item.status.text, sizeof item.status.text, "%.319s", text ? text : "");
     kr_outbox_put(&p->outbox, &item);
 }
 

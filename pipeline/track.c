@@ -13,6 +13,7 @@
  * still along degenerate ones (a single wall: slides along it have g ≈ 0),
  * where plain Cholesky would return an arbitrary huge step. */
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "core/kdtree_internal.h"
@@ -104,17 +105,43 @@ double kr_track_condition(const double F[36], const double c[3], double L)
 static int cloud_centroid(const kr_cloud *cl, double c[3], double *L)
 {
     long n = (long)cl->width * cl->height;
+    /* Per-thread partial sums over contiguous ranges, added in thread order:
+     * an OpenMP reduction clause may combine them in any order, which made
+     * two identical runs differ in the last bits. */
+    enum { MAX_PARTS = 64 };
+    double part[MAX_PARTS][4] = {{0}};
+    long part_cnt[MAX_PARTS] = {0};
+    int parts = 1;
+#pragma omp parallel if (n > 16384)
+    {
+        int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+        if (nth > MAX_PARTS) nth = MAX_PARTS;
+        if (tid < nth) {
+            long lo = n * tid / nth, hi = n * (tid + 1) / nth;
+            double a[4] = {0, 0, 0, 0};
+            long c = 0;
+            for (long i = lo; i < hi; i++) {
+                const float *p = cl->points + 3 * i;
+                if (p[0] != p[0] || cl->normals[3 * i] != cl->normals[3 * i]) continue;
+                a[0] += p[0];
+                a[1] += p[1];
+                a[2] += p[2];
+                a[3] += (double)p[0] * p[0] + (double)p[1] * p[1] + (double)p[2] * p[2];
+                c++;
+            }
+            memcpy(part[tid], a, sizeof a);
+            part_cnt[tid] = c;
+        }
+        if (tid == 0) parts = nth;
+    }
     double sx = 0, sy = 0, sz = 0, s2 = 0;
     long cnt = 0;
-#pragma omp parallel for reduction(+ : sx, sy, sz, s2, cnt) schedule(static) if (n > 16384)
-    for (long i = 0; i < n; i++) {
-        const float *p = cl->points + 3 * i;
-        if (p[0] != p[0] || cl->normals[3 * i] != cl->normals[3 * i]) continue;
-        sx += p[0];
-        sy += p[1];
-        sz += p[2];
-        s2 += (double)p[0] * p[0] + (double)p[1] * p[1] + (double)p[2] * p[2];
-        cnt++;
+    for (int k = 0; k < parts; k++) {
+        sx += part[k][0];
+        sy += part[k][1];
+        sz += part[k][2];
+        s2 += part[k][3];
+        cnt += part_cnt[k];
     }
     if (!cnt) {
         c[0] = c[1] = c[2] = 0;

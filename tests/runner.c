@@ -66,15 +66,55 @@ const char *kr_test_data_dir(void)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? path : NULL;
 }
 
+/* Other names the shared data's folders go by, so KINREG_DATA may point at
+ * data laid out as downloaded: the TUM sequence under its original name
+ * (rgbd_dataset_freiburg1_xyz; the tests read its first frames), each folder
+ * directly under KINREG_DATA without the tum/ fakenect/ level, or KINREG_DATA
+ * naming the sequence or dump folder itself. */
+static const struct {
+    const char *prefix; /* as the tests name it */
+    const char *alias[4];
+} data_aliases[] = {
+    {"tum/fr1_xyz_head",
+     {"tum/rgbd_dataset_freiburg1_xyz", "rgbd_dataset_freiburg1_xyz", "fr1_xyz_head", NULL}},
+    {"fakenect/planes", {"planes", NULL}},
+    {"bunny", {"bunny/data", NULL}},
+};
+
+static bool data_path(char *path, size_t size, const char *dir, const char *folder, const char *rest)
+{
+    int n = folder ? snprintf(path, size, "%s/%s%s", dir, folder, rest) : snprintf(path, size, "%s%s", dir, rest);
+    struct stat st;
+    return n > 0 && (size_t)n < size && stat(path, &st) == 0;
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s && s[1] ? s + 1 : p;
+}
+
 const char *kr_test_data(const char *relative)
 {
     static _Thread_local char path[1024];
     const char *dir = kr_test_data_dir();
     if (!dir) return NULL;
-    int n = snprintf(path, sizeof path, "%s/%s", dir, relative);
-    if (n < 0 || (size_t)n >= sizeof path) return NULL;
-    struct stat st;
-    return stat(path, &st) == 0 ? path : NULL;
+    if (data_path(path, sizeof path, dir, relative, "")) return path;
+    for (size_t i = 0; i < sizeof data_aliases / sizeof data_aliases[0]; i++) {
+        size_t len = strlen(data_aliases[i].prefix);
+        if (strncmp(relative, data_aliases[i].prefix, len) != 0 || (relative[len] && relative[len] != '/'))
+            continue;
+        const char *rest = relative + len; /* "" or "/file" */
+        for (int k = 0; data_aliases[i].alias[k]; k++)
+            if (data_path(path, sizeof path, dir, data_aliases[i].alias[k], rest)) return path;
+        /* KINREG_DATA is the folder itself. */
+        const char *last = base_name(data_aliases[i].prefix), *mine = base_name(dir);
+        bool named = strcmp(mine, last) == 0;
+        for (int k = 0; !named && data_aliases[i].alias[k]; k++)
+            named = strcmp(mine, base_name(data_aliases[i].alias[k])) == 0;
+        if (named && data_path(path, sizeof path, dir, NULL, rest)) return path;
+    }
+    return NULL;
 }
 
 const char *kr_test_tmpdir(void)

@@ -176,7 +176,7 @@ KR_TEST(recorder, synthetic_to_tum_is_exact)
 {
     const char *dir = out_dir("syn_tum");
     REQUIRE_OK(record_all("synthetic", 4, dir, KR_RECORD_TUM));
-    CHECK(!exists(dir, "kinreg-intrinsics.txt")); /* TUM has no place for it */
+    CHECK(exists(dir, "kinreg-intrinsics.txt")); /* carried in both layouts (issue 11) */
     kr_source *orig = NULL, *back = NULL;
     REQUIRE_OK(open_source("synthetic", 4, &orig));
     char uri[600];
@@ -444,7 +444,17 @@ KR_TEST(recorder, tum_layout)
     REQUIRE_OK(kr_recorder_write_intrinsics(rec, &k));
     kr_recorder_destroy(&rec);
     CHECK(exists(dir, "depth/1305031102.160407.png"));
-    CHECK(!exists(dir, "kinreg-intrinsics.txt"));
+    /* The TUM layout keeps its intrinsics too, and tum:DIR reads them back
+     * instead of guessing a preset from the directory name. */
+    CHECK(exists(dir, "kinreg-intrinsics.txt"));
+    char uri[600];
+    snprintf(uri, sizeof uri, "tum:%s", dir);
+    kr_source *back = NULL;
+    REQUIRE_OK(open_source(uri, 0, &back));
+    kr_intrinsics kb = kr_source_intrinsics(back);
+    CHECK(memcmp(&kb, &k, sizeof k) == 0);
+    CHECK_CONTAINS(kr_source_settings(back), "kinreg-intrinsics.txt");
+    kr_source_destroy(&back);
     char path[800], text[400] = "";
     snprintf(path, sizeof path, "%s/depth.txt", dir);
     FILE *t = fopen(path, "r");

@@ -132,7 +132,7 @@ KR_TEST(tools, record_and_convert_usage_errors)
     CHECK_CONTAINS(out, "--format");
     snprintf(args, sizeof args, "record -n 0 '%s' synthetic", dir);
     CHECK_EQ(kinreg(args, out, sizeof out), 2);
-    CHECK_CONTAINS(out, "--max-frames");
+    CHECK_CONTAINS(out, "--frames '0'");
     snprintf(args, sizeof args, "record --intrinsics fr9 '%s' synthetic", dir);
     CHECK_EQ(kinreg(args, out, sizeof out), 2);
     CHECK_CONTAINS(out, "fr9");

@@ -150,7 +150,7 @@ static float le_f32(const uint8_t *p)
 KR_TEST(transport, wire_sizes_and_names)
 {
     CHECK_EQ(kr_wire_pose_size(), 112);
-    CHECK_EQ(kr_wire_status_size(), 128);
+    CHECK_EQ(kr_wire_status_size(), 384); /* version 2; 128 in version 1 */
     CHECK_STR(kr_topic_name(KR_TOPIC_POSE), "pose");
     CHECK_STR(kr_topic_name(KR_TOPIC_STATUS), "status");
     CHECK_STR(kr_topic_name(KR_TOPIC_REFINE), "refine");
@@ -182,8 +182,8 @@ KR_TEST(transport, wire_round_trip_random)
         CHECK_MSG(pose_equal(&p, &q, true), "pose %d differs after a round trip", k);
 
         kr_status_msg a = random_status(&s), b;
-        CHECK_EQ(kr_wire_encode_status(&a, buf), 128);
-        REQUIRE_OK(kr_wire_decode_status(buf, 128, &b));
+        CHECK_EQ(kr_wire_encode_status(&a, buf), 384);
+        REQUIRE_OK(kr_wire_decode_status(buf, 384, &b));
         CHECK_MSG(status_equal(&a, &b, true), "status %d differs after a round trip", k);
         if (kr_test_failed()) return;
     }
@@ -209,7 +209,7 @@ KR_TEST(transport, wire_pose_bytes_at_documented_offsets)
     kr_wire_encode_pose(&m, b);
 
     CHECK(memcmp(b, "KRPS", 4) == 0);
-    CHECK_EQ(le_u(b + 4, 2), 1);              /* version */
+    CHECK_EQ(le_u(b + 4, 2), 2);              /* version */
     CHECK_EQ(le_u(b + 6, 2), 3);              /* kind: refine */
     static const uint8_t seq_bytes[8] = {8, 7, 6, 5, 4, 3, 2, 1};
     CHECK(memcmp(b + 8, seq_bytes, 8) == 0);  /* seq, least significant byte first */
@@ -258,7 +258,7 @@ KR_TEST(transport, wire_status_bytes_at_documented_offsets)
     kr_wire_encode_status(&m, b);
 
     CHECK(memcmp(b, "KRST", 4) == 0);
-    CHECK_EQ(le_u(b + 4, 2), 1);
+    CHECK_EQ(le_u(b + 4, 2), 2);
     CHECK_EQ(le_u(b + 6, 2), 2);
     CHECK_EQ(le_u(b + 8, 8), 77);
     CHECK_EQ(b[16], 2);
@@ -271,7 +271,7 @@ KR_TEST(transport, wire_status_bytes_at_documented_offsets)
     CHECK_EQ(le_u(b + 48, 8), 3);
     CHECK(le_u(b + 56, 8) == 123456789012ull);
     CHECK(memcmp(b + 64, "sensor silent for 2 s", 22) == 0); /* NUL included */
-    for (int i = 64 + 22; i < 128; i++) CHECK_EQ(b[i], 0); /* NUL padding */
+    for (int i = 64 + 22; i < 384; i++) CHECK_EQ(b[i], 0); /* NUL padding */
 }
 
 KR_TEST(transport, wire_status_text_always_terminated)
@@ -281,13 +281,59 @@ KR_TEST(transport, wire_status_text_always_terminated)
     memset(m.text, 'x', sizeof m.text); /* no NUL at all */
     uint8_t b[KR_WIRE_STATUS_SIZE];
     kr_wire_encode_status(&m, b);
-    CHECK_EQ(b[127], 0);
+    CHECK_EQ(b[383], 0);
     REQUIRE_OK(kr_wire_decode_status(b, sizeof b, &out));
-    CHECK_EQ(strlen(out.text), 63);
-    /* A foreign sender that fills all 64 bytes still decodes to a C string. */
-    memset(b + 64, 'y', 64);
+    CHECK_EQ(strlen(out.text), 319);
+    /* A foreign sender that fills all 320 bytes still decodes to a C string. */
+    memset(b + 64, 'y', 320);
     REQUIRE_OK(kr_wire_decode_status(b, sizeof b, &out));
+    CHECK_EQ(strlen(out.text), 319);
+}
+
+/* Issue 11: the reason of a failed run reached subscribers cut at 63 bytes
+ * ("...depth image trunc/depth/1305031102.794978.png (trunc/depth.txt:"). */
+KR_TEST(transport, wire_status_text_carries_a_whole_error_reason)
+{
+    const char *reason = "malformed or corrupt input: cannot decode depth image "
+                         "/data/tum/rgbd_dataset_freiburg1_xyz/depth/1305031102.794978.png "
+                         "(/data/tum/rgbd_dataset_freiburg1_xyz/depth.txt:17): PNG signature mismatch";
+    REQUIRE(strlen(reason) > 63 && strlen(reason) < 319);
+    kr_status_msg m, out;
+    memset(&m, 0, sizeof m);
+    m.event = KR_EVENT_ERROR;
+    snprintf(m.text, sizeof m.text, "%s", reason);
+    uint8_t b[KR_WIRE_STATUS_SIZE];
+    CHECK_EQ(kr_wire_encode_status(&m, b), sizeof b);
+    CHECK_EQ(le_u(b + 4, 2), KR_WIRE_VERSION);
+    REQUIRE_OK(kr_wire_decode_status(b, sizeof b, &out));
+    CHECK_STR(out.text, reason);
+}
+
+/* A version 1 record (128 bytes, 64-byte text), built byte by byte from the
+ * version 1 table of docs/PROTOCOL.md, still decodes. */
+KR_TEST(transport, wire_decoder_reads_version_1_status)
+{
+    uint8_t b[KR_WIRE_STATUS_SIZE_V1];
+    memset(b, 0, sizeof b);
+    memcpy(b, "KRST", 4);
+    b[4] = 1;               /* version 1 */
+    b[6] = KR_TOPIC_STATUS; /* kind */
+    b[8] = 9;               /* seq */
+    b[16] = KR_EVENT_STOPPED;
+    b[24] = 100; /* frames_in */
+    b[32] = 98;  /* frames_out */
+    memset(b + 64, 'z', 64); /* a full text, no NUL */
+    kr_status_msg out;
+    REQUIRE_OK(kr_wire_decode_status(b, sizeof b, &out));
+    CHECK_EQ(out.seq, 9);
+    CHECK_EQ(out.event, KR_EVENT_STOPPED);
+    CHECK_EQ(out.frames_in, 100);
+    CHECK_EQ(out.frames_out, 98);
     CHECK_EQ(strlen(out.text), 63);
+    /* A version 2 header on a 128-byte record is refused by size. */
+    b[4] = 2;
+    CHECK_STATUS(kr_wire_decode_status(b, sizeof b, &out), KR_ERR_FORMAT);
+    CHECK_CONTAINS(kr_last_error(), "expected 384");
 }
 
 KR_TEST(transport, wire_decoder_rejects_bad_payloads)
@@ -308,10 +354,10 @@ KR_TEST(transport, wire_decoder_rejects_bad_payloads)
     CHECK_STATUS(kr_wire_decode_pose(b, 112, &out), KR_ERR_FORMAT);
     CHECK_CONTAINS(kr_last_error(), "magic");
     b[0] = 'K';
-    b[4] = 2; /* version 2 */
+    b[4] = 3; /* version 3: from the future */
     CHECK_STATUS(kr_wire_decode_pose(b, 112, &out), KR_ERR_FORMAT);
-    CHECK_CONTAINS(kr_last_error(), "version 2");
-    b[4] = 1;
+    CHECK_CONTAINS(kr_last_error(), "version 3");
+    b[4] = 1; /* version 1 poses have the same layout: accepted */
     b[6] = 2; /* kind status in a pose payload */
     CHECK_STATUS(kr_wire_decode_pose(b, 112, &out), KR_ERR_FORMAT);
     CHECK_CONTAINS(kr_last_error(), "kind 2");
@@ -322,7 +368,7 @@ KR_TEST(transport, wire_decoder_rejects_bad_payloads)
     /* A pose payload is not a status payload, whatever its length. */
     kr_status_msg st;
     CHECK_STATUS(kr_wire_decode_status(b, 112, &st), KR_ERR_FORMAT);
-    CHECK_CONTAINS(kr_last_error(), "status payload has 112 bytes, expected 128");
+    CHECK_CONTAINS(kr_last_error(), "status payload has 112 bytes, expected 384");
     memset(b + 112, 0, 16);
     CHECK_STATUS(kr_wire_decode_status(b, 128, &st), KR_ERR_FORMAT);
     CHECK_CONTAINS(kr_last_error(), "magic");

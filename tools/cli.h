@@ -19,6 +19,11 @@ enum {
 int kr_exit_code(kr_status s);
 kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, bool quiet, kr_pipeline **out,
                           kr_pipeline_stats *stats);
+/* Seconds between progress lines when stderr is not a terminal (--progress),
+ * 0 for none. */
+extern double kr_progress_interval_s;
+/* Parses --progress SEC; returns 0, or -1 after printing one line. */
+int kr_progress_option(const char *arg);
 
 int kr_cmd_run(int argc, char **argv);
 int kr_cmd_demo(int argc, char **argv);

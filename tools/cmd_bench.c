@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "gpu/device_internal.h"
+#include "output_path.h"
 #include "pipeline_options.h"
 
 enum { ST_READ, ST_UPLOAD, ST_PREPROCESS, ST_DOWNLOAD, ST_TRACK, ST_ITERATION, ST_FUSE, ST_SNAPSHOT, ST_POSE, ST_FRAME, ST_COUNT };
@@ -53,13 +54,15 @@ static double p99(const samples *s)
 
 static void help(FILE *out)
 {
-    fprintf(out, "usage: kinreg bench [OPTIONS] [SOURCE]\n\n"
-                 "Times each stage per frame (median over frames) on SOURCE with the chosen backend;\n"
-                 "the first 300 frames unless -n says otherwise.\n\n"
-                 "      --json FILE         also write the results as JSON (- for stdout)\n"
-                 "      --pipeline          also run the threaded pipeline for end-to-end frames/s\n");
-    kr_pipeline_options_help(out);
-    fprintf(out, "  -h, --help              this text\n");
+    fprintf(out,
+            "usage: kinreg bench [OPTIONS] [SOURCE]\n\n"
+            "Times each stage per frame (median over frames) on SOURCE with the chosen backend;\n"
+            "the first 300 frames unless -n says otherwise.\n\n"
+            "      --json FILE         also write the results as JSON (- for stdout)\n"
+            "      --pipeline          also run the threaded pipeline for end-to-end frames/s\n");
+    kr_pipeline_options_help_for(out, false);
+    fprintf(out, "  -q, --quiet             no progress line (bench prints only its results)\n"
+                 "  -h, --help              this text\n");
 }
 
 static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT], int *frames, int *lost,
@@ -163,16 +166,38 @@ done:
 
 typedef struct {
     const char *json_path;
-    bool run_pipeline;
+    bool run_pipeline, quiet;
 } bench_options;
 
 static int bench_option(int opt, const char *arg, void *user)
 {
     bench_options *o = user;
-    if (opt == 'j') o->json_path = arg;
-    else if (opt == 'P') o->run_pipeline = true;
-    else return -1;
+    if (opt == 'j')
+        o->json_path = arg;
+    else if (opt == 'P')
+        o->run_pipeline = true;
+    else if (opt == 'q')
+        o->quiet = true;
+    else
+        return -1;
     return 0;
+}
+
+/* Options run and demo take that bench would silently ignore. */
+static bool refuse_unused(const kr_pipeline_config *cfg, const kr_pipeline_config *def)
+{
+    const char *unused = cfg->trajectory_path                         ? "--trajectory"
+                         : cfg->model_path                            ? "--save-model"
+                         : cfg->publish.endpoint                      ? "--publish"
+                         : cfg->rate != def->rate                     ? "--rate"
+                         : cfg->publish_wait_s != def->publish_wait_s ? "--wait-subscriber"
+                                                                      : NULL;
+    if (!unused) return true;
+    fprintf(stderr,
+            "kinreg bench: %s is not used by bench (it times the stages on frames read as fast as "
+            "possible; use kinreg run)\n",
+            unused);
+    return false;
 }
 
 int kr_cmd_bench(int argc, char **argv)
@@ -180,12 +205,24 @@ int kr_cmd_bench(int argc, char **argv)
     kr_pipeline_config cfg;
     kr_pipeline_config_default(&cfg);
     cfg.source.max_frames = 300;
-    bench_options o = {NULL, false};
-    static const struct option own[] = {{"json", required_argument, 0, 'j'}, {"pipeline", no_argument, 0, 'P'},
+    bench_options o = {NULL, false, false};
+    static const struct option own[] = {{"json", required_argument, 0, 'j'},
+                                        {"pipeline", no_argument, 0, 'P'},
+                                        {"quiet", no_argument, 0, 'q'},
                                         {0, 0, 0, 0}};
-    const kr_command_options opts = {own, "", bench_option, &o, help};
+    const kr_command_options opts = {own, "q", bench_option, &o, help};
     int rc = kr_parse_command(argc, argv, &cfg, &opts);
     if (rc >= 0) return rc;
+    kr_pipeline_config def;
+    kr_pipeline_config_default(&def);
+    if (!refuse_unused(&cfg, &def)) return KR_EXIT_USAGE;
+    if (optind + 1 < argc) {
+        fprintf(stderr, "kinreg bench: unexpected argument '%s'\n", argv[optind + 1]);
+        return KR_EXIT_USAGE;
+    }
+    if (o.json_path && strcmp(o.json_path, "-") != 0 &&
+        !kr_output_writable("kinreg bench", "--json", o.json_path))
+        return KR_EXIT_FAILURE;
     const char *json_path = o.json_path;
     bool run_pipeline = o.run_pipeline;
     if (optind < argc) cfg.source.uri = argv[optind++];
@@ -194,7 +231,9 @@ int kr_cmd_bench(int argc, char **argv)
     memset(st, 0, sizeof st);
     int frames = 0, lost = 0;
     char device_name[256] = "";
-    fprintf(stderr, "kinreg bench: timing stages on %s ...\n", cfg.source.uri ? cfg.source.uri : "synthetic");
+    if (!o.quiet)
+        fprintf(stderr, "kinreg bench: timing stages on %s ...\n",
+                cfg.source.uri ? cfg.source.uri : "synthetic");
     kr_status s = bench_stages(&cfg, st, &frames, &lost, device_name, sizeof device_name);
     if (s != KR_OK) {
         fprintf(stderr, "kinreg bench: %s: %s\n", kr_strerror(s), kr_last_error());

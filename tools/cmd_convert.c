@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "output_path.h"
 #include "record_loop.h"
 #include "record_options.h"
 
@@ -66,6 +67,7 @@ int kr_cmd_convert(int argc, char **argv)
         return KR_EXIT_USAGE;
     }
     o.source.uri = input;
+    if (!kr_output_dir_writable(who, "OUTPUT", output)) return KR_EXIT_FAILURE;
 
     kr_source *src = NULL;
     kr_status st = kr_source_create(&src, &o.source);

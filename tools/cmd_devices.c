@@ -24,8 +24,8 @@ int kr_cmd_devices(int argc, char **argv)
         return KR_EXIT_OK;
     }
     if (argc > 1) {
-        fprintf(stderr, "kinreg devices: unexpected argument '%s'\n", argv[1]);
-        help(stderr);
+        fprintf(stderr, "kinreg devices: unexpected %s '%s' (see 'kinreg devices --help')\n",
+                argv[1][0] == '-' ? "option" : "argument", argv[1]);
         return KR_EXIT_USAGE;
     }
     kr_kinect_list list;

@@ -10,6 +10,8 @@
 
 #include "cli.h"
 #include "kinreg/eval.h"
+#include "option_error.h"
+#include "output_path.h"
 
 static void help(FILE *out)
 {
@@ -27,6 +29,10 @@ static void help(FILE *out)
             "  --delta S         RPE interval in seconds (default 1.0)\n"
             "  --plot FILE       write a plot of both trajectories (top and side view);\n"
             "                    the format follows the extension: .svg or .png\n"
+            "  --t-offset SEC    add SEC to every estimate stamp before association (evo's\n"
+            "                    --t_offset): for an estimate on a shifted clock\n"
+            "  --align-start     align by the first associated pose pair instead of Horn's\n"
+            "                    best fit over all (evo's --align_origin): ATE then shows drift\n"
             "  --json            print one JSON object (metres and degrees) instead of text\n"
             "  -h, --help        this text\n\n"
             "example: kinreg eval ../shared/data/tum/fr1_xyz_head/groundtruth.txt traj.txt --plot "
@@ -64,20 +70,39 @@ static void json_string(FILE *out, const char *s)
 
 int kr_cmd_eval(int argc, char **argv)
 {
-    enum { OPT_MAX_DT = 256, OPT_DELTA, OPT_PLOT, OPT_JSON };
+    enum { OPT_MAX_DT = 256, OPT_DELTA, OPT_PLOT, OPT_JSON, OPT_T_OFFSET, OPT_ALIGN_START };
     static const struct option longopts[] = {{"max-dt", required_argument, 0, OPT_MAX_DT},
                                              {"delta", required_argument, 0, OPT_DELTA},
                                              {"plot", required_argument, 0, OPT_PLOT},
                                              {"json", no_argument, 0, OPT_JSON},
+                                             {"t-offset", required_argument, 0, OPT_T_OFFSET},
+                                             {"t_offset", required_argument, 0, OPT_T_OFFSET},
+                                             {"align-start", no_argument, 0, OPT_ALIGN_START},
+                                             {"align_origin", no_argument, 0, OPT_ALIGN_START},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
     double max_dt = 0.02, delta = 1.0;
     const char *plot = NULL;
-    bool json = false;
+    bool json = false, align_start = false;
+    double t_offset = 0;
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0; /* kr_option_error prints one line instead */
+    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (opt) {
+        case OPT_T_OFFSET: {
+            char *end;
+            t_offset = strtod(optarg, &end);
+            if (end == optarg || *end || !isfinite(t_offset) || fabs(t_offset) > 1e9) {
+                fprintf(stderr, "kinreg eval: --t-offset '%s' is not allowed: expected seconds, e.g. -0.25\n",
+                        optarg);
+                return KR_EXIT_USAGE;
+            }
+            break;
+        }
+        case OPT_ALIGN_START:
+            align_start = true;
+            break;
         case OPT_MAX_DT:
             if (!parse_seconds("--max-dt", optarg, false, &max_dt)) return KR_EXIT_USAGE;
             break;
@@ -94,8 +119,7 @@ int kr_cmd_eval(int argc, char **argv)
             help(stdout);
             return KR_EXIT_OK;
         default:
-            help(stderr);
-            return KR_EXIT_USAGE;
+            return kr_option_error("eval", argc, argv, opt);
         }
     }
     if (argc - optind != 2) {
@@ -112,6 +136,7 @@ int kr_cmd_eval(int argc, char **argv)
                     plot);
             return KR_EXIT_USAGE;
         }
+        if (!kr_output_writable("kinreg eval", "--plot", plot)) return KR_EXIT_USAGE;
     }
 
     kr_trajectory gt = {0}, est = {0};
@@ -130,8 +155,11 @@ int kr_cmd_eval(int argc, char **argv)
         goto done;
     }
 
+    for (size_t i = 0; i < est.count; i++) est.stamps[i] += t_offset;
+
     kr_ate ate;
-    if ((st = kr_eval_ate(&gt, &est, max_dt, &ate)) != KR_OK) {
+    st = align_start ? kr_eval_ate_start(&gt, &est, max_dt, &ate) : kr_eval_ate(&gt, &est, max_dt, &ate);
+    if (st != KR_OK) {
         fprintf(stderr, "kinreg eval: %s\n", kr_last_error());
         goto done;
     }
@@ -146,9 +174,12 @@ int kr_cmd_eval(int argc, char **argv)
         fprintf(stderr, "kinreg eval: %s\n", kr_last_error());
         goto done;
     }
+    /* A plot that cannot be written is reported, but the figures still print. */
+    bool plot_failed = false;
     if (plot && (st = kr_eval_plot(plot, &gt, &est, &ate)) != KR_OK) {
         fprintf(stderr, "kinreg eval: %s\n", kr_last_error());
-        goto done;
+        plot_failed = true;
+        plot = NULL;
     }
 
     kr_quat q = kr_pose_to_quat(&ate.alignment);
@@ -157,8 +188,9 @@ int kr_cmd_eval(int argc, char **argv)
         json_string(stdout, gt_path);
         printf(", \"est\": ");
         json_string(stdout, est_path);
-        printf(", \"gt_poses\": %zu, \"est_poses\": %zu, \"max_dt\": %g, \"pairs\": %zu,\n",
-               gt.count, est.count, max_dt, ate.pairs);
+        printf(", \"gt_poses\": %zu, \"est_poses\": %zu, \"max_dt\": %g, \"t_offset\": %.9g, "
+               "\"align\": \"%s\", \"pairs\": %zu,\n",
+               gt.count, est.count, max_dt, t_offset, align_start ? "start" : "horn", ate.pairs);
         printf(" \"ate\": {\"rmse\": %.9g, \"mean\": %.9g, \"median\": %.9g, \"max\": %.9g, "
                "\"alignment\": {\"t\": [%.9g, %.9g, %.9g], \"q\": [%.9g, %.9g, %.9g, %.9g]}},\n",
                ate.rmse, ate.mean, ate.median, ate.max, ate.alignment.t[0], ate.alignment.t[1],
@@ -182,6 +214,9 @@ int kr_cmd_eval(int argc, char **argv)
         printf("ground truth     %s (%zu poses)\n", gt_path, gt.count);
         printf("estimate         %s (%zu poses)\n", est_path, est.count);
         printf("pairs            %zu (max dt %.3f s)\n", ate.pairs, max_dt);
+        if (t_offset != 0) printf("time offset      %+.6f s added to the estimate\n", t_offset);
+        printf("aligned by       %s\n", align_start ? "the first pose pair (--align-start)"
+                                                    : "Horn's best rigid fit over all pairs");
         printf("ATE rmse         %.3f cm\n", ate.rmse * 100);
         printf("ATE mean         %.3f cm\n", ate.mean * 100);
         printf("ATE median       %.3f cm\n", ate.median * 100);
@@ -197,7 +232,7 @@ int kr_cmd_eval(int argc, char **argv)
                ate.alignment.t[0], ate.alignment.t[1], ate.alignment.t[2], q.x, q.y, q.z, q.w);
         if (plot) printf("plot             %s\n", plot);
     }
-    rc = KR_EXIT_OK;
+    rc = plot_failed ? KR_EXIT_FAILURE : KR_EXIT_OK;
 done:
     kr_trajectory_free(&gt);
     kr_trajectory_free(&est);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "output_path.h"
 #include "record_loop.h"
 #include "record_options.h"
 
@@ -38,6 +39,8 @@ int kr_cmd_record(int argc, char **argv)
     }
     const char *dir = argv[optind];
     o.source.uri = argc - optind == 2 ? argv[optind + 1] : "kinect";
+    /* Before the sensor is opened: a live take is not lost to a typo. */
+    if (!kr_output_dir_writable(who, "DIR", dir)) return KR_EXIT_FAILURE;
 
     kr_source *src = NULL;
     kr_status st = kr_source_create(&src, &o.source);

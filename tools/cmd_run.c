@@ -1,13 +1,30 @@
 /* kinreg run — track a source, publish poses, write trajectory and model. */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "output_path.h"
 #include "pipeline_options.h"
 #include "status_line.h"
 
 static kr_pipeline *running;
+
+double kr_progress_interval_s = KR_PROGRESS_INTERVAL_S;
+
+int kr_progress_option(const char *arg)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (end == arg || *end || !(v >= 0) || v > 86400) {
+        fprintf(stderr, "kinreg: --progress '%s' is not allowed: expected seconds >= 0 (0 = no progress lines)\n",
+                arg);
+        return -1;
+    }
+    kr_progress_interval_s = v;
+    return 0;
+}
 
 static void on_signal(int sig)
 {
@@ -23,6 +40,8 @@ static void help(FILE *out)
                  "computed so far is written and published.\n\n");
     kr_pipeline_options_help(out);
     fprintf(out, "  -q, --quiet             no status line\n"
+                 "      --progress SEC      when stderr is not a terminal, a progress line every SEC\n"
+                 "                          seconds (default 5; 0 = none)\n"
                  "  -h, --help              this text\n\n"
                  "example: kinreg run tum:../shared/data/tum/fr1_xyz_head --intrinsics fr1 -t traj.txt -p tcp://*:5555\n");
 }
@@ -43,6 +62,7 @@ kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, bool quiet, 
 {
     static kr_status_line line;
     kr_status_line_init(&line, quiet, 0);
+    line.interval = kr_progress_interval_s;
     cfg->on_frame = kr_status_line_frame;
     cfg->user = &line;
     *out = NULL;
@@ -53,8 +73,12 @@ kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, bool quiet, 
         return s;
     }
     line.total = kr_source_length(kr_pipeline_source(p));
-    fprintf(stderr, "%s: %s on %s\n", who, kr_source_describe(kr_pipeline_source(p)),
-            kr_device_describe(kr_pipeline_device(p)));
+    /* Say what was assumed and why: intrinsics, depth units, backend. */
+    fprintf(stderr, "%s: %s on %s (--backend %s%s)\n", who, kr_source_describe(kr_pipeline_source(p)),
+            kr_device_describe(kr_pipeline_device(p)), kr_backend_name(cfg->device.backend),
+            cfg->device.backend == KR_BACKEND_AUTO ? (kr_cuda_available() ? ": a GPU is present" : ": no GPU found")
+                                                   : "");
+    fprintf(stderr, "%s: %s\n", who, kr_source_settings(kr_pipeline_source(p)));
     running = p;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -74,7 +98,7 @@ kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, bool quiet, 
 
 static int run_option(int opt, const char *arg, void *user)
 {
-    (void)arg;
+    if (opt == 'P') return kr_progress_option(arg);
     if (opt != 'q') return -1;
     *(bool *)user = true;
     return 0;
@@ -85,7 +109,8 @@ int kr_cmd_run(int argc, char **argv)
     kr_pipeline_config cfg;
     kr_pipeline_config_default(&cfg);
     bool quiet = false;
-    static const struct option own[] = {{"quiet", no_argument, 0, 'q'}, {0, 0, 0, 0}};
+    static const struct option own[] = {
+        {"quiet", no_argument, 0, 'q'}, {"progress", required_argument, 0, 'P'}, {0, 0, 0, 0}};
     const kr_command_options opts = {own, "q", run_option, &quiet, help};
     int rc = kr_parse_command(argc, argv, &cfg, &opts);
     if (rc >= 0) return rc;
@@ -94,6 +119,11 @@ int kr_cmd_run(int argc, char **argv)
         fprintf(stderr, "kinreg run: unexpected argument '%s'\n", argv[optind]);
         return KR_EXIT_USAGE;
     }
+
+    /* A live scan's model is written last: check every output path first. */
+    if (cfg.trajectory_path && !kr_output_writable("kinreg run", "--trajectory", cfg.trajectory_path))
+        return KR_EXIT_FAILURE;
+    if (cfg.model_path && !kr_output_writable("kinreg run", "--save-model", cfg.model_path)) return KR_EXIT_FAILURE;
 
     kr_pipeline_stats stats;
     kr_pipeline *p = NULL;

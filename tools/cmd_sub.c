@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "option_error.h"
 #include "kinreg/transport.h"
 
 /* Receive in slices so a signal that lands just before a wait is noticed
@@ -92,8 +93,9 @@ static int parse_options(int argc, char **argv, sub_options *o, int *code)
     memset(o, 0, sizeof *o);
     *code = KR_EXIT_USAGE;
     optind = 1;
+    opterr = 0; /* kr_option_error prints one line instead */
     int c;
-    while ((c = getopt_long(argc, argv, "f:t:n:T:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":f:t:n:T:h", longopts, NULL)) != -1) {
         char *end = NULL;
         switch (c) {
         case 'f':
@@ -129,7 +131,7 @@ static int parse_options(int argc, char **argv, sub_options *o, int *code)
             *code = KR_EXIT_OK;
             return -1;
         default:
-            usage(stderr);
+            kr_option_error("sub", argc, argv, c);
             return -1;
         }
     }

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "kinreg/device.h"
+#include "kinreg/transport.h"
 
 static const struct {
     const char *name;
@@ -23,30 +25,30 @@ static const struct {
     {"register", kr_cmd_register, "align two point sets (PLY) with EM-ICP or Softassign"},
 };
 
+/* Which engines this build carries, for --version. */
+static const char *kr_build_backends(void)
+{
+#ifdef KINREG_HAVE_CUDA
+    return "backends: cpu (OpenMP), cuda";
+#else
+    return "backends: cpu (OpenMP); built without CUDA";
+#endif
+}
+
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: kinreg COMMAND [OPTIONS]   (kinreg COMMAND --help for details)\n\ncommands:\n");
+    fprintf(out, "usage: kinreg COMMAND [OPTIONS]   (kinreg COMMAND --help for details)\n"
+                 "       kinreg --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
 }
 
-/* The pipeline runs several threads beside its OpenMP teams (capture, model
- * rebuilds, publisher). libgomp's default lets idle team threads spin between
- * parallel regions, which steals those threads' cores: measured on the 2-core
- * development machine, the synthetic demo went from 35 to 41 frames/s with
- * a passive wait policy. libgomp reads the policy once, when it loads, so the
- * program re-executes itself with it set unless the user chose one. */
-static void prefer_passive_openmp_waits(char **argv)
-{
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);
-    /* exec failed (no /proc): carry on with the default policy */
-}
-
 int main(int argc, char **argv)
 {
-    prefer_passive_openmp_waits(argv);
+    /* Idle OpenMP threads must not spin on the pipeline threads' cores; the
+     * policy is read when libgomp loads, so this re-executes the program with
+     * OMP_WAIT_POLICY=passive unless the user chose one (kinreg/device.h). */
+    kr_openmp_prefer_passive(argv);
     if (argc < 2) {
         usage(stderr);
         return KR_EXIT_USAGE;
@@ -55,9 +57,13 @@ int main(int argc, char **argv)
         usage(stdout);
         return KR_EXIT_OK;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version")) {
+        printf("kinreg %s (wire protocol %d, %s)\n", KINREG_VERSION, KR_WIRE_VERSION, kr_build_backends());
+        return KR_EXIT_OK;
+    }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "kinreg: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    fprintf(stderr, "kinreg: unknown %s '%s' (see 'kinreg --help')\n", argv[1][0] == '-' ? "option" : "command",
+            argv[1]);
     return KR_EXIT_USAGE;
 }

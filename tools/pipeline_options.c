@@ -1,24 +1,39 @@
 /* Parsing of the options shared by run, demo and bench. */
 #include "pipeline_options.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "option_error.h"
 
 void kr_pipeline_options_help(FILE *out)
 {
+    kr_pipeline_options_help_for(out, true);
+}
+
+void kr_pipeline_options_help_for(FILE *out, bool outputs)
+{
     kr_pipeline_config d;
     kr_pipeline_config_default(&d);
-    fprintf(out,
-            "source and output:\n"
-            "  -s, --source URI        synthetic[:SEED] | tum:DIR | fakenect:DIR | DIR (TUM or fakenect)\n"
-            "                          | kinect[:N|:SERIAL] live sensor (default synthetic)\n"
-            "  -n, --frames N          stop after N frames (default: the whole source)\n"
+    fprintf(out, "%s", outputs ? "source and output:\n" : "source:\n");
+    fprintf(out, "  -s, --source URI        synthetic[:SEED] | tum:DIR | fakenect:DIR | DIR (TUM "
+                 "or fakenect)\n"
+                 "                          | kinect[:N|:SERIAL] live sensor (default synthetic)\n"
+                 "  -n, --frames N          stop after N frames (default: the whole source; alias "
+                 "--max-frames)\n");
+    if (outputs)
+        fprintf(
+            out,
             "  -r, --rate max|FACTOR   max = as fast as possible (default); 1.0 = recorded timing\n"
-            "                          (replays only: a sensor sets its own pace)\n"
+            "                          (replays only: a sensor sets its own pace)\n");
+    fprintf(out,
             "      --intrinsics NAME|fx,fy,cx,cy[,k1,k2,p1,p2,k3]\n"
-            "                          preset fr1 fr2 fr3 default kinect, or explicit pinhole values with\n"
+            "                          preset fr1 fr2 fr3 default kinect, or explicit pinhole "
+            "values with\n"
             "                          optional Brown-Conrady distortion (OpenCV order)\n"
             "      --depth-scale S     raw units per metre for 16-bit PNG depth (TUM: 5000)\n"
             "      --skip-bad          skip and count corrupt frames instead of stopping\n"
@@ -26,42 +41,111 @@ void kr_pipeline_options_help(FILE *out)
             "      --duration SEC      synthetic sequence length (default 30)\n"
             "      --depth-mode M      kinect: 11bit (raw disparity, default) | mm | registered\n"
             "      --stall-timeout SEC kinect: a sensor silent this long ends the run with exit\n"
-            "                          status 3 (default %g)\n"
+            "                          status 3 (default %g)\n",
+            d.source.stall_timeout_s);
+    if (outputs)
+        fprintf(
+            out,
             "  -t, --trajectory FILE   write poses as a TUM trajectory while tracking\n"
             "  -m, --save-model FILE   write the model (PLY, points and normals) at the end\n"
             "  -p, --publish ENDPOINT  ZeroMQ PUB endpoint, e.g. tcp://*:5555 (default: none)\n"
             "      --wait-subscriber SEC  before the first frame, wait up to SEC for a subscriber\n"
-            "                          (ZeroMQ drops what is sent before one has joined)\n"
-            "compute:\n"
-            "  -b, --backend B         auto | cpu | cuda (default auto: CUDA when a GPU is present)\n"
-            "      --threads N         OpenMP threads (default: all cores)\n"
-            "      --finest-level L    finest pyramid level tracked, 0 = 640x480 (default %d)\n"
-            "      --voxel M           model voxel size in metres (default %g)\n"
-            "      --exact-nn          exact nearest neighbours instead of k-d cell descent\n"
-            "      --iterations N,N,..  Newton steps per level, finest first (default %d,%d,%d)\n"
-            "      --gate M            reject pairs farther apart than M metres at the finest level (default %g)\n"
-            "      --active-window N   model voxels seen in the last N frames are tracked against (default %d)\n"
-            "      --rebuild-every N   frames between model snapshot rebuilds (default %d)\n",
-            d.source.stall_timeout_s, d.track.finest_level, (double)d.model.voxel_size, d.track.iterations[0], d.track.iterations[1],
-            d.track.iterations[2], (double)d.track.gate, d.model.active_window,
-            d.rebuild_every);
-    fprintf(out,
-            "      --depth-step A      depth noise that grows as z^2: the sensor's depth step at z is\n"
-            "                          A*z^2 (default %g, Kinect v1); normals take wider baselines and\n"
-            "                          far points wider gates and less weight; 0 turns this off\n",
-            (double)d.track.depth_step);
+            "                          (ZeroMQ drops what is sent before one has joined)\n");
+    fprintf(
+        out,
+        "compute:\n"
+        "  -b, --backend B         auto | cpu | cuda (default auto: CUDA when a GPU is present)\n"
+        "      --threads N         OpenMP threads (default: all cores)\n"
+        "      --deterministic     repeatable runs: bit-identical poses for the same source,\n"
+        "                          options and --threads (snapshots built in step, fixed\n"
+        "                          reduction order; a little slower)\n"
+        "      --finest-level L    finest pyramid level tracked, 0 = 640x480 (default %d)\n"
+        "      --voxel M           model voxel size in metres (default %g)\n"
+        "      --exact-nn          exact nearest neighbours instead of k-d cell descent\n"
+        "      --iterations N,N,..  Newton steps per level, finest first (default %d,%d,%d)\n"
+        "      --gate M            reject pairs farther apart than M metres at the finest level "
+        "(default %g)\n"
+        "      --active-window N   model voxels seen in the last N frames are tracked against "
+        "(default %d)\n"
+        "      --rebuild-every N   frames between model snapshot rebuilds (default %d)\n",
+        d.track.finest_level, (double)d.model.voxel_size, d.track.iterations[0],
+        d.track.iterations[1], d.track.iterations[2], (double)d.track.gate, d.model.active_window,
+        d.rebuild_every);
+    fprintf(
+        out,
+        "      --depth-step A      depth noise that grows as z^2: the sensor's depth step at z is\n"
+        "                          A*z^2 (default %g, Kinect v1); normals take wider baselines "
+        "and\n"
+        "                          far points wider gates and less weight; 0 turns this off\n",
+        (double)d.track.depth_step);
 }
 
-static int parse_double(const char *arg, double *out, const char *what)
+/* What one numeric option allows: [lo, hi] (lo excluded when lo_open),
+ * whole numbers only when integer, and the words the error line uses. */
+typedef struct {
+    const char *name;
+    double lo, hi;
+    bool lo_open, integer;
+    const char *allowed;
+} number_rule;
+
+/* Parses and range-checks before any conversion, so a value like 1e12 for a
+ * count is refused instead of overflowing an int. One line names the option,
+ * the value and what is allowed. */
+static int parse_number(const number_rule *r, const char *arg, double *out)
 {
     char *end;
+    errno = 0;
     double v = strtod(arg, &end);
-    if (end == arg || *end) {
-        fprintf(stderr, "kinreg: %s expects a number, got '%s'\n", what, arg);
+    bool ok = end != arg && !*end && isfinite(v) && errno != ERANGE && (r->lo_open ? v > r->lo : v >= r->lo) &&
+              v <= r->hi && (!r->integer || v == floor(v));
+    if (!ok) {
+        fprintf(stderr, "kinreg: %s '%s' is not allowed: expected %s\n", r->name, arg, r->allowed);
         return -1;
     }
     *out = v;
     return 1;
+}
+
+static const number_rule
+    rule_frames = {"--frames", 1, INT_MAX, false, true, "a whole number of frames >= 1"},
+    rule_voxel = {"--voxel", 0, 10, true, false, "a voxel size in metres, > 0 and <= 10"},
+    rule_depth_scale = {"--depth-scale", 0, 1e9, true, false, "raw units per metre > 0 (TUM: 5000)"},
+    rule_seed = {"--seed", 0, 4294967295.0, false, true, "a whole number 0..4294967295"},
+    rule_duration = {"--duration", 0, 86400, true, false, "seconds > 0 (at most 86400)"},
+    rule_threads = {"--threads", 0, 4096, false, true, "a whole number of threads, 0 = all cores"},
+    rule_active_window = {"--active-window", 1, INT_MAX, false, true, "a whole number of frames >= 1"},
+    rule_rebuild = {"--rebuild-every", 1, INT_MAX, false, true, "a whole number of frames >= 1"},
+    rule_gate = {"--gate", 0, 100, true, false, "a distance in metres > 0"},
+    rule_depth_step = {"--depth-step", 0, 1, false, false, "a coefficient >= 0 (0 turns the noise model off)"},
+    rule_stall = {"--stall-timeout", 0, 86400, true, false, "seconds > 0"},
+    rule_wait = {"--wait-subscriber", 0, 86400, false, false, "seconds >= 0"},
+    rule_rate = {"--rate", 0, 1000, true, false, "'max' or a positive speed factor (1.0 = recorded timing)"};
+
+int kr_intrinsics_option(kr_source_config *src, const char *arg)
+{
+    kr_intrinsics k;
+    if (kr_intrinsics_preset(arg, &k) == KR_OK) {
+        src->intrinsics = arg;
+        src->override_intrinsics = false;
+        return 1;
+    }
+    kr_intrinsics c = {.width = 640, .height = 480};
+    char tail;
+    int n = sscanf(arg, "%f,%f,%f,%f,%f,%f,%f,%f,%f%c", &c.fx, &c.fy, &c.cx, &c.cy, &c.k1, &c.k2, &c.p1, &c.p2,
+                   &c.k3, &tail);
+    if ((n == 4 || n == 9) && c.fx > 0 && c.fy > 0 && isfinite(c.fx) && isfinite(c.fy) && isfinite(c.cx) &&
+        isfinite(c.cy)) {
+        src->override_intrinsics = true;
+        src->custom = c;
+        src->intrinsics = NULL;
+        return 1;
+    }
+    fprintf(stderr,
+            "kinreg: --intrinsics '%s' is not allowed: expected fr1, fr2, fr3, default, kinect, "
+            "fx,fy,cx,cy or fx,fy,cx,cy,k1,k2,p1,p2,k3\n",
+            arg);
+    return -1;
 }
 
 int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
@@ -73,7 +157,7 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
         return 1;
     case 'b':
         if (kr_backend_parse(arg, &cfg->device.backend) != KR_OK) {
-            fprintf(stderr, "kinreg: --backend must be auto, cpu or cuda, got '%s'\n", arg);
+            fprintf(stderr, "kinreg: --backend '%s' is not allowed: expected auto, cpu or cuda\n", arg);
             return -1;
         }
         return 1;
@@ -91,113 +175,108 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
             cfg->rate = 0;
             return 1;
         }
-        if (parse_double(arg, &v, "--rate") < 0 || v <= 0) {
-            fprintf(stderr, "kinreg: --rate must be 'max' or a positive factor\n");
-            return -1;
-        }
+        if (parse_number(&rule_rate, arg, &v) < 0) return -1;
         cfg->rate = v;
         return 1;
     case 'n':
-        if (parse_double(arg, &v, "--frames") < 0 || v < 1) return -1;
+        if (parse_number(&rule_frames, arg, &v) < 0) return -1;
         cfg->source.max_frames = (int)v;
         return 1;
-    case 1001: {
-        kr_intrinsics k;
-        if (kr_intrinsics_preset(arg, &k) == KR_OK) {
-            cfg->source.intrinsics = arg;
-            return 1;
-        }
-        kr_intrinsics c = {.width = 640, .height = 480};
-        int n = sscanf(arg, "%f,%f,%f,%f,%f,%f,%f,%f,%f", &c.fx, &c.fy, &c.cx, &c.cy, &c.k1, &c.k2, &c.p1,
-                       &c.p2, &c.k3);
-        if ((n == 4 || n == 9) && c.fx > 0 && c.fy > 0) {
-            cfg->source.override_intrinsics = true;
-            cfg->source.custom = c;
-            return 1;
-        }
-        fprintf(stderr,
-                "kinreg: --intrinsics must be fr1, fr2, fr3, default, kinect, fx,fy,cx,cy or "
-                "fx,fy,cx,cy,k1,k2,p1,p2,k3; got '%s'\n",
-                arg);
-        return -1;
-    }
+    case 1001:
+        return kr_intrinsics_option(&cfg->source, arg);
     case 1002:
-        if (parse_double(arg, &v, "--depth-scale") < 0 || v <= 0) return -1;
+        if (parse_number(&rule_depth_scale, arg, &v) < 0) return -1;
         cfg->source.depth_scale = (float)v;
         return 1;
     case 1003:
         cfg->source.skip_bad = true;
         return 1;
-    case 1004:
-        if (parse_double(arg, &v, "--finest-level") < 0 || v < 0 || v >= cfg->preprocess.levels) {
-            fprintf(stderr, "kinreg: --finest-level must be 0..%d\n", cfg->preprocess.levels - 1);
-            return -1;
-        }
+    case 1004: {
+        char allowed[64];
+        snprintf(allowed, sizeof allowed, "a pyramid level 0..%d", cfg->preprocess.levels - 1);
+        number_rule r = {"--finest-level", 0, cfg->preprocess.levels - 1, false, true, allowed};
+        if (parse_number(&r, arg, &v) < 0) return -1;
         cfg->track.finest_level = (int)v;
         cfg->fuse_level = (int)v;
         return 1;
+    }
     case 1005:
-        if (parse_double(arg, &v, "--voxel") < 0 || v <= 0) return -1;
+        if (parse_number(&rule_voxel, arg, &v) < 0) return -1;
         cfg->model.voxel_size = (float)v;
         return 1;
     case 1006:
-        if (parse_double(arg, &v, "--seed") < 0) return -1;
+        if (parse_number(&rule_seed, arg, &v) < 0) return -1;
         cfg->source.seed = (unsigned)v;
         return 1;
     case 1007:
-        if (parse_double(arg, &v, "--duration") < 0 || v <= 0) return -1;
+        if (parse_number(&rule_duration, arg, &v) < 0) return -1;
         cfg->source.duration_s = v;
         return 1;
     case 1008:
-        if (parse_double(arg, &v, "--threads") < 0 || v < 0) return -1;
+        if (parse_number(&rule_threads, arg, &v) < 0) return -1;
         cfg->device.cpu_threads = (int)v;
         return 1;
     case 1009:
         cfg->track.exact_nn = true;
         return 1;
+    case 1023:
+        cfg->deterministic = true;
+        return 1;
     case 1010:
-        if (parse_double(arg, &v, "--active-window") < 0 || v < 1) return -1;
+        if (parse_number(&rule_active_window, arg, &v) < 0) return -1;
         cfg->model.active_window = (int)v;
         return 1;
     case 1012:
-        if (parse_double(arg, &v, "--gate") < 0 || v <= 0) return -1;
+        if (parse_number(&rule_gate, arg, &v) < 0) return -1;
         cfg->track.gate = (float)v;
         return 1;
     case 1013: {
         int it[KR_MAX_LEVELS] = {0};
-        int n = sscanf(arg, "%d,%d,%d,%d,%d", &it[0], &it[1], &it[2], &it[3], &it[4]);
-        if (n < 1) {
-            fprintf(stderr, "kinreg: --iterations expects counts like 6,5,4, got '%s'\n", arg);
+        int n = 0;
+        const char *p = arg;
+        bool ok = true;
+        while (ok && n < KR_MAX_LEVELS) {
+            char *end;
+            errno = 0;
+            long c = strtol(p, &end, 10);
+            ok = end != p && errno != ERANGE && c >= 0 && c <= 1000 && (*end == ',' || !*end);
+            if (!ok) break;
+            it[n++] = (int)c;
+            if (!*end) break;
+            p = end + 1;
+        }
+        if (!ok || n == 0 || (n == KR_MAX_LEVELS && strchr(p, ','))) {
+            fprintf(stderr,
+                    "kinreg: --iterations '%s' is not allowed: expected up to %d counts 0..1000 "
+                    "separated by commas, finest level first, like 6,5,4\n",
+                    arg, KR_MAX_LEVELS);
             return -1;
         }
         for (int i = 0; i < KR_MAX_LEVELS; i++) cfg->track.iterations[i] = i < n ? it[i] : it[n - 1];
         return 1;
     }
     case 1011:
-        if (parse_double(arg, &v, "--rebuild-every") < 0 || v < 1) return -1;
+        if (parse_number(&rule_rebuild, arg, &v) < 0) return -1;
         cfg->rebuild_every = (int)v;
         return 1;
     case 1014:
-        if (parse_double(arg, &v, "--depth-step") < 0) return -1;
-        if (!(v >= 0)) {
-            fprintf(stderr, "kinreg: --depth-step must be >= 0 (0 turns the noise model off)\n");
-            return -1;
-        }
+        if (parse_number(&rule_depth_step, arg, &v) < 0) return -1;
         cfg->preprocess.depth_step = (float)v;
         cfg->track.depth_step = (float)v;
         return 1;
     case 1020:
         if (kr_kinect_depth_mode_parse(arg, &cfg->source.depth_mode) != KR_OK) {
-            fprintf(stderr, "kinreg: --depth-mode must be 11bit, mm or registered, got '%s'\n", arg);
+            fprintf(stderr, "kinreg: --depth-mode '%s' is not allowed: expected 11bit, mm or registered\n",
+                    arg);
             return -1;
         }
         return 1;
     case 1021:
-        if (parse_double(arg, &v, "--stall-timeout") < 0 || v <= 0) return -1;
+        if (parse_number(&rule_stall, arg, &v) < 0) return -1;
         cfg->source.stall_timeout_s = v;
         return 1;
     case 1022:
-        if (parse_double(arg, &v, "--wait-subscriber") < 0 || v < 0) return -1;
+        if (parse_number(&rule_wait, arg, &v) < 0) return -1;
         cfg->publish_wait_s = v;
         return 1;
     }
@@ -215,11 +294,13 @@ int kr_parse_command(int argc, char **argv, kr_pipeline_config *cfg, const kr_co
     longopts[n++] = (struct option){"help", no_argument, 0, 'h'};
     longopts[n] = (struct option){0, 0, 0, 0};
     char shortopts[64];
-    snprintf(shortopts, sizeof shortopts, "%s%sh", KR_PIPELINE_SHORT_OPTIONS, own->shortopts ? own->shortopts : "");
+    snprintf(shortopts, sizeof shortopts, ":%s%sh", KR_PIPELINE_SHORT_OPTIONS, own->shortopts ? own->shortopts : "");
 
     int opt;
     optind = 1;
+    opterr = 0; /* kr_option_error prints one line instead */
     while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        if (opt == '?' || opt == ':') return kr_option_error(argv[0], argc, argv, opt);
         int handled = kr_pipeline_option(cfg, opt, optarg);
         if (handled < 0) return KR_EXIT_USAGE;
         if (handled) continue;
@@ -227,10 +308,7 @@ int kr_parse_command(int argc, char **argv, kr_pipeline_config *cfg, const kr_co
             own->help(stdout);
             return KR_EXIT_OK;
         }
-        if (opt == '?' || !own->apply || own->apply(opt, optarg, own->user) < 0) {
-            own->help(stderr);
-            return KR_EXIT_USAGE;
-        }
+        if (!own->apply || own->apply(opt, optarg, own->user) < 0) return KR_EXIT_USAGE;
     }
     return -1;
 }

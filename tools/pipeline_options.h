@@ -16,6 +16,7 @@
         {"save-model", required_argument, 0, 'm'}, {"rate", required_argument, 0, 'r'},            \
         {"intrinsics", required_argument, 0, 1001}, {"depth-scale", required_argument, 0, 1002},   \
         {"skip-bad", no_argument, 0, 1003}, {"frames", required_argument, 0, 'n'},                 \
+        {"max-frames", required_argument, 0, 'n'}, {"deterministic", no_argument, 0, 1023},        \
         {"finest-level", required_argument, 0, 1004}, {"voxel", required_argument, 0, 1005},       \
         {"seed", required_argument, 0, 1006}, {"duration", required_argument, 0, 1007},            \
         {"threads", required_argument, 0, 1008}, {"exact-nn", no_argument, 0, 1009},          \
@@ -44,9 +45,16 @@ int kr_parse_command(int argc, char **argv, kr_pipeline_config *cfg, const kr_co
 
 /* Help text for the shared options. */
 void kr_pipeline_options_help(FILE *out);
+/* The same; without the output options (-r -t -m -p --wait-subscriber) when
+ * `outputs` is false, for bench, which does not use them. */
+void kr_pipeline_options_help_for(FILE *out, bool outputs);
 
 /* Applies option `opt` with argument `arg`. Returns 1 when handled, 0 when the
  * option is not a pipeline option, -1 on a bad value (message printed). */
 int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg);
+
+/* --intrinsics NAME|fx,fy,cx,cy[,k1,k2,p1,p2,k3] into a source config (run,
+ * record and convert alike). Returns 1, or -1 on a bad value (line printed). */
+int kr_intrinsics_option(kr_source_config *src, const char *arg);
 
 #endif

@@ -128,6 +128,7 @@ int kr_record_source(kr_source *src, const kr_record_job *job)
         return KR_EXIT_FAILURE;
     }
     fprintf(stderr, "%s: %s -> %s (%s)\n", job->who, kr_source_describe(src), job->dir, format);
+    fprintf(stderr, "%s: %s\n", job->who, kr_source_settings(src));
 
     progress p = {!job->quiet && isatty(STDERR_FILENO), kr_now(), 0, kr_source_length(src)};
     watcher w;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "option_error.h"
+#include "pipeline_options.h"
 
 void kr_record_options_help(FILE *out)
 {
@@ -14,9 +16,11 @@ void kr_record_options_help(FILE *out)
         out,
         "options:\n"
         "  -f, --format F          fakenect | tum: the layout written (see below)\n"
-        "  -n, --max-frames N      stop after N frames (default: all)\n"
-        "      --intrinsics NAME   the source's intrinsics preset: fr1 fr2 fr3 default kinect\n"
-        "                          (recorded beside a fakenect dump in kinreg-intrinsics.txt)\n"
+        "  -n, --frames N          stop after N frames (default: all; alias --max-frames)\n"
+        "      --intrinsics NAME|fx,fy,cx,cy[,k1,k2,p1,p2,k3]\n"
+        "                          the source's intrinsics: preset fr1 fr2 fr3 default kinect or\n"
+        "                          explicit values as for kinreg run (default: the source's own);\n"
+        "                          recorded in DIR/kinreg-intrinsics.txt in both formats\n"
         "      --skip-bad          skip and count corrupt input frames instead of stopping\n"
         "      --force             replace a recording already in DIR (its index is rewritten;\n"
         "                          frame files of the old recording are left in place)\n"
@@ -35,7 +39,7 @@ static bool parse_count(const char *who, const char *arg, int *out)
     errno = 0;
     long v = strtol(arg, &end, 10);
     if (end == arg || *end || errno == ERANGE || v < 1 || v > INT_MAX) {
-        fprintf(stderr, "%s: --max-frames expects a positive whole number, got '%s'\n", who, arg);
+        fprintf(stderr, "%s: --frames '%s' is not allowed: expected a whole number of frames >= 1\n", who, arg);
         return false;
     }
     *out = (int)v;
@@ -47,6 +51,7 @@ int kr_record_parse_options(int argc, char **argv, const char *who, void (*help)
 {
     enum { OPT_INTRINSICS = 256, OPT_FORCE, OPT_SKIP_BAD };
     static const struct option longopts[] = {{"format", required_argument, 0, 'f'},
+                                             {"frames", required_argument, 0, 'n'},
                                              {"max-frames", required_argument, 0, 'n'},
                                              {"intrinsics", required_argument, 0, OPT_INTRINSICS},
                                              {"skip-bad", no_argument, 0, OPT_SKIP_BAD},
@@ -58,14 +63,14 @@ int kr_record_parse_options(int argc, char **argv, const char *who, void (*help)
     kr_recorder_config_default(&o->recorder);
     o->format_given = false;
     o->quiet = false;
-    kr_intrinsics k;
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "f:n:qh", longopts, NULL)) != -1) {
+    opterr = 0; /* kr_option_error prints one line instead */
+    while ((opt = getopt_long(argc, argv, ":f:n:qh", longopts, NULL)) != -1) {
         switch (opt) {
         case 'f':
             if (kr_record_format_parse(optarg, &o->recorder.format) != KR_OK) {
-                fprintf(stderr, "%s: --format must be fakenect or tum, got '%s'\n", who, optarg);
+                fprintf(stderr, "%s: --format '%s' is not allowed: expected fakenect or tum\n", who, optarg);
                 return KR_EXIT_USAGE;
             }
             o->format_given = true;
@@ -74,11 +79,7 @@ int kr_record_parse_options(int argc, char **argv, const char *who, void (*help)
             if (!parse_count(who, optarg, &o->source.max_frames)) return KR_EXIT_USAGE;
             break;
         case OPT_INTRINSICS:
-            if (kr_intrinsics_preset(optarg, &k) != KR_OK) {
-                fprintf(stderr, "%s: --intrinsics: %s\n", who, kr_last_error());
-                return KR_EXIT_USAGE;
-            }
-            o->source.intrinsics = optarg;
+            if (kr_intrinsics_option(&o->source, optarg) < 0) return KR_EXIT_USAGE;
             break;
         case OPT_SKIP_BAD:
             o->source.skip_bad = true;
@@ -93,8 +94,7 @@ int kr_record_parse_options(int argc, char **argv, const char *who, void (*help)
             help(stdout);
             return KR_EXIT_OK;
         default:
-            help(stderr);
-            return KR_EXIT_USAGE;
+            return kr_option_error(argv[0], argc, argv, opt);
         }
     }
     return -1;

@@ -79,6 +79,27 @@ static kr_status bind_error(const char *endpoint, int err)
                     zmq_strerror(err));
 }
 
+/* ZeroMQ reads a tcp port past 65535 modulo 65536 or as "any port" (a
+ * random one), so the port 99999 (tcp, any interface) bound somewhere no subscriber would look.
+ * The port must be 1..65535, or * for an ephemeral one. */
+static kr_status check_tcp_port(const char *endpoint)
+{
+    if (strncmp(endpoint, "tcp://", 6) != 0) return KR_OK;
+    const char *colon = strrchr(endpoint + 6, ':');
+    const char *port = colon ? colon + 1 : "";
+    if (strcmp(port, "*") == 0) return KR_OK;
+    char *end;
+    errno = 0;
+    long v = *port >= '0' && *port <= '9' ? strtol(port, &end, 10) : -1;
+    if (v < 1 || v > 65535 || errno == ERANGE || *end)
+        return kr_error(
+            KR_ERR_INVALID_ARG,
+            "cannot publish on endpoint \"%s\": the port must be 1..65535 or * (any free "
+            "port), as in tcp://*:5555 or tcp://127.0.0.1:*",
+            endpoint);
+    return KR_OK;
+}
+
 static void close_socket(kr_publisher *p)
 {
     if (p->sock) zmq_close(p->sock);
@@ -105,6 +126,10 @@ kr_status kr_publisher_create(kr_publisher **out, const kr_publisher_config *cfg
     const char *ep = cfg->endpoint;
     if (ep && strlen(ep) >= sizeof((kr_publisher *)0)->endpoint)
         return kr_error(KR_ERR_INVALID_ARG, "publish endpoint \"%.40s...\" is too long", ep);
+    if (ep && *ep) {
+        kr_status st = check_tcp_port(ep);
+        if (st != KR_OK) return st;
+    }
 
     kr_publisher *p = calloc(1, sizeof *p);
     if (!p) return kr_error(KR_ERR_NOMEM, "cannot allocate the publisher");

@@ -1,4 +1,4 @@
-/* The v1 wire payloads of `pose`/`refine` and `status` messages: fixed size,
+/* The wire payloads of `pose`/`refine` and `status` messages: fixed size,
  * little-endian, every field at the byte offset docs/PROTOCOL.md gives. The
  * offsets below are the protocol; change one only together with the document,
  * the Python example and KR_WIRE_VERSION. */
@@ -40,13 +40,18 @@ enum {
     STATUS_FRAMES_DROPPED = 40,
     STATUS_FRAMES_LOST = 48,
     STATUS_MODEL_POINTS = 56,
-    STATUS_TEXT = 64,     /* 64 bytes, NUL-padded UTF-8 */
-    STATUS_TEXT_LEN = 64,
-    STATUS_SIZE = 128
+    STATUS_TEXT = 64,     /* NUL-padded UTF-8 to the end of the record */
+    STATUS_TEXT_LEN = 320,
+    STATUS_SIZE = 384,
+    STATUS_TEXT_LEN_V1 = 64, /* version 1: the same fields with a 64-byte text */
+    STATUS_SIZE_V1 = 128
 };
 
 _Static_assert(POSE_SIZE == KR_WIRE_POSE_SIZE, "pose layout and header disagree");
 _Static_assert(STATUS_SIZE == KR_WIRE_STATUS_SIZE, "status layout and header disagree");
+_Static_assert(STATUS_SIZE_V1 == KR_WIRE_STATUS_SIZE_V1, "status layout and header disagree");
+_Static_assert(STATUS_TEXT + STATUS_TEXT_LEN == STATUS_SIZE, "status text ends the record");
+_Static_assert(STATUS_TEXT_LEN == sizeof(((kr_status_msg *)0)->text), "status text and header disagree");
 
 static const uint8_t pose_magic[4] = {'K', 'R', 'P', 'S'};
 static const uint8_t status_magic[4] = {'K', 'R', 'S', 'T'};
@@ -111,12 +116,13 @@ size_t kr_wire_encode_status(const kr_status_msg *m, uint8_t *buf)
     return STATUS_SIZE;
 }
 
-/* Size, magic and version checks shared by both decoders. */
-static kr_status check_header(const char *what, const uint8_t *buf, size_t len, size_t size,
-                              const uint8_t magic[4])
+/* Size, magic and version checks shared by both decoders. `size_v1` is the
+ * record's size in version 1; *version receives the version read. */
+static kr_status check_header(const char *what, const uint8_t *buf, size_t len, size_t size, size_t size_v1,
+                              const uint8_t magic[4], unsigned *version_out)
 {
     if (!buf) return kr_error(KR_ERR_INVALID_ARG, "%s payload is NULL", what);
-    if (len != size)
+    if (len != size && len != size_v1)
         return kr_error(KR_ERR_FORMAT, "%s payload has %zu bytes, expected %zu", what, len, size);
     if (memcmp(buf + HDR_MAGIC, magic, 4) != 0)
         return kr_error(KR_ERR_FORMAT,
@@ -125,16 +131,22 @@ static kr_status check_header(const char *what, const uint8_t *buf, size_t len, 
                         what, buf[0], buf[1], buf[2], buf[3], (const char *)magic, magic[0],
                         magic[1], magic[2], magic[3]);
     unsigned version = kr_le_get_u16(buf + HDR_VERSION);
-    if (version != KR_WIRE_VERSION)
-        return kr_error(KR_ERR_FORMAT, "%s payload has wire version %u, this decoder reads %u",
-                        what, version, (unsigned)KR_WIRE_VERSION);
+    if (version < KR_WIRE_VERSION_MIN || version > KR_WIRE_VERSION)
+        return kr_error(KR_ERR_FORMAT, "%s payload has wire version %u, this decoder reads %u to %u", what,
+                        version, (unsigned)KR_WIRE_VERSION_MIN, (unsigned)KR_WIRE_VERSION);
+    size_t expect = version == 1 ? size_v1 : size;
+    if (len != expect)
+        return kr_error(KR_ERR_FORMAT, "%s payload has %zu bytes, expected %zu (wire version %u)", what, len,
+                        expect, version);
+    *version_out = version;
     return KR_OK;
 }
 
 kr_status kr_wire_decode_pose(const uint8_t *buf, size_t len, kr_pose_msg *out)
 {
     if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_wire_decode_pose: out is NULL");
-    kr_status s = check_header("pose", buf, len, POSE_SIZE, pose_magic);
+    unsigned version;
+    kr_status s = check_header("pose", buf, len, POSE_SIZE, POSE_SIZE, pose_magic, &version);
     if (s != KR_OK) return s;
     unsigned kind = kr_le_get_u16(buf + HDR_KIND);
     if (kind != KR_TOPIC_POSE && kind != KR_TOPIC_REFINE)
@@ -162,7 +174,8 @@ kr_status kr_wire_decode_pose(const uint8_t *buf, size_t len, kr_pose_msg *out)
 kr_status kr_wire_decode_status(const uint8_t *buf, size_t len, kr_status_msg *out)
 {
     if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_wire_decode_status: out is NULL");
-    kr_status s = check_header("status", buf, len, STATUS_SIZE, status_magic);
+    unsigned version;
+    kr_status s = check_header("status", buf, len, STATUS_SIZE, STATUS_SIZE_V1, status_magic, &version);
     if (s != KR_OK) return s;
     unsigned kind = kr_le_get_u16(buf + HDR_KIND);
     if (kind != KR_TOPIC_STATUS)
@@ -179,10 +192,11 @@ kr_status kr_wire_decode_status(const uint8_t *buf, size_t len, kr_status_msg *o
     m.frames_dropped = kr_le_get_u64(buf + STATUS_FRAMES_DROPPED);
     m.frames_lost = kr_le_get_u64(buf + STATUS_FRAMES_LOST);
     m.model_points = kr_le_get_u64(buf + STATUS_MODEL_POINTS);
-    /* Copy at most 63 bytes and terminate: a sender that filled all 64 bytes
-     * (not ours) still yields a valid C string. */
-    memcpy(m.text, buf + STATUS_TEXT, sizeof m.text - 1);
-    m.text[sizeof m.text - 1] = '\0';
+    /* Copy the field less its last byte and terminate: a sender that filled
+     * it all (not ours) still yields a valid C string. */
+    size_t text_len = version == 1 ? STATUS_TEXT_LEN_V1 : STATUS_TEXT_LEN;
+    memcpy(m.text, buf + STATUS_TEXT, text_len - 1);
+    m.text[text_len - 1] = '\0';
     *out = m;
     return KR_OK;
 }

@@ -41,6 +41,32 @@ KR_API const char *kr_backend_name(kr_backend b);
 /* True when this build includes CUDA and a device is usable now. */
 KR_API bool kr_cuda_available(void);
 
+/* OpenMP waiting, for programs that embed the library.
+ *
+ * The CPU engine runs OpenMP teams beside the pipeline's own threads
+ * (capture, model rebuilds, publisher). By default libgomp lets idle team
+ * threads spin between parallel regions, taking those threads' cores: the
+ * pipeline runs up to several times slower (measured on a 2-core machine:
+ * kinreg demo 35 frames/s spinning, 41 passive; an embedding program was 3x
+ * slower). The fix is OMP_WAIT_POLICY=passive in the environment, which
+ * libgomp reads once, when it is loaded -- before any of this library's code
+ * runs, so the library cannot set it for you. Either
+ *   - set OMP_WAIT_POLICY=passive in the environment that starts your program, or
+ *   - call kr_openmp_prefer_passive(argv) first thing in main(): unless the user
+ *     chose a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT set), it re-executes the
+ *     program (/proc/self/exe) with OMP_WAIT_POLICY=passive and does not return;
+ *     the kinreg program does exactly this.
+ * kr_device_create logs one warning per process when it creates a CPU device
+ * and no policy was chosen. */
+/* True when OpenMP's idle threads sleep (OMP_WAIT_POLICY=passive or GOMP_SPINCOUNT=0). */
+KR_API bool kr_openmp_waits_passive(void);
+/* True when the environment names a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT). */
+KR_API bool kr_openmp_wait_policy_chosen(void);
+/* Re-executes the program with OMP_WAIT_POLICY=passive unless a policy was
+ * chosen; returns KR_OK when nothing was to be done, or an error when exec
+ * failed (the program goes on spinning). */
+KR_API kr_status kr_openmp_prefer_passive(char **argv);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,6 +27,10 @@ typedef struct {
 /* Associates each estimate with the nearest ground-truth stamp within max_dt
  * (default 0.02 s when 0) and computes ATE. KR_ERR_EMPTY below 3 pairs. */
 KR_API kr_status kr_eval_ate(const kr_trajectory *gt, const kr_trajectory *est, double max_dt, kr_ate *out);
+/* ATE with the estimate aligned by its earliest associated pose alone (the
+ * rigid motion that puts it on its ground-truth partner; evo's --align_origin)
+ * instead of Horn over all pairs: errors then grow with drift from the start. */
+KR_API kr_status kr_eval_ate_start(const kr_trajectory *gt, const kr_trajectory *est, double max_dt, kr_ate *out);
 /* RPE over pairs `delta` seconds apart (1.0 when 0). */
 KR_API kr_status kr_eval_rpe(const kr_trajectory *gt, const kr_trajectory *est, double max_dt, double delta,
                              kr_rpe *out);

@@ -70,6 +70,15 @@ typedef struct {
                                       0 = with the CUDA backend (default), 1 = always, 2 = never */
     const char *trajectory_path;   /* TUM file written as poses are computed; NULL = none */
     const char *model_path;        /* PLY written at the end; NULL = none */
+    bool deterministic;            /* repeatable results (default false): model snapshots are
+                                      built on the tracker thread when requested, so frame k
+                                      always tracks against the snapshot of frame
+                                      k - k % rebuild_every, not whichever background build
+                                      finished first; reductions run in a fixed order. Two
+                                      runs of a replay with the same options and thread count
+                                      give bit-identical poses. Costs the tree build's time
+                                      on the tracker thread. Live sensors still drop frames
+                                      by timing. */
     kr_frame_callback on_frame;    /* called on the tracker thread after each frame */
     void *user;
 } kr_pipeline_config;

@@ -43,9 +43,9 @@ KR_API kr_status kr_recorder_create(kr_recorder **out, const char *dir, const kr
 KR_API void kr_recorder_destroy(kr_recorder **rec);
 /* Writes one frame (borrowed). */
 KR_API kr_status kr_recorder_write(kr_recorder *rec, const kr_frame *frame);
-/* Sidecars: groundtruth.txt (TUM trajectory) and, for fakenect dumps, the
- * intrinsics the frames were taken with (kinreg-intrinsics.txt, read back by
- * the fakenect:DIR source; libfreenect ignores it). */
+/* Sidecars: groundtruth.txt (TUM trajectory) and the intrinsics the frames
+ * were taken with (kinreg-intrinsics.txt, in both layouts: read back by the
+ * fakenect:DIR and tum:DIR sources; libfreenect and TUM tools ignore it). */
 KR_API kr_status kr_recorder_write_groundtruth(kr_recorder *rec, const kr_trajectory *gt);
 KR_API kr_status kr_recorder_write_intrinsics(kr_recorder *rec, const kr_intrinsics *k);
 KR_API uint64_t kr_recorder_frames(const kr_recorder *rec);

@@ -70,6 +70,13 @@ KR_API uint64_t kr_source_dropped(const kr_source *src);
 KR_API void kr_source_interrupt(kr_source *src);
 /* Human-readable description, e.g. "tum:/data/fr1 (400 frames)". */
 KR_API const char *kr_source_describe(const kr_source *src);
+/* One line with the intrinsics and depth units in use and where each came
+ * from (the caller's preset or values, DIR/kinreg-intrinsics.txt, a preset
+ * guessed from a TUM directory's name, a sensor default), e.g.
+ * "intrinsics fx 517.3 fy 516.5 cx 318.6 cy 255.3 640x480 with distortion
+ * (preset fr1, from the directory name); depth 5000 units/m (TUM default)".
+ * Programs print it at start so a run says what it assumed. */
+KR_API const char *kr_source_settings(const kr_source *src);
 /* Number of frames when known in advance, else 0. */
 KR_API unsigned kr_source_length(const kr_source *src);
 

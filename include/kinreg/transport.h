@@ -14,7 +14,11 @@
 extern "C" {
 #endif
 
-#define KR_WIRE_VERSION 1
+/* Version 2 (kinreg 0.1, issue 11): the status text grew from 64 to 320 bytes
+ * so an error reason arrives whole; pose records are unchanged. Decoders
+ * accept versions 1 and 2 (docs/PROTOCOL.md). */
+#define KR_WIRE_VERSION 2
+#define KR_WIRE_VERSION_MIN 1
 
 typedef enum { KR_TOPIC_POSE = 1, KR_TOPIC_STATUS = 2, KR_TOPIC_REFINE = 3 } kr_topic;
 
@@ -59,12 +63,14 @@ typedef struct {
     uint64_t frames_in, frames_out, frames_dropped, frames_lost;
     float fps;
     uint64_t model_points;
-    char text[64];            /* NUL-terminated detail, e.g. an error message */
+    char text[320];           /* NUL-terminated detail, e.g. an error message
+                                 (at most 319 bytes; 63 from a version 1 sender) */
 } kr_status_msg;
 
 /* Encoded sizes on the wire (docs/PROTOCOL.md), for static buffers. */
 #define KR_WIRE_POSE_SIZE 112
-#define KR_WIRE_STATUS_SIZE 128
+#define KR_WIRE_STATUS_SIZE 384    /* version 2; a version 1 status record has 128 */
+#define KR_WIRE_STATUS_SIZE_V1 128
 KR_API size_t kr_wire_pose_size(void);
 KR_API size_t kr_wire_status_size(void);
 KR_API const char *kr_topic_name(kr_topic topic);
@@ -79,7 +85,10 @@ KR_API const char *kr_wire_state_name(int state); /* kr_track_state */
 /* Encode into buf (at least the wire size); return bytes written. */
 KR_API size_t kr_wire_encode_pose(const kr_pose_msg *m, uint8_t *buf);
 KR_API size_t kr_wire_encode_status(const kr_status_msg *m, uint8_t *buf);
-/* Decode; KR_ERR_FORMAT (with detail) on a wrong size, version or magic. */
+/* Encoders write the current version. Decoders read versions
+ * KR_WIRE_VERSION_MIN..KR_WIRE_VERSION (a version 1 status record is 128
+ * bytes with a 64-byte text); KR_ERR_FORMAT (with detail) on a wrong size,
+ * version or magic. */
 KR_API kr_status kr_wire_decode_pose(const uint8_t *buf, size_t len, kr_pose_msg *out);
 KR_API kr_status kr_wire_decode_status(const uint8_t *buf, size_t len, kr_status_msg *out);
 

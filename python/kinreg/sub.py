@@ -1,0 +1,94 @@
+"""kinreg-sub: print a kinreg pose stream as TUM or JSON lines, as `kinreg sub` does."""
+import argparse
+import json
+import os
+import sys
+
+from .wire import TOPICS, json_safe
+
+
+def main(argv=None, prog=None):
+    prog = prog or os.path.basename(sys.argv[0]) or "kinreg-sub"
+    ap = argparse.ArgumentParser(prog=prog, description="Print a kinreg pose stream as TUM or JSON lines.")
+    ap.add_argument("endpoint", help="e.g. tcp://127.0.0.1:5555")
+    ap.add_argument("--format", choices=["tum", "json"], default="tum")
+    ap.add_argument("--topics", help="comma-separated pose,refine,status "
+                    "(default: pose,status for tum, all for json)")
+    ap.add_argument("--count", type=int, default=0, help="exit after N pose/refine messages")
+    ap.add_argument("--timeout", type=float, default=0, help="exit after SEC seconds without a message")
+    ap.add_argument("--follow", action="store_true",
+                    help="keep going after a 'stopped' or 'error' status")
+    args = ap.parse_args(argv)
+
+    if args.topics:
+        topics = args.topics.split(",")
+        bad = [t for t in topics if t not in TOPICS]
+        if bad:
+            ap.error(f"unknown topic {bad[0]!r} (expected pose, refine, status)")
+    else:
+        topics = ["pose", "status"] + (["refine"] if args.format == "json" else [])
+
+    try:
+        from .subscriber import EndpointError, Subscriber
+    except ImportError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    try:
+        sub = Subscriber(args.endpoint, topics)
+    except EndpointError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    sub.on_malformed = lambda e: print(f"{prog}: skipped a malformed message: {e}", file=sys.stderr)
+
+    received = {"pose": 0, "refine": 0, "status": 0}
+    n_gaps = missed = poses = 0
+    code = 0
+    try:
+        while True:
+            msg = sub.receive(args.timeout if args.timeout > 0 else None)
+            if msg is None:
+                if not any(received.values()):
+                    print(f"{prog}: no message from {args.endpoint} within {args.timeout:g} s",
+                          file=sys.stderr)
+                    code = 1
+                break
+            topic = msg["topic"]
+            received[topic] += 1
+            if msg["gap"]:
+                n_gaps += 1
+                missed += msg["gap"]
+                print(f"gap: {msg['gap']} {topic} message{'s' if msg['gap'] != 1 else ''} "
+                      f"missed before seq {msg['seq']}", file=sys.stderr)
+            if args.format == "json":
+                print(json.dumps({k: json_safe(v) for k, v in msg.items()}, separators=(",", ":")))
+            elif topic == "status":
+                print(f"status: {msg['event']}, tracking {msg['state']}, frames in {msg['frames_in']} "
+                      f"out {msg['frames_out']} dropped {msg['frames_dropped']} lost {msg['frames_lost']}, "
+                      f"{msg['fps']:.1f} fps, model {msg['model_points']} points"
+                      + (f": {msg['text']}" if msg["text"] else ""), file=sys.stderr)
+            else:
+                print("%.6f %.9f %.9f %.9f %.9f %.9f %.9f %.9f"
+                      % (msg["timestamp"], *msg["t"], *msg["q"]))
+            sys.stdout.flush()
+            if topic != "status":
+                poses += 1
+                if args.count and poses >= args.count:
+                    break
+            elif msg["event"] in ("stopped", "error") and not args.follow:
+                # A failed run ends with "error" and sends no "stopped" after it.
+                if msg["event"] == "error":
+                    print(f"{prog}: the publisher stopped with an error: {msg['text']}", file=sys.stderr)
+                    code = 1
+                break
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is the normal way to end a live subscription
+    finally:
+        sub.close()
+    print(f"{prog}: received {sum(received.values())} messages ({received['pose']} pose, "
+          f"{received['refine']} refine, {received['status']} status), {n_gaps} gap"
+          f"{'' if n_gaps == 1 else 's'}, {missed} missed, {sub.malformed} malformed", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

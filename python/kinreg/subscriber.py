@@ -1,0 +1,86 @@
+"""A ZeroMQ subscriber to a kinreg pose stream (needs pyzmq)."""
+try:
+    import zmq
+except ImportError as e:  # pragma: no cover - depends on the installation
+    raise ImportError("kinreg.Subscriber needs pyzmq: pip install pyzmq "
+                      "(Debian: apt install python3-zmq)") from e
+
+from .wire import TOPICS, FormatError, GapCounter, decode
+
+
+class EndpointError(ValueError):
+    """An endpoint ZeroMQ cannot connect to (names it and says why)."""
+
+
+class Subscriber:
+    """Connects a SUB socket to `endpoint` for `topics` (default all three).
+
+    messages(timeout) yields decoded dicts (see kinreg.decode_pose and
+    decode_status) with "gap": messages of that topic missed just before.
+    Malformed messages are counted in .malformed and skipped.
+    """
+
+    def __init__(self, endpoint, topics=("pose", "refine", "status")):
+        bad = [t for t in topics if t not in TOPICS]
+        if bad:
+            raise ValueError(f"unknown topic {bad[0]!r} (expected pose, refine, status)")
+        self.endpoint = endpoint
+        self.malformed = 0
+        self.last_error = ""
+        self._gaps = GapCounter()
+        self._ctx = zmq.Context()
+        self._sock = self._ctx.socket(zmq.SUB)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        for t in topics:
+            self._sock.setsockopt(zmq.SUBSCRIBE, t.encode())
+        try:
+            self._sock.connect(endpoint)
+        except zmq.ZMQError as e:
+            self.close()
+            raise EndpointError(f"cannot connect to {endpoint!r}: {e} (expected e.g. "
+                                f"tcp://127.0.0.1:5555 or ipc:///tmp/poses.ipc)") from None
+        self._poller = zmq.Poller()
+        self._poller.register(self._sock, zmq.POLLIN)
+
+    def receive(self, timeout=None):
+        """The next well-formed message, or None after `timeout` seconds."""
+        while True:
+            if not self._poller.poll(None if timeout is None or timeout <= 0 else timeout * 1000):
+                return None
+            frames = self._sock.recv_multipart()
+            try:
+                if len(frames) != 2:
+                    raise FormatError(f"message has {len(frames)} frames, expected 2")
+                msg = decode(frames[0].decode("ascii", "replace"), frames[1])
+            except FormatError as e:
+                self.malformed += 1
+                self.last_error = str(e)
+                if self.on_malformed:
+                    self.on_malformed(e)
+                continue
+            msg["gap"] = self._gaps.gap(msg["topic"], msg["seq"])
+            return msg
+
+    on_malformed = None  # optional callable(FormatError)
+
+    def messages(self, timeout=None):
+        """Yields messages until `timeout` seconds pass without one."""
+        while True:
+            msg = self.receive(timeout)
+            if msg is None:
+                return
+            yield msg
+
+    def close(self):
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._ctx is not None:
+            self._ctx.term()
+            self._ctx = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
