@@ -22,35 +22,82 @@ extern "C" {
 
 typedef struct kr_pipeline kr_pipeline;
 
+/* How a lost camera finds itself again (DESIGN.md §5, "Recovery"). */
+typedef enum {
+    KR_RECOVER_OFF = 0,
+    KR_RECOVER_NEWTON = 1,    /* wide-basin Newton: a wide gate and many coarse steps */
+    KR_RECOVER_EMICP = 2,     /* EM-ICP on subsampled points (needs the registration engines) */
+    KR_RECOVER_SOFTASSIGN = 3 /* Softassign on subsampled points (likewise) */
+} kr_recover_method;
+
+typedef struct {
+    kr_recover_method method; /* default KR_RECOVER_NEWTON */
+    int after_poor;           /* this many POOR frames in a row count as lost (default 3) */
+    int max_points;     /* subsample frame and model to about this many points (default 3000) */
+    float model_radius; /* model points within this of the last good camera (m, default 3) */
+    float wide_gate; /* coarse alignment: pair gate at the finest level tracked (m, default 0.12) */
+    int wide_finest_level;              /* coarse alignment: finest pyramid level (default 2) */
+    int wide_iterations[KR_MAX_LEVELS]; /* coarse alignment: steps per level, finest first (default
+                                           10,15,20) */
+    int hypotheses;        /* rotated seeds beside the last good pose: pan, tilt, both, by half
+                              and all of hypothesis_deg, and roll (default 14); the best 3 by
+                              their coarse fit are then tracked in full */
+    double hypothesis_deg; /* (default 30) */
+    double
+        max_jump_m; /* a recovered pose this far from the last good one is rejected (default 0.5) */
+    double max_jump_deg; /* likewise for rotation (default 45) */
+} kr_recover_config;
+
+KR_API void kr_recover_config_default(kr_recover_config *cfg);
+KR_API const char *kr_recover_method_name(kr_recover_method m);
+/* "off", "newton", "emicp", "softassign" → KR_OK and *out, else KR_ERR_INVALID_ARG. */
+KR_API kr_status kr_recover_method_parse(const char *name, kr_recover_method *out);
+
 /* What the tracker produced for one frame. */
 typedef struct {
     uint64_t frame_index;
     double timestamp;
-    kr_track_result track;     /* pose, state and quality */
-    kr_method method;          /* KR_METHOD_NEWTON, or KR_METHOD_PREDICTED for LOST/first frames */
-    double latency_ms;         /* frame capture → pose ready (publishing follows at once) */
+    kr_track_result track;   /* the published pose, state and quality */
+    kr_track_result tracked; /* Newton tracking from the predicted pose, as the state machine
+                                judged it before any recovery (what failure detection saw) */
+    int valid_points;        /* points with normals at the finest level tracked (0: no depth) */
+    kr_method method;        /* KR_METHOD_NEWTON; KR_METHOD_EMICP or _SOFTASSIGN for a recovered
+                                frame; KR_METHOD_PREDICTED for LOST and first frames */
+    bool recovery_tried;     /* recovery ran on this frame */
+    bool recovered;          /* ... and its pose passed the quality gates */
+    double recover_ms;       /* time recovery took (0 when it did not run) */
+    double latency_ms;       /* frame capture → pose ready (publishing follows at once) */
     double preprocess_ms, track_ms, fuse_ms;
 } kr_frame_result;
 
 typedef struct {
-    uint64_t frames_in;        /* delivered by the source */
-    uint64_t frames_out;       /* tracked and published */
-    uint64_t frames_dropped;   /* live only: dropped because the tracker (or reader) was behind */
-    uint64_t frames_lost;      /* frames whose state was LOST */
-    uint64_t frames_skipped;   /* corrupt frames skipped (--skip-bad) */
-    double elapsed_s;          /* wall time from start to the last frame */
-    double fps;                /* frames_out / elapsed_s */
-    double input_fps;          /* frames_in / elapsed_s */
+    uint64_t frames_in;         /* delivered by the source */
+    uint64_t frames_out;        /* tracked and published */
+    uint64_t frames_dropped;    /* live only: dropped because the tracker (or reader) was behind */
+    uint64_t frames_lost;       /* frames whose state was LOST */
+    uint64_t losses;            /* times tracking was lost (a LOST frame, or after_poor POOR frames,
+                                   after a trusted frame) */
+    uint64_t losses_ended;      /* losses over again (recovered, or tracking GOOD again) */
+    uint64_t losses_ended_fast; /* ... within 3 frames that had depth (a covered sensor has none) */
+    uint64_t recoveries;        /* recoveries that passed the gates */
+    uint64_t recovery_failures; /* recovery attempts that did not */
+    double recovery_ms_total;   /* time spent in recovery, all attempts */
+    double recovery_ms_max;     /* longest successful recovery */
+    uint64_t frames_skipped;    /* corrupt frames skipped (--skip-bad) */
+    double elapsed_s;           /* wall time from start to the last frame */
+    double fps;                 /* frames_out / elapsed_s */
+    double input_fps;           /* frames_in / elapsed_s */
     /* Capture → publish latency: the time from a frame entering kinreg (the
      * sensor callback, or the read of a replayed frame) to its pose leaving
      * on the socket. Last value while running; median and p99 over the run
      * once kr_pipeline_run has returned. */
     double latency_last_ms, latency_median_ms, latency_p99_ms;
-    uint64_t model_points;     /* voxels in the running model */
+    uint64_t model_points; /* voxels in the running model */
     kr_track_state last_state;
 } kr_pipeline_stats;
 
-typedef void (*kr_frame_callback)(const kr_frame_result *result, const kr_pipeline_stats *stats, void *user);
+typedef void (*kr_frame_callback)(const kr_frame_result *result, const kr_pipeline_stats *stats,
+                                  void *user);
 
 typedef struct {
     kr_source_config source;
@@ -58,17 +105,18 @@ typedef struct {
     kr_preprocess_config preprocess;
     kr_track_config track;
     kr_model_config model;
-    kr_publisher_config publish;   /* endpoint NULL = no publishing */
-    double publish_wait_s;         /* before the first frame, wait up to this long for a
-                                      subscriber (0 = start at once; ZeroMQ drops what is
-                                      published before a subscriber has joined) */
-    int queue_capacity;            /* frames between capture and tracker (default 4) */
-    double rate;                   /* 0 = as fast as possible; 1.0 = recorded timing */
-    int rebuild_every;             /* frames between model snapshot requests (default 8) */
-    int fuse_level;                /* pyramid level fused into the model (default = track.finest_level) */
-    const char *trajectory_path;   /* TUM file written as poses are computed; NULL = none */
-    const char *model_path;        /* PLY written at the end; NULL = none */
-    kr_frame_callback on_frame;    /* called on the tracker thread after each frame */
+    kr_recover_config recover;
+    kr_publisher_config publish; /* endpoint NULL = no publishing */
+    double publish_wait_s;       /* before the first frame, wait up to this long for a
+                                    subscriber (0 = start at once; ZeroMQ drops what is
+                                    published before a subscriber has joined) */
+    int queue_capacity;          /* frames between capture and tracker (default 4) */
+    double rate;                 /* 0 = as fast as possible; 1.0 = recorded timing */
+    int rebuild_every;           /* frames between model snapshot requests (default 8) */
+    int fuse_level; /* pyramid level fused into the model (default = track.finest_level) */
+    const char *trajectory_path; /* TUM file written as poses are computed; NULL = none */
+    const char *model_path;      /* PLY written at the end; NULL = none */
+    kr_frame_callback on_frame;  /* called on the tracker thread after each frame */
     void *user;
 } kr_pipeline_config;
 

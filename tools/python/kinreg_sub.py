@@ -33,7 +33,7 @@ assert POSE.size == 112 and STATUS.size == 128
 TOPICS = {"pose": 1, "status": 2, "refine": 3}
 STATES = ["good", "poor", "lost"]
 METHODS = ["newton", "emicp", "softassign", "refine", "predicted"]
-EVENTS = ["started", "progress", "stalled", "stopped", "error"]
+EVENTS = ["started", "progress", "stalled", "stopped", "error", "lost", "recovered"]
 
 
 class FormatError(ValueError):
