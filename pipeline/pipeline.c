@@ -87,8 +87,7 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
 {
     if (!out || !cfg) return kr_error(KR_ERR_INVALID_ARG, "kr_pipeline_create: NULL argument");
     if (cfg->queue_capacity < 1 || cfg->rebuild_every < 1 || cfg->rate < 0)
-        return kr_error(KR_ERR_INVALID_ARG,
-                        "pipeline: queue capacity and rebuild interval must be >= 1, rate >= 0");
+        return kr_error(KR_ERR_INVALID_ARG, "pipeline: queue capacity and rebuild interval must be >= 1, rate >= 0");
     kr_pipeline *p = calloc(1, sizeof *p);
     if (!p) return kr_error(KR_ERR_NOMEM, "cannot allocate the pipeline");
     p->cfg = *cfg;
@@ -123,8 +122,7 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
                          strerror(errno));
             goto fail;
         }
-        fprintf(p->trajectory_file,
-                "# kinreg trajectory (TUM format): timestamp tx ty tz qx qy qz qw\n");
+        fprintf(p->trajectory_file, "# kinreg trajectory (TUM format): timestamp tx ty tz qx qy qz qw\n");
     }
     *out = p;
     return KR_OK;
@@ -264,8 +262,7 @@ static void *publisher_main(void *arg)
             s = kr_publisher_send_pose(p->publisher, &item.pose);
             record_latency(p, ms);
         }
-        if (s != KR_OK)
-            kr_log(KR_LOG_WARN, "publish failed: %s (%s)", kr_strerror(s), kr_last_error());
+        if (s != KR_OK) kr_log(KR_LOG_WARN, "publish failed: %s (%s)", kr_strerror(s), kr_last_error());
     }
     return NULL;
 }
@@ -284,8 +281,7 @@ static void latency_percentiles(kr_pipeline *p)
     qsort(p->latency, n, sizeof *p->latency, compare_double);
     size_t p99 = (size_t)ceil(0.99 * (double)n);
     pthread_mutex_lock(&p->stats_lock);
-    p->stats.latency_median_ms =
-        n % 2 ? p->latency[n / 2] : 0.5 * (p->latency[n / 2 - 1] + p->latency[n / 2]);
+    p->stats.latency_median_ms = n % 2 ? p->latency[n / 2] : 0.5 * (p->latency[n / 2 - 1] + p->latency[n / 2]);
     p->stats.latency_p99_ms = p->latency[(p99 ? p99 : 1) - 1];
     pthread_mutex_unlock(&p->stats_lock);
 }
@@ -457,8 +453,7 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
 {
     kr_status s;
     double t0 = kr_now();
-    if ((s = kr_preprocess(p->device, &p->cfg.preprocess, frame, &p->intrinsics, &p->pyramid)) !=
-        KR_OK)
+    if ((s = kr_preprocess(p->device, &p->cfg.preprocess, frame, &p->intrinsics, &p->pyramid)) != KR_OK)
         return s;
     double t1 = kr_now();
 
@@ -496,8 +491,7 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
         accept_pose(p, &r->track.pose, frame->timestamp, !r->recovered);
         if (r->track.state == KR_TRACK_GOOD && !first) remember_good(p, &r->track);
         const kr_cloud *cloud = &p->pyramid.level[p->cfg.fuse_level];
-        if ((s = kr_model_integrate(p->model, cloud, &r->track.pose, frame->index)) != KR_OK)
-            return s;
+        if ((s = kr_model_integrate(p->model, cloud, &r->track.pose, frame->index)) != KR_OK) return s;
     } else {
         r->track.state = KR_TRACK_LOST;
         r->track.pose = seed;
@@ -600,8 +594,7 @@ kr_status kr_pipeline_run(kr_pipeline *p)
     if (!p) return kr_error(KR_ERR_INVALID_ARG, "kr_pipeline_run: NULL pipeline");
     if (p->cfg.publish_wait_s > 0) {
         /* The publisher thread does not exist yet: this thread may use the socket. */
-        kr_status w =
-            kr_publisher_wait_subscriber(p->publisher, (int)(p->cfg.publish_wait_s * 1e3));
+        kr_status w = kr_publisher_wait_subscriber(p->publisher, (int)(p->cfg.publish_wait_s * 1e3));
         if (w == KR_TIMEOUT)
             kr_log(KR_LOG_WARN, "no subscriber on %s after %.1f s: starting anyway",
                    kr_publisher_endpoint(p->publisher), p->cfg.publish_wait_s);
@@ -641,9 +634,7 @@ kr_status kr_pipeline_run(kr_pipeline *p)
     err = p->error;
     snprintf(text, sizeof text, "%s", p->error_text);
     pthread_mutex_unlock(&p->error_lock);
-    kr_event end = err == KR_OK            ? KR_EVENT_STOPPED
-                   : err == KR_ERR_STALLED ? KR_EVENT_STALLED
-                                           : KR_EVENT_ERROR;
+    kr_event end = err == KR_OK ? KR_EVENT_STOPPED : err == KR_ERR_STALLED ? KR_EVENT_STALLED : KR_EVENT_ERROR;
     publish_status(p, end, err == KR_OK ? "end" : text);
     kr_outbox_close(&p->outbox);
     pthread_join(publisher, NULL);

@@ -130,8 +130,8 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
             return 1;
         }
         kr_intrinsics c = {.width = 640, .height = 480};
-        int n = sscanf(arg, "%f,%f,%f,%f,%f,%f,%f,%f,%f", &c.fx, &c.fy, &c.cx, &c.cy, &c.k1, &c.k2,
-                       &c.p1, &c.p2, &c.k3);
+        int n = sscanf(arg, "%f,%f,%f,%f,%f,%f,%f,%f,%f", &c.fx, &c.fy, &c.cx, &c.cy, &c.k1, &c.k2, &c.p1,
+                       &c.p2, &c.k3);
         if ((n == 4 || n == 9) && c.fx > 0 && c.fy > 0) {
             cfg->source.override_intrinsics = true;
             cfg->source.custom = c;
@@ -192,8 +192,7 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
             fprintf(stderr, "kinreg: --iterations expects counts like 6,5,4, got '%s'\n", arg);
             return -1;
         }
-        for (int i = 0; i < KR_MAX_LEVELS; i++)
-            cfg->track.iterations[i] = i < n ? it[i] : it[n - 1];
+        for (int i = 0; i < KR_MAX_LEVELS; i++) cfg->track.iterations[i] = i < n ? it[i] : it[n - 1];
         return 1;
     }
     case 1011:
@@ -252,8 +251,7 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
         return 1;
     case 1020:
         if (kr_kinect_depth_mode_parse(arg, &cfg->source.depth_mode) != KR_OK) {
-            fprintf(stderr, "kinreg: --depth-mode must be 11bit, mm or registered, got '%s'\n",
-                    arg);
+            fprintf(stderr, "kinreg: --depth-mode must be 11bit, mm or registered, got '%s'\n", arg);
             return -1;
         }
         return 1;
@@ -275,15 +273,12 @@ int kr_parse_command(int argc, char **argv, kr_pipeline_config *cfg, const kr_co
     enum { MAX_OPTIONS = 64 };
     struct option longopts[MAX_OPTIONS];
     size_t n = 0;
-    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
-        longopts[n++] = shared[i];
-    for (const struct option *o = own->longopts; o && o->name && n < MAX_OPTIONS - 2; o++)
-        longopts[n++] = *o;
+    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++) longopts[n++] = shared[i];
+    for (const struct option *o = own->longopts; o && o->name && n < MAX_OPTIONS - 2; o++) longopts[n++] = *o;
     longopts[n++] = (struct option){"help", no_argument, 0, 'h'};
     longopts[n] = (struct option){0, 0, 0, 0};
     char shortopts[64];
-    snprintf(shortopts, sizeof shortopts, "%s%sh", KR_PIPELINE_SHORT_OPTIONS,
-             own->shortopts ? own->shortopts : "");
+    snprintf(shortopts, sizeof shortopts, "%s%sh", KR_PIPELINE_SHORT_OPTIONS, own->shortopts ? own->shortopts : "");
 
     int opt;
     optind = 1;

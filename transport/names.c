@@ -4,8 +4,9 @@
 
 #include <string.h>
 
-static const char *const topic_names[] = {
-    [KR_TOPIC_POSE] = "pose", [KR_TOPIC_STATUS] = "status", [KR_TOPIC_REFINE] = "refine"};
+static const char *const topic_names[] = {[KR_TOPIC_POSE] = "pose",
+                                          [KR_TOPIC_STATUS] = "status",
+                                          [KR_TOPIC_REFINE] = "refine"};
 static const char *const method_names[] = {"newton", "emicp", "softassign", "refine", "predicted"};
 static const char *const event_names[] = {"started", "progress", "stalled",  "stopped",
                                           "error",   "lost",     "recovered"};
@@ -13,8 +14,8 @@ static const char *const event_names[] = {"started", "progress", "stalled",  "st
 static const char *const state_names[] = {"good", "poor", "lost"};
 
 #define NAME_OF(table, i)                                                                          \
-    ((i) >= 0 && (size_t)(i) < sizeof(table) / sizeof(table)[0] && (table)[i] ? (table)[i]         \
-                                                                              : "unknown")
+    ((i) >= 0 && (size_t)(i) < sizeof(table) / sizeof(table)[0] && (table)[i] ? (table)[i]       \
+                                                                                : "unknown")
 
 const char *kr_topic_name(kr_topic topic)
 {

@@ -92,12 +92,11 @@ typedef struct {
      * on the socket. Last value while running; median and p99 over the run
      * once kr_pipeline_run has returned. */
     double latency_last_ms, latency_median_ms, latency_p99_ms;
-    uint64_t model_points; /* voxels in the running model */
+    uint64_t model_points;     /* voxels in the running model */
     kr_track_state last_state;
 } kr_pipeline_stats;
 
-typedef void (*kr_frame_callback)(const kr_frame_result *result, const kr_pipeline_stats *stats,
-                                  void *user);
+typedef void (*kr_frame_callback)(const kr_frame_result *result, const kr_pipeline_stats *stats, void *user);
 
 typedef struct {
     kr_source_config source;

@@ -17,30 +17,29 @@ typedef enum { KR_TRACK_GOOD = 0, KR_TRACK_POOR = 1, KR_TRACK_LOST = 2 } kr_trac
 
 /* Which approximant of d² a cell contributes. */
 typedef enum {
-    KR_QUAD_AUTO = 0,  /* point-to-plane near the surface, point-to-point far away */
-    KR_QUAD_PLANE = 1, /* A = n nᵀ everywhere */
-    KR_QUAD_POINT = 2  /* A = I everywhere */
+    KR_QUAD_AUTO = 0,    /* point-to-plane near the surface, point-to-point far away */
+    KR_QUAD_PLANE = 1,   /* A = n nᵀ everywhere */
+    KR_QUAD_POINT = 2    /* A = I everywhere */
 } kr_quad_mode;
 
 typedef struct {
-    int finest_level;              /* finest pyramid level tracked (default 1) */
-    int iterations[KR_MAX_LEVELS]; /* Newton iterations per level, finest first */
+    int finest_level;               /* finest pyramid level tracked (default 1) */
+    int iterations[KR_MAX_LEVELS];  /* Newton iterations per level, finest first */
     kr_quad_mode quad;
-    float far_field; /* AUTO: A = n nᵀ up to this |q − s*|, blending smoothly to A = I at twice it
-                        (m, default 0.10; coarser levels x2 per level, like the gate) */
-    float
-        gate; /* pairs farther apart are rejected (m, default 0.03; coarser levels x2 per level) */
-    float normal_gate_deg; /* max angle between frame and model normals (default 45) */
+    float far_field;                /* AUTO: A = n nᵀ up to this |q − s*|, blending smoothly to A = I at twice it
+                                       (m, default 0.10; coarser levels x2 per level, like the gate) */
+    float gate;                     /* pairs farther apart are rejected (m, default 0.03; coarser levels x2 per level) */
+    float normal_gate_deg;          /* max angle between frame and model normals (default 45) */
     /* Depth noise that grows as z² (Kinect: depth quantised in disparity).
      * A point at camera depth z gets the noise scale
      * s = max(1, gate_steps·depth_step·z²/gate): its gate and far-field
      * distance are s times the level's and its term weighs 1/s². */
-    float depth_step;    /* the sensor's depth step at z is depth_step·z² (1/m; default
-                            0.0030711016, the Kinect v1's −KR_DISPARITY_B; 0 = s = 1) */
-    float gate_steps;    /* the gate spans at least this many depth steps (default 2) */
-    bool exact_nn;       /* exact nearest neighbour instead of cell descent (tests) */
-    int max_line_search; /* Armijo halvings before giving up (default 2) */
-    double armijo_c;     /* sufficient-decrease constant (default 1e-4) */
+    float depth_step;               /* the sensor's depth step at z is depth_step·z² (1/m; default
+                                       0.0030711016, the Kinect v1's −KR_DISPARITY_B; 0 = s = 1) */
+    float gate_steps;               /* the gate spans at least this many depth steps (default 2) */
+    bool exact_nn;                  /* exact nearest neighbour instead of cell descent (tests) */
+    int max_line_search;            /* Armijo halvings before giving up (default 2) */
+    double armijo_c;                /* sufficient-decrease constant (default 1e-4) */
     double converge_rot, converge_trans; /* stop when a step is below these (rad, m) */
     /* Quality gates for the state machine. */
     float good_inlier, lost_inlier; /* inlier fraction (default 0.5, 0.15) */
@@ -64,15 +63,15 @@ typedef struct {
 } kr_track_config;
 
 typedef struct {
-    kr_pose pose; /* T_world_camera */
+    kr_pose pose;              /* T_world_camera */
     kr_track_state state;
-    float inlier_fraction; /* finest level: inliers / points with normals */
-    float rms;             /* finest level: RMS residual of inliers, m, each residual divided
-                              by its noise scale (track config: depth_step) */
-    float condition;       /* finest level: λmin/λmax of F */
-    int iterations;        /* Newton steps taken, all levels */
+    float inlier_fraction;     /* finest level: inliers / points with normals */
+    float rms;                 /* finest level: RMS residual of inliers, m, each residual divided
+                                  by its noise scale (track config: depth_step) */
+    float condition;           /* finest level: λmin/λmax of F */
+    int iterations;            /* Newton steps taken, all levels */
     int inliers;
-    double objective; /* final objective at the finest level */
+    double objective;          /* final objective at the finest level */
 } kr_track_result;
 
 KR_API void kr_track_config_default(kr_track_config *cfg);
@@ -107,13 +106,11 @@ KR_API const char *kr_track_state_name(kr_track_state s);
 typedef struct {
     double F[36], g[6], h;
     int points, inliers;
-    double residual; /* Σ of the inliers' squared-distance approximants over s² (RMS =
-                        √(residual/inliers)) */
+    double residual;           /* Σ of the inliers' squared-distance approximants over s² (RMS = √(residual/inliers)) */
 } kr_newton_sums;
 
-KR_API kr_status kr_newton_linearize(const kr_kdtree *model, const kr_cloud *cloud,
-                                     const kr_pose *pose, const kr_track_config *cfg, float gate,
-                                     kr_newton_sums *out);
+KR_API kr_status kr_newton_linearize(const kr_kdtree *model, const kr_cloud *cloud, const kr_pose *pose,
+                                     const kr_track_config *cfg, float gate, kr_newton_sums *out);
 
 #ifdef __cplusplus
 }
