@@ -25,6 +25,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/horn_kernels.h"
 #include "kinreg/horn.h"
 
 /* Relative size under which the two largest eigenvalues of N count as equal.
@@ -75,17 +76,12 @@ kr_status kr_horn(const double *src, const double *dst, const double *w, size_t 
                 S[r][c] += wi * a[r] * b[c];
     }
 
-    const double Sxx = S[0][0], Sxy = S[0][1], Sxz = S[0][2];
-    const double Syx = S[1][0], Syy = S[1][1], Syz = S[1][2];
-    const double Szx = S[2][0], Szy = S[2][1], Szz = S[2][2];
-    /* clang-format off */
-    double N[16] = {
-        Sxx + Syy + Szz, Syz - Szy,        Szx - Sxz,        Sxy - Syx,
-        Syz - Szy,       Sxx - Syy - Szz,  Sxy + Syx,        Szx + Sxz,
-        Szx - Sxz,       Sxy + Syx,        -Sxx + Syy - Szz, Syz + Szy,
-        Sxy - Syx,       Szx + Sxz,        Syz + Szy,        -Sxx - Syy + Szz,
-    };
-    /* clang-format on */
+    /* The matrix assembly is shared with the registration engines. */
+    double Sf[9], N[16];
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 3; c++)
+            Sf[3 * r + c] = S[r][c];
+    kr_hd_horn_matrix(Sf, N);
 
     /* kr_eigen_sym stops on an absolute off-diagonal threshold; normalising N
      * makes its precision independent of the units and the weights' scale. */

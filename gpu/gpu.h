@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "core/preprocess_kernels.h"
+#include "core/softreg_kernels.h"
 #include "kinreg/pyramid.h"
 
 #ifdef __cplusplus
@@ -42,6 +43,16 @@ void kr_gpu_host_free(void *p);
  * The inputs were validated by kr_preprocess. */
 kr_status kr_gpu_preprocess(kr_gpu_context *ctx, const kr_hd_preprocess_params *pp,
                             const kr_frame *frame, kr_pyramid *pyr);
+
+/* Registration on the device (gpu/register_fused.cu, gpu/register_cublas.cu):
+ * runs the schedule of p from (R, t) (in/out) on src (n) and dst (m) points,
+ * 3 floats each, already validated and centred by kr_register. cublas != 0
+ * selects the seed's cuBLAS formulation (stores the N×M matrix: KR_ERR_NOMEM
+ * when it does not fit), else the fused streaming kernels (memory O(N + M)).
+ * st receives the schedule's final state. */
+kr_status kr_gpu_register(kr_gpu_context *ctx, int cublas, const kr_hd_reg_params *p,
+                          const float *src, size_t n, const float *dst, size_t m, double R[9],
+                          double t[3], kr_hd_reg_state *st);
 
 #ifdef __cplusplus
 }

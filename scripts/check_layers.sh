@@ -43,7 +43,7 @@ declare -A public_layer=(
     [transport.h]=transport
     [eval.h]=eval
     [model.h]=fusion
-    [preprocess.h]=pipeline [track.h]=pipeline [pipeline.h]=pipeline
+    [preprocess.h]=pipeline [track.h]=pipeline [pipeline.h]=pipeline [register.h]=pipeline
 )
 
 # ---- arguments --------------------------------------------------------------
