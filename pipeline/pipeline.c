@@ -97,13 +97,6 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     atomic_init(&p->stop, false);
 
     kr_status s;
-    if (cfg->recover.method != KR_RECOVER_OFF && cfg->recover.method != KR_RECOVER_NEWTON) {
-        s = kr_error(KR_ERR_UNSUPPORTED,
-                     "recovery by %s needs the registration engines, not in this build: use "
-                     "--recover newton or off",
-                     kr_recover_method_name(cfg->recover.method));
-        goto fail;
-    }
     if ((s = kr_source_create(&p->source, &cfg->source)) != KR_OK) goto fail;
     p->intrinsics = kr_source_intrinsics(p->source);
     if ((s = kr_device_create(&p->device, &cfg->device)) != KR_OK) goto fail;
@@ -413,15 +406,15 @@ static bool needs_recovery(kr_pipeline *p, const kr_frame_result *r, uint64_t fr
     return lost && p->cfg.recover.method != KR_RECOVER_OFF;
 }
 
-static kr_status recover(kr_pipeline *p, const kr_kdtree *model, const kr_frame *frame,
-                         kr_frame_result *r)
+static kr_status recover(kr_pipeline *p, const kr_kdtree *model, const kr_pose *seed,
+                         const kr_frame *frame, kr_frame_result *r)
 {
     /* A covered sensor gives nothing to align: wait for depth. */
     if (p->pyramid.level[p->cfg.track.finest_level].valid_normals < p->cfg.track.min_points)
         return KR_OK;
     double t0 = kr_now();
     kr_recovery rec;
-    kr_status s = kr_recover_frame(model, &p->pyramid, &p->last_pose, &p->cfg.recover,
+    kr_status s = kr_recover_frame(p->device, model, &p->pyramid, seed, &p->last_pose, &p->cfg.recover,
                                    &p->cfg.track, &p->recent, &rec);
     if (s != KR_OK) return s;
     r->recovery_tried = true;
@@ -469,7 +462,7 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
             r->tracked = r->track;
             if (r->track.state == KR_TRACK_LOST) r->track.pose = seed;
             r->method = r->track.state == KR_TRACK_LOST ? KR_METHOD_PREDICTED : KR_METHOD_NEWTON;
-            if (needs_recovery(p, r, frame->index)) s = recover(p, model, frame, r);
+            if (needs_recovery(p, r, frame->index)) s = recover(p, model, &seed, frame, r);
         }
         kr_model_snapshot_release(&snap);
         if (s != KR_OK) return s;

@@ -26,26 +26,35 @@ typedef struct kr_pipeline kr_pipeline;
 typedef enum {
     KR_RECOVER_OFF = 0,
     KR_RECOVER_NEWTON = 1,    /* wide-basin Newton: a wide gate and many coarse steps */
-    KR_RECOVER_EMICP = 2,     /* EM-ICP on subsampled points (needs the registration engines) */
-    KR_RECOVER_SOFTASSIGN = 3 /* Softassign on subsampled points (likewise) */
+    KR_RECOVER_EMICP = 2,     /* EM-ICP on voxel-subsampled frame and model points */
+    KR_RECOVER_SOFTASSIGN = 3 /* Softassign on them */
 } kr_recover_method;
 
 typedef struct {
     kr_recover_method method; /* default KR_RECOVER_NEWTON */
-    int after_poor;           /* this many POOR frames in a row count as lost (default 3) */
-    int max_points;     /* subsample frame and model to about this many points (default 3000) */
-    float model_radius; /* model points within this of the last good camera (m, default 3) */
-    float wide_gate; /* coarse alignment: pair gate at the finest level tracked (m, default 0.12) */
-    int wide_finest_level;              /* coarse alignment: finest pyramid level (default 2) */
-    int wide_iterations[KR_MAX_LEVELS]; /* coarse alignment: steps per level, finest first (default
-                                           10,15,20) */
-    int hypotheses;        /* rotated seeds beside the last good pose: pan, tilt, both, by half
-                              and all of hypothesis_deg, and roll (default 14); the best 3 by
-                              their coarse fit are then tracked in full */
-    double hypothesis_deg; /* (default 30) */
-    double
-        max_jump_m; /* a recovered pose this far from the last good one is rejected (default 0.5) */
-    double max_jump_deg; /* likewise for rotation (default 45) */
+    int after_poor;           /* this many POOR frames in a row count as lost (default 1) */
+    /* EM-ICP / Softassign: voxel-subsample frame and model to at most this
+     * many points each (default 1000: the CPU engine's cost grows as N·M),
+     * taking model points within model_radius of the last good camera (m,
+     * default 3); try soft_hypotheses rotated seeds after the last good pose
+     * (default 2), then, with newton_fallback (default 1), the Newton search. */
+    int max_points;
+    float model_radius;
+    int soft_hypotheses;
+    int newton_fallback;
+    /* Wide-basin Newton: pair gate at its finest level (m, default 0.12), that
+     * level (default 2), steps per level, finest first (default 10,15,20). */
+    float wide_gate;
+    int wide_finest_level;
+    int wide_iterations[KR_MAX_LEVELS];
+    /* Rotated seeds beside the last good pose: pan, tilt, both, by half and
+     * all of hypothesis_deg, then roll (default 14 seeds, 30°); the best 3 by
+     * their coarse fit are tracked in full. */
+    int hypotheses;
+    double hypothesis_deg;
+    /* A recovered pose farther than this from the last good one is rejected
+     * (default 0.5 m, 45°): it fits some other part of the scene. */
+    double max_jump_m, max_jump_deg;
 } kr_recover_config;
 
 KR_API void kr_recover_config_default(kr_recover_config *cfg);
