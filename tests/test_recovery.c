@@ -199,3 +199,58 @@ KR_TEST(recovery, pipeline_recovers_from_jumps_and_covered_stretches)
     kr_pipeline_destroy(&p);
     free(log.r);
 }
+
+/* The loss source: the ground truth holds exactly the configured jumps, each
+ * between half and all of the limits (measured as the step between frames
+ * beyond the smooth path's motion), and a stride delivers every K-th frame. */
+KR_TEST(recovery, synthetic_jumps_in_ground_truth_and_stride)
+{
+    kr_source_config cfg;
+    kr_source_config_default(&cfg);
+    cfg.uri = "synthetic:5";
+    cfg.duration_s = 20;
+    cfg.jumps = 6;
+    cfg.jump_angle_deg = 20;
+    cfg.jump_distance_m = 0.2;
+    kr_source *src = NULL;
+    REQUIRE_OK(kr_source_create(&src, &cfg));
+    const kr_trajectory *gt = kr_source_groundtruth(src);
+    REQUIRE(gt != NULL);
+    int jumps = 0;
+    for (size_t k = 1; k < gt->count; k++) {
+        kr_pose inv = kr_pose_inv(&gt->poses[k - 1]);
+        kr_pose step = kr_pose_mul(&inv, &gt->poses[k]);
+        double move = sqrt(step.t[0] * step.t[0] + step.t[1] * step.t[1] + step.t[2] * step.t[2]);
+        double deg = kr_pose_angle(&step) * 180 / M_PI;
+        if (move < 0.05 && deg < 5) continue; /* the smooth path: under 1.5 cm, 1° a frame */
+        jumps++;
+        CHECK_GE(deg, 10 - 1.5);
+        CHECK_LE(deg, 20 + 1.5);
+    }
+    CHECK_EQ(jumps, 6);
+    CHECK_EQ(kr_source_length(src), 600);
+    kr_source_destroy(&src);
+
+    cfg.jumps = 0;
+    cfg.duration_s = 1;
+    cfg.stride = 8;
+    REQUIRE_OK(kr_source_create(&src, &cfg));
+    CHECK_EQ(kr_source_length(src), 4); /* frames 0, 8, 16, 24 of 30 */
+    kr_frame f;
+    double stamps[4];
+    int n = 0;
+    while (n < 5 && kr_source_read(src, &f) == KR_OK) {
+        if (n < 4) stamps[n] = f.timestamp;
+        n++;
+        kr_frame_release(&f);
+    }
+    CHECK_EQ(n, 4);
+    for (int i = 0; i < 4 && i < n; i++)
+        CHECK_NEAR(stamps[i], i * 8 / 30.0, 1e-9);
+    kr_source_destroy(&src);
+
+    cfg.stride = 0;
+    cfg.duration_s = 1;
+    cfg.jumps = 20; /* does not fit into 30 frames: a clear error */
+    CHECK_STATUS(kr_source_create(&src, &cfg), KR_ERR_INVALID_ARG);
+}
