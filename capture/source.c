@@ -25,6 +25,9 @@ void kr_source_config_default(kr_source_config *cfg)
     cfg->depth_mode = KR_KINECT_DEPTH_11BIT;
     cfg->stall_timeout_s = 2.0;
     cfg->live_queue = 4;
+    cfg->jump_angle_deg = 30.0;
+    cfg->jump_distance_m = 0.3;
+    cfg->covered_frames = 10;
 }
 
 static kr_status check_intrinsics(const kr_intrinsics *k)
@@ -172,7 +175,11 @@ kr_status kr_source_create(kr_source **out, const kr_source_config *cfg)
 
     kr_source *src = calloc(1, sizeof *src);
     if (!src) return kr_error(KR_ERR_NOMEM, "kr_source_create: out of memory");
+    if (cfg->stride < 0)
+        return kr_error(KR_ERR_INVALID_ARG, "stride %d: use 1 for every frame, or K > 1 for every K-th",
+                        cfg->stride);
     src->skip_bad = cfg->skip_bad;
+    src->stride = cfg->stride > 1 ? (unsigned)cfg->stride : 1;
     src->max_frames = (unsigned)cfg->max_frames;
     st = open_uri(src, cfg, has_k ? &k : NULL);
     if (st != KR_OK) {
@@ -191,6 +198,11 @@ kr_status kr_source_create(kr_source **out, const kr_source_config *cfg)
     /* A replayed source may be declared live to exercise the live policy;
      * sensors set live themselves. */
     src->live = src->live || cfg->live;
+    if (src->stride > 1) {
+        src->length = (src->length + src->stride - 1) / src->stride;
+        size_t n = strlen(src->description);
+        snprintf(src->description + n, sizeof src->description - n, ", every %u-th frame", src->stride);
+    }
     if (src->max_frames && src->length > src->max_frames) src->length = src->max_frames;
     *out = src;
     return KR_OK;
@@ -211,6 +223,17 @@ kr_status kr_source_read(kr_source *src, kr_frame *frame)
     if (!src || !frame)
         return kr_error(KR_ERR_INVALID_ARG, "kr_source_read: source and frame must not be NULL");
     if (src->max_frames && src->delivered >= src->max_frames) return KR_END;
+    /* A stride passes over the frames between two delivered ones. */
+    for (unsigned k = 1; src->delivered > 0 && k < src->stride; k++) {
+        if (src->ops->skip) {
+            if (!src->ops->skip(src)) return KR_END;
+            continue;
+        }
+        kr_frame skipped = {0};
+        kr_status st = src->ops->read(src, &skipped);
+        if (st != KR_OK) return st;
+        kr_frame_release(&skipped);
+    }
     kr_frame tmp = {0};
     kr_status st = src->ops->read(src, &tmp);
     if (st != KR_OK) return st;

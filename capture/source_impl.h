@@ -25,6 +25,9 @@ typedef struct {
     void (*interrupt)(kr_source *src);
     /* Optional (live sources): frames dropped so far. Called from any thread. */
     uint64_t (*dropped)(const kr_source *src);
+    /* Optional (file sources): pass over the next frame without decoding it;
+     * false at the end. Without it a stride reads and releases the frame. */
+    bool (*skip)(kr_source *src);
 } kr_source_ops;
 
 struct kr_source {
@@ -38,6 +41,7 @@ struct kr_source {
     unsigned skipped;
     unsigned length;     /* frames known in advance, 0 = unknown */
     unsigned max_frames; /* 0 = all */
+    unsigned stride;     /* deliver every stride-th frame (1 = all) */
     uint64_t delivered;  /* frames returned so far: the next frame's index */
     char description[512];
     /* Where the intrinsics and depth units came from, for kr_source_settings

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "capture/source_impl.h"
+#include "capture/synthetic_loss.h"
 #include "capture/synthetic_path.h"
 #include "capture/synthetic_render.h"
 #include "capture/synthetic_rng.h"
@@ -20,6 +21,7 @@ typedef struct {
     uint64_t seed;
     double fps;
     unsigned frames, next;
+    bool *covered; /* per frame: the sensor is covered (no valid depth) */
 } synth_source;
 
 static kr_status synth_read(kr_source *src, kr_frame *frame)
@@ -32,8 +34,13 @@ static kr_status synth_read(kr_source *src, kr_frame *frame)
         return kr_error(KR_ERR_NOMEM, "synthetic: cannot allocate a %dx%d frame", K->width,
                         K->height);
     unsigned i = s->next++;
-    kr_synth_render(&s->renderer, &s->scene, &src->groundtruth.poses[i], K,
-                    kr_rng_mix(s->seed, i, 0x5e1502), raw);
+    if (s->covered[i]) {
+        for (size_t k = 0; k < (size_t)K->width * K->height; k++)
+            raw[k] = KR_DISPARITY_INVALID;
+    } else {
+        kr_synth_render(&s->renderer, &s->scene, &src->groundtruth.poses[i], K,
+                        kr_rng_mix(s->seed, i, 0x5e1502), raw);
+    }
     frame->timestamp = src->groundtruth.stamps[i];
     frame->width = K->width;
     frame->height = K->height;
@@ -43,13 +50,24 @@ static kr_status synth_read(kr_source *src, kr_frame *frame)
     return KR_OK;
 }
 
+static bool synth_skip(kr_source *src)
+{
+    synth_source *s = src->impl;
+    if (s->next >= s->frames) return false;
+    s->next++;
+    return true;
+}
+
 static void synth_close(kr_source *src)
 {
+    synth_source *s = src->impl;
+    if (s) free(s->covered);
     free(src->impl);
     src->impl = NULL;
 }
 
-static const kr_source_ops synth_ops = {.name = "synthetic", .read = synth_read, .close = synth_close};
+static const kr_source_ops synth_ops = {
+    .name = "synthetic", .read = synth_read, .close = synth_close, .skip = synth_skip};
 
 kr_status kr_synthetic_open(kr_source *src, const kr_source_config *cfg, const kr_intrinsics *want)
 {
@@ -73,8 +91,9 @@ kr_status kr_synthetic_open(kr_source *src, const kr_source_config *cfg, const k
     s->fps = cfg->fps;
     s->frames = (unsigned)n;
     /* Only the frames that will be delivered need a pose. */
-    if (cfg->max_frames > 0 && (unsigned)cfg->max_frames < s->frames)
-        s->frames = (unsigned)cfg->max_frames;
+    double stride = cfg->stride > 1 ? cfg->stride : 1;
+    if (cfg->max_frames > 0 && cfg->max_frames * stride < s->frames)
+        s->frames = (unsigned)(cfg->max_frames * stride);
     kr_synth_scene_build(s->seed, &s->scene);
     kr_synth_renderer_init(&s->renderer, s->seed);
     s->renderer.threads = cfg->render_threads > 1 ? 2 : 1;
@@ -82,15 +101,23 @@ kr_status kr_synthetic_open(kr_source *src, const kr_source_config *cfg, const k
     kr_synth_path path;
     kr_synth_path_init(&path, s->seed, s->scene.target);
     kr_trajectory gt = {0};
-    for (unsigned i = 0; i < s->frames; i++) {
-        double t = i / s->fps;
-        kr_pose pose = kr_synth_path_pose(&path, t);
-        kr_status st = kr_trajectory_push(&gt, t, &pose);
-        if (st != KR_OK) {
-            kr_trajectory_free(&gt);
-            free(s);
-            return st;
-        }
+    kr_pose *poses = malloc((size_t)s->frames * sizeof *poses);
+    s->covered = calloc(s->frames, sizeof *s->covered);
+    kr_status st =
+        poses && s->covered
+            ? KR_OK
+            : kr_error(KR_ERR_NOMEM, "synthetic: out of memory for %u frames", s->frames);
+    for (unsigned i = 0; st == KR_OK && i < s->frames; i++)
+        poses[i] = kr_synth_path_pose(&path, i / s->fps);
+    if (st == KR_OK) st = kr_synth_loss_apply(cfg, s->seed, s->frames, poses, s->covered);
+    for (unsigned i = 0; st == KR_OK && i < s->frames; i++)
+        st = kr_trajectory_push(&gt, i / s->fps, &poses[i]);
+    free(poses);
+    if (st != KR_OK) {
+        kr_trajectory_free(&gt);
+        free(s->covered);
+        free(s);
+        return st;
     }
     if (want)
         src->intrinsics = *want;
@@ -104,7 +131,13 @@ kr_status kr_synthetic_open(kr_source *src, const kr_source_config *cfg, const k
     src->ops = &synth_ops;
     src->impl = s;
     src->length = s->frames;
-    snprintf(src->description, sizeof src->description, "synthetic:%u (%u frames at %g fps, %dx%d)",
-             cfg->seed, s->frames, s->fps, src->intrinsics.width, src->intrinsics.height);
+    int len = snprintf(src->description, sizeof src->description,
+                       "synthetic:%u (%u frames at %g fps, %dx%d)", cfg->seed, s->frames, s->fps,
+                       src->intrinsics.width, src->intrinsics.height);
+    if ((cfg->jumps || cfg->covered) && len > 0 && (size_t)len < sizeof src->description)
+        snprintf(src->description + len, sizeof src->description - (size_t)len,
+                 " with %d jumps of up to %g deg and %g m, %d covered stretches of %d frames",
+                 cfg->jumps, cfg->jump_angle_deg, cfg->jump_distance_m, cfg->covered,
+                 cfg->covered_frames);
     return KR_OK;
 }

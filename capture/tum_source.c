@@ -176,13 +176,21 @@ static kr_status tum_read(kr_source *src, kr_frame *frame)
     }
 }
 
+static bool tum_skip(kr_source *src)
+{
+    tum_source *t = src->impl;
+    if (t->next >= t->count) return false;
+    t->next++;
+    return true;
+}
+
 static void tum_close(kr_source *src)
 {
     tum_free(src->impl);
     src->impl = NULL;
 }
 
-static const kr_source_ops tum_ops = {.name = "tum", .read = tum_read, .close = tum_close};
+static const kr_source_ops tum_ops = {.name = "tum", .read = tum_read, .close = tum_close, .skip = tum_skip};
 
 kr_status kr_tum_open(kr_source *src, const char *dir, const kr_source_config *cfg,
                       const kr_intrinsics *want)

@@ -14,6 +14,7 @@
 #include "kinreg/queue.h"
 #include "pipeline/fuser.h"
 #include "pipeline/outbox.h"
+#include "pipeline/recover.h"
 
 struct kr_pipeline {
     kr_pipeline_config cfg;
@@ -32,9 +33,18 @@ struct kr_pipeline {
     FILE *trajectory_file;
     kr_trajectory trajectory;
 
-    /* Motion history for the constant-velocity seed. */
+    /* Motion history for the constant-velocity seed: the last trusted pose
+     * (its time bounds how far the camera can have moved since). */
     kr_pose last_pose, velocity;
+    double last_pose_time;
     bool have_pose;
+    bool previous_trusted; /* the frame before this one was trusted: a velocity can be taken */
+    /* Failure detection: the recent GOOD frames' figures, the current run
+     * of POOR frames, and whether tracking is lost now. */
+    kr_track_quality recent;
+    int poor_run;
+    bool lost;
+    int lost_frames; /* frames with depth since the loss began */
 
     atomic_bool stop;
     /* First error raised on a worker thread, re-raised by kr_pipeline_run. */
@@ -59,6 +69,7 @@ void kr_pipeline_config_default(kr_pipeline_config *cfg)
     kr_preprocess_config_default(&cfg->preprocess);
     kr_track_config_default(&cfg->track);
     kr_model_config_default(&cfg->model);
+    kr_recover_config_default(&cfg->recover);
     kr_publisher_config_default(&cfg->publish);
     cfg->publish.endpoint = NULL;
     cfg->queue_capacity = 4;
@@ -311,16 +322,141 @@ static kr_pose predict_pose(const kr_pipeline *p)
     return kr_pose_mul(&p->last_pose, &p->velocity);
 }
 
-static void accept_pose(kr_pipeline *p, const kr_pose *pose)
+/* A trusted pose: it extends the motion model. The velocity is the motion
+ * from the frame before, when that one was trusted too; after a gap or a
+ * recovery the motion that led here is no velocity to continue. */
+static void accept_pose(kr_pipeline *p, const kr_pose *pose, double stamp, bool continuous)
 {
-    if (p->have_pose) {
+    if (p->have_pose && continuous && p->previous_trusted) {
         kr_pose inv = kr_pose_inv(&p->last_pose);
         p->velocity = kr_pose_mul(&inv, pose);
     } else {
         p->velocity = kr_pose_identity();
     }
     p->last_pose = *pose;
+    p->last_pose_time = stamp;
     p->have_pose = true;
+    p->previous_trusted = true;
+}
+
+/* Beyond this the last trusted pose is stale: the motion check allows no more
+ * than this much time's motion, and recovery (a wider search) takes over. */
+#define JUDGE_MAX_ELAPSED_S 0.3
+
+/* Failure detection: the state machine sees the fit, how far the solution
+ * lies from the prediction against the time the camera had to get there, and
+ * the trend against the recent GOOD frames. A verdict only ever worsens; the
+ * pose stays Newton's (the caller publishes the seed for a LOST frame). */
+static void judge(const kr_pipeline *p, const kr_pose *seed, double stamp, kr_track_result *t)
+{
+    if (t->state == KR_TRACK_LOST) return;
+    kr_track_quality q = p->recent;
+    q.points = t->inliers;
+    q.inliers = t->inliers;
+    q.inlier_fraction = t->inlier_fraction;
+    q.rms = t->rms;
+    q.condition = t->condition;
+    q.solved = true;
+    kr_pose inv = kr_pose_inv(seed);
+    kr_pose departure = kr_pose_mul(&inv, &t->pose);
+    q.departure_rot = kr_pose_angle(&departure);
+    q.departure_trans = sqrt(departure.t[0] * departure.t[0] + departure.t[1] * departure.t[1] +
+                             departure.t[2] * departure.t[2]);
+    /* Frames come at least 1/100 s apart: timestamps that do not advance
+     * (a source without clock) still allow one frame's motion. */
+    q.elapsed_s = fmin(fmax(stamp - p->last_pose_time, 0.01), JUDGE_MAX_ELAPSED_S);
+    kr_track_state verdict = kr_track_classify(&q, &p->cfg.track);
+    if (verdict > t->state) t->state = verdict;
+}
+
+/* Running means of the GOOD frames' inlier fraction and RMS (about the last
+ * ten frames), the reference of the trend checks. */
+static void remember_good(kr_pipeline *p, const kr_track_result *t)
+{
+    const float a = 0.1f;
+    if (p->recent.recent_inlier <= 0) {
+        p->recent.recent_inlier = t->inlier_fraction;
+        p->recent.recent_rms = t->rms;
+    } else {
+        p->recent.recent_inlier += a * (t->inlier_fraction - p->recent.recent_inlier);
+        p->recent.recent_rms += a * (t->rms - p->recent.recent_rms);
+    }
+}
+
+static void publish_status(kr_pipeline *p, kr_event event, const char *text);
+
+/* Losses that end within this many frames with depth count as quick. */
+#define QUICK_RECOVERY_FRAMES 3
+
+/* `frames`: frames with depth from the loss to the one that ended it. */
+static void loss_ended(kr_pipeline *p, int frames)
+{
+    pthread_mutex_lock(&p->stats_lock);
+    p->stats.losses_ended++;
+    if (frames <= QUICK_RECOVERY_FRAMES) p->stats.losses_ended_fast++;
+    pthread_mutex_unlock(&p->stats_lock);
+}
+
+/* Lost, or slipping for after_poor frames: counted and announced when it
+ * begins; recovery then searches from the last good pose. */
+static bool needs_recovery(kr_pipeline *p, const kr_frame_result *r, uint64_t frame_index)
+{
+    const kr_track_result *t = &r->track;
+    p->poor_run = t->state == KR_TRACK_POOR ? p->poor_run + 1 : 0;
+    /* Once lost, only a GOOD frame ends the loss: a POOR one may be a
+     * wrong basin that merely fits. */
+    bool lost = t->state == KR_TRACK_LOST ||
+                (p->cfg.recover.after_poor > 0 && p->poor_run >= p->cfg.recover.after_poor) ||
+                (p->lost && t->state != KR_TRACK_GOOD);
+    if (lost && !p->lost) {
+        pthread_mutex_lock(&p->stats_lock);
+        p->stats.losses++;
+        pthread_mutex_unlock(&p->stats_lock);
+        p->lost_frames = 0;
+        char text[64];
+        snprintf(text, sizeof text, "frame %llu", (unsigned long long)frame_index);
+        publish_status(p, KR_EVENT_LOST, text);
+    }
+    if (!lost && p->lost) loss_ended(p, p->lost_frames + 1);
+    p->lost = lost;
+    if (lost && r->valid_points >= p->cfg.track.min_points) p->lost_frames++;
+    return lost && p->cfg.recover.method != KR_RECOVER_OFF;
+}
+
+static kr_status recover(kr_pipeline *p, const kr_kdtree *model, const kr_pose *seed,
+                         const kr_frame *frame, kr_frame_result *r)
+{
+    /* A covered sensor gives nothing to align: wait for depth. */
+    if (p->pyramid.level[p->cfg.track.finest_level].valid_normals < p->cfg.track.min_points)
+        return KR_OK;
+    double t0 = kr_now();
+    kr_recovery rec;
+    kr_status s = kr_recover_frame(p->device, model, &p->pyramid, seed, &p->last_pose, &p->cfg.recover,
+                                   &p->cfg.track, &p->recent, &rec);
+    if (s != KR_OK) return s;
+    r->recovery_tried = true;
+    r->recover_ms = 1e3 * (kr_now() - t0);
+    pthread_mutex_lock(&p->stats_lock);
+    p->stats.recovery_ms_total += r->recover_ms;
+    if (rec.success) {
+        p->stats.recoveries++;
+        if (r->recover_ms > p->stats.recovery_ms_max) p->stats.recovery_ms_max = r->recover_ms;
+    } else {
+        p->stats.recovery_failures++;
+    }
+    pthread_mutex_unlock(&p->stats_lock);
+    if (!rec.success) return KR_OK;
+    r->recovered = true;
+    r->track = rec.track;
+    r->method = rec.method;
+    loss_ended(p, p->lost_frames);
+    p->lost = false;
+    p->poor_run = 0;
+    char text[64];
+    snprintf(text, sizeof text, "%s %.1f ms frame %llu", kr_method_name(rec.method), r->recover_ms,
+             (unsigned long long)frame->index);
+    publish_status(p, KR_EVENT_RECOVERED, text);
+    return KR_OK;
 }
 
 static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_result *r)
@@ -332,32 +468,46 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
     double t1 = kr_now();
 
     kr_pose seed = predict_pose(p);
+    r->valid_points = p->pyramid.level[p->cfg.track.finest_level].valid_normals;
     kr_model_snapshot *snap = kr_model_snapshot_acquire(p->model);
     bool first = snap == NULL;
     if (snap) {
-        s = kr_track_frame_on(p->device, kr_model_snapshot_tree(snap), &p->pyramid, &seed, &p->cfg.track,
-                              &r->track);
+        const kr_kdtree *model = kr_model_snapshot_tree(snap);
+        s = kr_track_frame_on(p->device, model, &p->pyramid, &seed, &p->cfg.track, &r->track);
+        if (s == KR_OK) {
+            judge(p, &seed, frame->timestamp, &r->track);
+            r->tracked = r->track;
+            if (r->track.state == KR_TRACK_LOST) r->track.pose = seed;
+            r->method = r->track.state == KR_TRACK_LOST ? KR_METHOD_PREDICTED : KR_METHOD_NEWTON;
+            if (needs_recovery(p, r, frame->index)) s = recover(p, model, &seed, frame, r);
+        }
         kr_model_snapshot_release(&snap);
         if (s != KR_OK) return s;
-        r->method = r->track.state == KR_TRACK_LOST ? KR_METHOD_PREDICTED : KR_METHOD_NEWTON;
     } else {
         /* First frame: it defines the world frame and seeds the model. */
         memset(&r->track, 0, sizeof r->track);
         r->track.pose = seed;
         r->track.state = KR_TRACK_GOOD;
         r->track.inlier_fraction = 1;
+        r->tracked = r->track;
         r->method = KR_METHOD_PREDICTED;
     }
     double t2 = kr_now();
 
-    bool lost = r->track.state == KR_TRACK_LOST;
+    /* A LOST frame, or any but a GOOD one while lost, keeps the predicted
+     * pose and is not fused; without a trusted motion the next seed is the
+     * last trusted pose. */
+    bool lost = !(r->track.state == KR_TRACK_GOOD || (r->track.state == KR_TRACK_POOR && !p->lost));
     bool snapshot_due = first || frame->index % (uint64_t)p->cfg.rebuild_every == 0;
     if (!lost) {
-        accept_pose(p, &r->track.pose);
+        accept_pose(p, &r->track.pose, frame->timestamp, !r->recovered);
+        if (r->track.state == KR_TRACK_GOOD && !first) remember_good(p, &r->track);
     } else {
-        /* A LOST frame keeps the predicted pose; without a trusted motion the
-         * next seed is the last good pose (recovery comes in a later issue). */
+        r->track.state = KR_TRACK_LOST;
+        r->track.pose = seed;
+        r->method = KR_METHOD_PREDICTED;
         p->velocity = kr_pose_identity();
+        p->previous_trusted = false;
     }
     if (p->fuser) {
         if (!lost || snapshot_due) {

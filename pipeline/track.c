@@ -64,6 +64,18 @@ void kr_track_config_default(kr_track_config *cfg)
     cfg->lost_rms = 0.05f;
     cfg->min_condition = 1e-4f;
     cfg->min_points = 100;
+    /* A hand moves a sensor at up to about 1 m/s and turns it at up to
+     * 60-90 deg/s; what departs from the constant-velocity prediction is the
+     * change of motion, which stays well below that between 30 Hz frames
+     * (fr1/xyz: under 1 cm). Sudden jumps of 15 cm or 15° in one frame do not. */
+    cfg->max_speed = 0.75;
+    cfg->max_turn_deg = 60;
+    /* A recovered or slightly-off previous pose shifts the next solution by
+     * its own error: allow for it. */
+    cfg->departure_slack_m = 0.02;
+    cfg->departure_slack_deg = 2;
+    cfg->inlier_drop = 0.7f;
+    cfg->rms_rise = 2.5f;
 }
 
 const char *kr_track_state_name(kr_track_state s)
@@ -86,8 +98,23 @@ kr_track_state kr_track_classify(const kr_track_quality *q, const kr_track_confi
     if (q->inliers < cfg->min_points || !(q->inlier_fraction >= cfg->lost_inlier) ||
         !(q->rms <= cfg->lost_rms))
         return KR_TRACK_LOST;
+    /* Implied motion: a solution the sensor cannot have reached is a wrong basin. */
+    if (q->elapsed_s > 0) {
+        double reach = cfg->max_speed * q->elapsed_s + cfg->departure_slack_m;
+        double turn = (cfg->max_turn_deg * q->elapsed_s + cfg->departure_slack_deg) * M_PI / 180;
+        if ((cfg->max_speed > 0 && !(q->departure_trans <= reach)) ||
+            (cfg->max_turn_deg > 0 && !(q->departure_rot <= turn)))
+            return KR_TRACK_LOST;
+    }
     if (!(q->inlier_fraction >= cfg->good_inlier) || !(q->rms <= cfg->good_rms) ||
         !(q->condition >= cfg->min_condition))
+        return KR_TRACK_POOR;
+    /* Trends: a fit clearly worse than the recent frames' has begun to slip. */
+    if (q->recent_inlier > 0 && cfg->inlier_drop > 0 &&
+        q->inlier_fraction < cfg->inlier_drop * q->recent_inlier)
+        return KR_TRACK_POOR;
+    if (q->recent_rms > 0 && cfg->rms_rise > 0 && q->rms > cfg->rms_rise * q->recent_rms &&
+        q->rms > 0.5f * cfg->good_rms)
         return KR_TRACK_POOR;
     return KR_TRACK_GOOD;
 }

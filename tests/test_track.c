@@ -300,8 +300,12 @@ KR_TEST(track, classify_table)
         {5000, 0.90f, 0.005f, NAN, true, KR_TRACK_POOR, "NaN condition"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        kr_track_quality q = {10000,        cases[i].inliers,   cases[i].fraction,
-                              cases[i].rms, cases[i].condition, cases[i].solved};
+        kr_track_quality q = {.points = 10000,
+                              .inliers = cases[i].inliers,
+                              .inlier_fraction = cases[i].fraction,
+                              .rms = cases[i].rms,
+                              .condition = cases[i].condition,
+                              .solved = cases[i].solved};
         kr_track_state got = kr_track_classify(&q, &cfg);
         CHECK_MSG(got == cases[i].want, "%s: got %s, want %s", cases[i].why,
                   kr_track_state_name(got), kr_track_state_name(cases[i].want));

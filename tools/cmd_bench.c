@@ -246,13 +246,14 @@ int kr_cmd_bench(int argc, char **argv)
     }
 
     double pipeline_fps = 0;
+    kr_pipeline_stats ps;
+    memset(&ps, 0, sizeof ps);
     if (run_pipeline) {
         kr_pipeline *p = NULL;
         if ((s = kr_pipeline_create(&p, &cfg)) == KR_OK) s = kr_pipeline_run(p);
         if (s != KR_OK) {
             fprintf(stderr, "kinreg bench: pipeline: %s: %s\n", kr_strerror(s), kr_last_error());
         } else {
-            kr_pipeline_stats ps;
             kr_pipeline_get_stats(p, &ps);
             pipeline_fps = ps.fps;
         }
@@ -265,7 +266,17 @@ int kr_cmd_bench(int argc, char **argv)
     for (int i = 0; i < ST_COUNT; i++)
         printf("%-24s %10.3f %10.3f %8zu\n", stage_names[i], med[i], tail[i], st[i].n);
     printf("%-24s %10.1f\n", "tracker frames/s", med[ST_FRAME] > 0 ? 1e3 / med[ST_FRAME] : 0);
-    if (run_pipeline) printf("%-24s %10.1f\n", "pipeline frames/s", pipeline_fps);
+    /* Recovery runs in the pipeline only (the stage loop above has none). */
+    uint64_t attempts = ps.recoveries + ps.recovery_failures;
+    double per_attempt = attempts ? ps.recovery_ms_total / (double)attempts : 0;
+    if (run_pipeline) {
+        printf("%-24s %10.1f\n", "pipeline frames/s", pipeline_fps);
+        printf("%-24s %10.3f %8llu\n", "recovery (per attempt)", per_attempt, (unsigned long long)attempts);
+        printf("pipeline: lost %llu times, found again %llu (%llu within 3 frames), recoveries %llu, failed %llu\n",
+               (unsigned long long)ps.losses, (unsigned long long)ps.losses_ended,
+               (unsigned long long)ps.losses_ended_fast, (unsigned long long)ps.recoveries,
+               (unsigned long long)ps.recovery_failures);
+    }
 
     if (json_path) {
         FILE *f = strcmp(json_path, "-") ? fopen(json_path, "w") : stdout;
@@ -279,7 +290,14 @@ int kr_cmd_bench(int argc, char **argv)
         fprintf(f, "}, \"p99_ms\": {");
         for (int i = 0; i < ST_COUNT; i++) fprintf(f, "%s\"%s\": %.4f", i ? ", " : "", stage_keys[i], tail[i]);
         fprintf(f, "}, \"tracker_fps\": %.2f", med[ST_FRAME] > 0 ? 1e3 / med[ST_FRAME] : 0);
-        if (run_pipeline) fprintf(f, ", \"pipeline_fps\": %.2f", pipeline_fps);
+        if (run_pipeline)
+            fprintf(f,
+                    ", \"pipeline_fps\": %.2f, \"recovery_ms_mean\": %.3f, \"losses\": %llu, "
+                    "\"losses_ended\": %llu, \"losses_ended_within_3\": %llu, \"recoveries\": %llu, "
+                    "\"recovery_failures\": %llu",
+                    pipeline_fps, per_attempt, (unsigned long long)ps.losses,
+                    (unsigned long long)ps.losses_ended, (unsigned long long)ps.losses_ended_fast,
+                    (unsigned long long)ps.recoveries, (unsigned long long)ps.recovery_failures);
         fprintf(f, "}\n");
         if (f != stdout) fclose(f);
     }

@@ -39,9 +39,18 @@ void kr_pipeline_options_help_for(FILE *out, bool outputs)
             "      --skip-bad          skip and count corrupt frames instead of stopping\n"
             "      --seed N            synthetic scene and trajectory seed (default 1)\n"
             "      --duration SEC      synthetic sequence length (default 30)\n"
+            "      --every K           deliver only every K-th frame of any source (alias --stride):\n"
+            "                          a camera moving K times faster\n"
+            "      --jumps N           synthetic: N sudden camera jumps, seeded, spread through the\n"
+            "                          sequence (away from the path, back at the next jump)\n"
+            "      --jump-angle DEG    synthetic: a jump turns by half to all of DEG (default %g)\n"
+            "      --jump-distance M   synthetic: and moves by half to all of M metres (default %g)\n"
+            "      --covered N         synthetic: N covered-sensor stretches (no valid depth)\n"
+            "      --covered-frames K  synthetic: frames per covered stretch (default %d)\n"
             "      --depth-mode M      kinect: 11bit (raw disparity, default) | mm | registered\n"
             "      --stall-timeout SEC kinect: a sensor silent this long ends the run with exit\n"
             "                          status 3 (default %g)\n",
+            d.source.jump_angle_deg, d.source.jump_distance_m, d.source.covered_frames,
             d.source.stall_timeout_s);
     if (outputs)
         fprintf(
@@ -71,6 +80,12 @@ void kr_pipeline_options_help_for(FILE *out, bool outputs)
         d.track.finest_level, (double)d.model.voxel_size, d.track.iterations[0],
         d.track.iterations[1], d.track.iterations[2], (double)d.track.gate, d.model.active_window,
         d.rebuild_every);
+    fprintf(out,
+            "      --recover M         after a loss: newton (wide-basin search from the last good "
+            "pose\n"
+            "                          and rotated seeds, default) | emicp | softassign | off\n"
+            "      --recover-after N   N POOR frames in a row count as a loss (default %d)\n",
+            d.recover.after_poor);
     fprintf(
         out,
         "      --depth-step A      depth noise that grows as z^2: the sensor's depth step at z is\n"
@@ -108,6 +123,13 @@ static int parse_number(const number_rule *r, const char *arg, double *out)
 }
 
 static const number_rule
+    rule_every = {"--every", 1, 100000, false, true, "a whole number K >= 1"},
+    rule_jumps = {"--jumps", 0, 100000, false, true, "a whole number of jumps >= 0"},
+    rule_jump_angle = {"--jump-angle", 0, 180, false, false, "degrees 0..180"},
+    rule_jump_distance = {"--jump-distance", 0, 100, false, false, "metres 0..100"},
+    rule_covered = {"--covered", 0, 100000, false, true, "a whole number of stretches >= 0"},
+    rule_covered_frames = {"--covered-frames", 1, 100000, false, true, "a whole number of frames >= 1"},
+    rule_recover_after = {"--recover-after", 0, 100000, false, true, "a whole number of POOR frames >= 0"},
     rule_frames = {"--frames", 1, INT_MAX, false, true, "a whole number of frames >= 1"},
     rule_voxel = {"--voxel", 0, 10, true, false, "a voxel size in metres, > 0 and <= 10"},
     rule_depth_scale = {"--depth-scale", 0, 1e9, true, false, "raw units per metre > 0 (TUM: 5000)"},
@@ -263,6 +285,41 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
         if (parse_number(&rule_depth_step, arg, &v) < 0) return -1;
         cfg->preprocess.depth_step = (float)v;
         cfg->track.depth_step = (float)v;
+        return 1;
+    case 1030:
+        if (parse_number(&rule_every, arg, &v) < 0) return -1;
+        cfg->source.stride = (int)v;
+        return 1;
+    case 1031:
+        if (parse_number(&rule_jumps, arg, &v) < 0) return -1;
+        cfg->source.jumps = (int)v;
+        return 1;
+    case 1032:
+        if (parse_number(&rule_jump_angle, arg, &v) < 0) return -1;
+        cfg->source.jump_angle_deg = v;
+        return 1;
+    case 1033:
+        if (parse_number(&rule_jump_distance, arg, &v) < 0) return -1;
+        cfg->source.jump_distance_m = v;
+        return 1;
+    case 1034:
+        if (parse_number(&rule_covered, arg, &v) < 0) return -1;
+        cfg->source.covered = (int)v;
+        return 1;
+    case 1035:
+        if (parse_number(&rule_covered_frames, arg, &v) < 0) return -1;
+        cfg->source.covered_frames = (int)v;
+        return 1;
+    case 1036:
+        if (kr_recover_method_parse(arg, &cfg->recover.method) != KR_OK) {
+            fprintf(stderr,
+                    "kinreg: --recover '%s' is not allowed: expected newton, emicp, softassign or off\n", arg);
+            return -1;
+        }
+        return 1;
+    case 1037:
+        if (parse_number(&rule_recover_after, arg, &v) < 0) return -1;
+        cfg->recover.after_poor = (int)v;
         return 1;
     case 1020:
         if (kr_kinect_depth_mode_parse(arg, &cfg->source.depth_mode) != KR_OK) {

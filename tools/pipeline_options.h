@@ -23,7 +23,12 @@
         {"active-window", required_argument, 0, 1010}, {"rebuild-every", required_argument, 0, 1011},          \
         {"gate", required_argument, 0, 1012}, {"iterations", required_argument, 0, 1013},          \
         {"depth-mode", required_argument, 0, 1020}, {"stall-timeout", required_argument, 0, 1021}, \
-        {"wait-subscriber", required_argument, 0, 1022}, {"depth-step", required_argument, 0, 1014}
+        {"wait-subscriber", required_argument, 0, 1022}, {"depth-step", required_argument, 0, 1014},                 \
+        {"every", required_argument, 0, 1030}, {"stride", required_argument, 0, 1030},             \
+        {"jumps", required_argument, 0, 1031}, {"jump-angle", required_argument, 0, 1032},         \
+        {"jump-distance", required_argument, 0, 1033}, {"covered", required_argument, 0, 1034},    \
+        {"covered-frames", required_argument, 0, 1035}, {"recover", required_argument, 0, 1036},  \
+        {"recover-after", required_argument, 0, 1037}
 
 #define KR_PIPELINE_SHORT_OPTIONS "s:b:p:t:m:r:n:"
 

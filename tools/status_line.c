@@ -86,6 +86,17 @@ void kr_status_line_finish(kr_status_line *line, const kr_pipeline_stats *st)
             (unsigned long long)st->frames_out, st->elapsed_s, st->fps, (unsigned long long)st->frames_lost,
             (unsigned long long)st->frames_dropped, (unsigned long long)st->frames_skipped,
             (unsigned long long)st->model_points);
+    if (st->losses)
+        fprintf(
+            stderr,
+            "kinreg: tracking lost %llu times, found again %llu (%llu within 3 frames with depth); "
+            "recoveries %llu, failed attempts %llu, %.1f ms per attempt on average\n",
+            (unsigned long long)st->losses, (unsigned long long)st->losses_ended,
+            (unsigned long long)st->losses_ended_fast, (unsigned long long)st->recoveries,
+            (unsigned long long)st->recovery_failures,
+            st->recoveries + st->recovery_failures
+                ? st->recovery_ms_total / (double)(st->recoveries + st->recovery_failures)
+                : 0.0);
     if (st->frames_out)
         fprintf(stderr, "kinreg: latency capture -> publish: median %.2f ms, p99 %.2f ms\n", st->latency_median_ms,
                 st->latency_p99_ms);

@@ -8,7 +8,8 @@ static const char *const topic_names[] = {[KR_TOPIC_POSE] = "pose",
                                           [KR_TOPIC_STATUS] = "status",
                                           [KR_TOPIC_REFINE] = "refine"};
 static const char *const method_names[] = {"newton", "emicp", "softassign", "refine", "predicted"};
-static const char *const event_names[] = {"started", "progress", "stalled", "stopped", "error"};
+static const char *const event_names[] = {"started", "progress", "stalled",  "stopped",
+                                          "error",   "lost",     "recovered"};
 /* kr_track_state: GOOD 0, POOR 1, LOST 2 (kinreg/track.h). */
 static const char *const state_names[] = {"good", "poor", "lost"};
 

@@ -22,25 +22,80 @@ extern "C" {
 
 typedef struct kr_pipeline kr_pipeline;
 
+/* How a lost camera finds itself again (DESIGN.md §5, "Recovery"). */
+typedef enum {
+    KR_RECOVER_OFF = 0,
+    KR_RECOVER_NEWTON = 1,    /* wide-basin Newton: a wide gate and many coarse steps */
+    KR_RECOVER_EMICP = 2,     /* EM-ICP on voxel-subsampled frame and model points */
+    KR_RECOVER_SOFTASSIGN = 3 /* Softassign on them */
+} kr_recover_method;
+
+typedef struct {
+    kr_recover_method method; /* default KR_RECOVER_NEWTON */
+    int after_poor;           /* this many POOR frames in a row count as lost (default 1) */
+    /* EM-ICP / Softassign: voxel-subsample frame and model to at most this
+     * many points each (default 1000: the CPU engine's cost grows as N·M),
+     * taking model points within model_radius of the last good camera (m,
+     * default 3); try soft_hypotheses rotated seeds after the last good pose
+     * (default 2), then, with newton_fallback (default 1), the Newton search. */
+    int max_points;
+    float model_radius;
+    int soft_hypotheses;
+    int newton_fallback;
+    /* Wide-basin Newton: pair gate at its finest level (m, default 0.12), that
+     * level (default 2), steps per level, finest first (default 10,15,20). */
+    float wide_gate;
+    int wide_finest_level;
+    int wide_iterations[KR_MAX_LEVELS];
+    /* Rotated seeds beside the last good pose: pan, tilt, both, by half and
+     * all of hypothesis_deg, then roll (default 14 seeds, 30°); the best 3 by
+     * their coarse fit are tracked in full. */
+    int hypotheses;
+    double hypothesis_deg;
+    /* A recovered pose farther than this from the last good one is rejected
+     * (default 0.5 m, 45°): it fits some other part of the scene. */
+    double max_jump_m, max_jump_deg;
+} kr_recover_config;
+
+KR_API void kr_recover_config_default(kr_recover_config *cfg);
+KR_API const char *kr_recover_method_name(kr_recover_method m);
+/* "off", "newton", "emicp", "softassign" → KR_OK and *out, else KR_ERR_INVALID_ARG. */
+KR_API kr_status kr_recover_method_parse(const char *name, kr_recover_method *out);
+
 /* What the tracker produced for one frame. */
 typedef struct {
     uint64_t frame_index;
     double timestamp;
-    kr_track_result track;     /* pose, state and quality */
-    kr_method method;          /* KR_METHOD_NEWTON, or KR_METHOD_PREDICTED for LOST/first frames */
-    double latency_ms;         /* frame capture → pose ready (publishing follows at once) */
+    kr_track_result track;   /* the published pose, state and quality */
+    kr_track_result tracked; /* Newton tracking from the predicted pose, as the state machine
+                                judged it before any recovery (what failure detection saw) */
+    int valid_points;        /* points with normals at the finest level tracked (0: no depth) */
+    kr_method method;        /* KR_METHOD_NEWTON; KR_METHOD_EMICP or _SOFTASSIGN for a recovered
+                                frame; KR_METHOD_PREDICTED for LOST and first frames */
+    bool recovery_tried;     /* recovery ran on this frame */
+    bool recovered;          /* ... and its pose passed the quality gates */
+    double recover_ms;       /* time recovery took (0 when it did not run) */
+    double latency_ms;       /* frame capture → pose ready (publishing follows at once) */
     double preprocess_ms, track_ms, fuse_ms;
 } kr_frame_result;
 
 typedef struct {
-    uint64_t frames_in;        /* delivered by the source */
-    uint64_t frames_out;       /* tracked and published */
-    uint64_t frames_dropped;   /* live only: dropped because the tracker (or reader) was behind */
-    uint64_t frames_lost;      /* frames whose state was LOST */
-    uint64_t frames_skipped;   /* corrupt frames skipped (--skip-bad) */
-    double elapsed_s;          /* wall time from start to the last frame */
-    double fps;                /* frames_out / elapsed_s */
-    double input_fps;          /* frames_in / elapsed_s */
+    uint64_t frames_in;         /* delivered by the source */
+    uint64_t frames_out;        /* tracked and published */
+    uint64_t frames_dropped;    /* live only: dropped because the tracker (or reader) was behind */
+    uint64_t frames_lost;       /* frames whose state was LOST */
+    uint64_t losses;            /* times tracking was lost (a LOST frame, or after_poor POOR frames,
+                                   after a trusted frame) */
+    uint64_t losses_ended;      /* losses over again (recovered, or tracking GOOD again) */
+    uint64_t losses_ended_fast; /* ... within 3 frames that had depth (a covered sensor has none) */
+    uint64_t recoveries;        /* recoveries that passed the gates */
+    uint64_t recovery_failures; /* recovery attempts that did not */
+    double recovery_ms_total;   /* time spent in recovery, all attempts */
+    double recovery_ms_max;     /* longest successful recovery */
+    uint64_t frames_skipped;    /* corrupt frames skipped (--skip-bad) */
+    double elapsed_s;           /* wall time from start to the last frame */
+    double fps;                 /* frames_out / elapsed_s */
+    double input_fps;           /* frames_in / elapsed_s */
     /* Capture → publish latency: the time from a frame entering kinreg (the
      * sensor callback, or the read of a replayed frame) to its pose leaving
      * on the socket. Last value while running; median and p99 over the run
@@ -58,6 +113,7 @@ typedef struct {
     kr_preprocess_config preprocess;
     kr_track_config track;
     kr_model_config model;
+    kr_recover_config recover;
     kr_publisher_config publish;   /* endpoint NULL = no publishing */
     double publish_wait_s;         /* before the first frame, wait up to this long for a
                                       subscriber (0 = start at once; ZeroMQ drops what is

@@ -40,6 +40,15 @@ typedef struct {
     double fps;                 /* default 30 */
     int max_frames;             /* 0 = all (honoured by every source) */
     int render_threads;         /* synthetic only: OpenMP threads per frame, 1 or 2 (0 = 1) */
+    /* Loss you can reproduce (synthetic only; seeded, placed evenly through
+     * the sequence with some jitter). The ground truth keeps the true poses. */
+    int jumps;                  /* sudden camera jumps: away from the path, then back at the next */
+    double jump_angle_deg;      /* each jump rotates by up to this about a random axis (default 30) */
+    double jump_distance_m;     /* and moves by up to this in a random direction (default 0.3) */
+    int covered;                /* covered-sensor stretches: frames with no valid depth */
+    int covered_frames;         /* frames per covered stretch (default 10) */
+    int stride;                 /* every source: deliver every stride-th frame (0 or 1 = all),
+                                   like a camera moving stride times faster */
     /* live Kinect only */
     kr_kinect_depth_mode depth_mode; /* default KR_KINECT_DEPTH_11BIT */
     double stall_timeout_s;     /* no frame for this long = KR_ERR_STALLED (default 2) */

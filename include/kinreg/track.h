@@ -47,6 +47,20 @@ typedef struct {
     float good_rms, lost_rms;       /* RMS residual, m (default 0.02, 0.05) */
     float min_condition;            /* λmin/λmax of F below this → POOR (default 1e-4) */
     int min_points;                 /* fewer inliers → LOST (default 100) */
+    /* Divergence checks against the frame's history (kr_track_quality's
+     * context fields; a context left at 0 disables its check). A tracker
+     * that slid into a wrong basin often still fits well, so the fit alone
+     * cannot tell: the motion it implies and the trend of its figures can. */
+    double max_speed;           /* the solution may depart from the constant-velocity prediction
+                                   by at most this many m/s times the time since the last
+                                   trusted pose, else LOST (default 0.75: a handheld sensor) */
+    double max_turn_deg;        /* likewise for rotation, deg/s (default 60) */
+    double departure_slack_m;   /* plus this much, for the noise of the pose the prediction
+                                   extends (m, default 0.02) */
+    double departure_slack_deg; /* likewise for rotation (default 2) */
+    float inlier_drop; /* inlier fraction below this times the recent mean → POOR (default 0.7) */
+    float rms_rise;    /* RMS above this times the recent mean (and above good_rms/2) → POOR
+                          (default 2.5) */
 } kr_track_config;
 
 typedef struct {
@@ -81,10 +95,18 @@ KR_API kr_status kr_track_frame_on(kr_device *dev, const kr_kdtree *model, const
 typedef struct {
     int points, inliers;
     float inlier_fraction, rms, condition;
-    bool solved;               /* the 6×6 system had a solution */
+    bool solved; /* the 6×6 system had a solution */
+    /* Context from the frames before (0 = unknown: the check is skipped). */
+    double departure_rot,
+        departure_trans;             /* how far the solution lies from the prediction (rad, m) */
+    double elapsed_s;                /* time since the last trusted pose the prediction extends */
+    float recent_inlier, recent_rms; /* means over the recent GOOD frames */
 } kr_track_quality;
 
-/* The state machine: a pure function of quality figures and gates. */
+/* The state machine: a pure function of quality figures, their context and
+ * the gates. LOST: too few inliers, too poor a fit, or a solution farther from
+ * the prediction than the sensor can move; POOR: a weak or ill-conditioned
+ * fit, or one much worse than the recent frames'. */
 KR_API kr_track_state kr_track_classify(const kr_track_quality *q, const kr_track_config *cfg);
 KR_API const char *kr_track_state_name(kr_track_state s);
 

@@ -52,7 +52,9 @@ typedef enum {
     KR_EVENT_PROGRESS = 1,
     KR_EVENT_STALLED = 2,     /* the sensor stopped delivering frames */
     KR_EVENT_STOPPED = 3,     /* clean end of stream or shutdown */
-    KR_EVENT_ERROR = 4
+    KR_EVENT_ERROR = 4,
+    KR_EVENT_LOST = 5,        /* tracking was lost (text: "frame N") */
+    KR_EVENT_RECOVERED = 6    /* recovery found the camera again (text: "METHOD MS ms frame N") */
 } kr_event;
 
 /* Payload of `status` messages. */

@@ -25,7 +25,7 @@ assert POSE.size == 112 and STATUS[2].size == 384 and STATUS[1].size == 128
 TOPICS = {"pose": 1, "status": 2, "refine": 3}
 STATES = ["good", "poor", "lost"]
 METHODS = ["newton", "emicp", "softassign", "refine", "predicted"]
-EVENTS = ["started", "progress", "stalled", "stopped", "error"]
+EVENTS = ["started", "progress", "stalled", "stopped", "error", "lost", "recovered"]
 
 
 class FormatError(ValueError):

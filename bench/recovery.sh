@@ -1,0 +1,29 @@
+#!/bin/sh
+# Recovery after tracking loss (issue 13), CPU engine: the synthetic scan with
+# 20 jumps of up to 30 deg / 30 cm and 5 covered stretches beside the same scan
+# without them, and TUM fr1_xyz_head at every 8th frame with and without
+# recovery. Prints kinreg's run summary (losses, recoveries, time per attempt)
+# and the ATE of each run. Usage: bench/recovery.sh [BUILD_DIR] [BACKEND]
+set -eu
+build=${1:-build}
+backend=${2:-cpu}
+data=${KINREG_DATA:-../shared/data}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+k="$build/kinreg"
+
+ate() { "$k" eval "$1" "$2" | grep 'ATE rmse'; }
+
+echo "== synthetic, no jumps"
+"$k" demo -q -b "$backend" --out "$out/plain" | head -1
+for method in newton emicp; do
+    echo "== synthetic, 20 jumps up to 30 deg / 0.3 m, 5 covered stretches of 10 frames, --recover $method"
+    "$k" demo -q -b "$backend" --jumps 20 --covered 5 --recover "$method" --out "$out/jumps-$method" | head -1
+done
+if [ -d "$data/tum/fr1_xyz_head" ]; then
+    for method in newton off; do
+        echo "== tum fr1_xyz_head, every 8th frame, --recover $method"
+        "$k" run -q -b "$backend" "tum:$data/tum/fr1_xyz_head" --every 8 --recover "$method" -t "$out/t8-$method.txt"
+        ate "$data/tum/fr1_xyz_head/groundtruth.txt" "$out/t8-$method.txt"
+    done
+fi

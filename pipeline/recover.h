@@ -1,0 +1,36 @@
+/* Recovery from tracking loss (DESIGN.md §5): align the frame to the model
+ * from the last good pose with a wide basin of convergence — EM-ICP or
+ * Softassign on voxel-subsampled points, or a wide-basin Newton search —
+ * then from a few rotated hypotheses, and keep a result only when Newton
+ * tracking from it passes the quality gates. */
+#ifndef KINREG_PIPELINE_RECOVER_H
+#define KINREG_PIPELINE_RECOVER_H
+
+#include <stdbool.h>
+
+#include "kinreg/pipeline.h"
+
+typedef struct {
+    bool success; /* tracking from the aligned pose was GOOD */
+    kr_track_result
+        track;        /* that tracking result (pose, figures); the last attempt's when failed */
+    kr_method method; /* how the coarse alignment was made */
+    int hypothesis;   /* the seed that succeeded: 0 = the last good pose */
+    int attempts;     /* seeds tried */
+} kr_recovery;
+
+/* Seed h of the search: h = 0 the last good pose, then rotations by ±angle
+ * about the camera's y (pan), x (tilt) and z (roll) axes, about its centre. */
+kr_pose kr_recover_hypothesis(const kr_pose *last_good, int h, double angle_rad);
+
+/* Recovers the frame `pyr` against `model`; `predicted` is the motion
+ * model's seed for the frame (the last good pose when the motion is unknown). `recent` carries the
+ * recent GOOD frames' figures (recent_inlier, recent_rms) for the final check; the motion check is
+ * not applied (the camera may have jumped). Never fails on bad geometry: an unrecoverable frame is
+ * success = false. */
+kr_status kr_recover_frame(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
+                           const kr_pose *predicted, const kr_pose *last_good,
+                           const kr_recover_config *rc, const kr_track_config *tc,
+                           const kr_track_quality *recent, kr_recovery *out);
+
+#endif
