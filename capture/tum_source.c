@@ -266,8 +266,10 @@ kr_status kr_tum_open(kr_source *src, const char *dir, const kr_source_config *c
     t->height = src->intrinsics.height;
     /* PNG decoding is the replay's bottleneck with a fast backend: decode
      * ahead on spare cores, in order (none on a 2-core machine, where the
-     * tracker needs both). */
-    int workers = kr_prefetch_default_workers();
+     * tracker needs both). The decoders walk every entry in order, so a
+     * stride (every K-th frame, the rest passed over unread) decodes on
+     * demand instead. */
+    int workers = cfg->stride > 1 ? 0 : kr_prefetch_default_workers();
     if (workers > 0 &&
         kr_prefetch_start(&t->prefetch, workers, 4 * workers, t->count, tum_decode, t) != KR_OK) {
         kr_log(KR_LOG_WARN, "tum:%s: decoding on demand (%s)", dir, kr_last_error());

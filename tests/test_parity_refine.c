@@ -95,7 +95,11 @@ KR_TEST(parity_refine, fields_and_sums_match)
             CHECK_EQ(ac[p].count, ag[p].count);
             const double *a = (const double *)&ac[p], *b = (const double *)&ag[p];
             for (int c = 0; c < (int)(sizeof(kr_df_acc) / sizeof(double)); c++)
-                CHECK_NEAR(b[c], a[c], 1e-6 * (1 + fabs(a[c])) + 1e-9 * ac[p].count);
+                /* Each term is float math that nvcc contracts into FMAs and
+                 * the host does not; summed with cancellation, pair sums
+                 * measured up to 1.5e-5 apart relative on an H100
+                 * (2026-11-23) with identical counts, so 1e-4. */
+                CHECK_NEAR(b[c], a[c], 1e-4 * (1 + fabs(a[c])) + 1e-8 * ac[p].count);
         }
     }
     for (int k = 0; k < V; k++) {
