@@ -8,8 +8,11 @@
 # Reads BUILD_DIR/Testing/Temporary/LastTest.log (every module's output),
 # where each module ends with "MODULE: N passed, N failed, N skipped" and each
 # skipped case is "[ SKIP ] module.test: reason". Prints, e.g.,
-#   kinreg tests: 412 passed, 0 failed, 9 skipped (cases in 27 modules)
 #   skipped: tum.replay_fr1_xyz: no TUM data (KINREG_DATA or ../shared/data)
+#   kinreg test cases in 27 modules:
+#   cases: 412 passed, 0 failed, 9 skipped
+# The count comes last and alone on its line, in the plain 'N passed, N failed'
+# form that CI reads as the closing line.
 # Exit status 0 (the caller keeps ctest's own).
 set -uo pipefail
 log=${1:-build}/Testing/Temporary/LastTest.log
@@ -20,8 +23,9 @@ awk '
     }
     /^\[ SKIP \] / { sub(/^\[ SKIP \] /, ""); skips[++n] = $0 }
     END {
-        printf "kinreg tests: %d passed, %d failed, %d skipped (cases in %d modules)\n", p, f, s, m
         for (i = 1; i <= n && i <= 20; i++) print "skipped: " skips[i]
         if (n > 20) printf "skipped: ... and %d more (%s)\n", n - 20, FILENAME
+        printf "kinreg test cases in %d modules:\n", m
+        printf "cases: %d passed, %d failed, %d skipped\n", p, f, s
     }' "$log"
 exit 0
