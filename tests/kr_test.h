@@ -29,6 +29,9 @@ const char *kr_test_tool(void);
 /* Opens the source "SCHEME:DIR" (e.g. "tum", "fakenect") with default
  * settings and the given skip_bad. */
 kr_status kr_test_open_dir_source(const char *scheme, const char *dir, bool skip_bad, kr_source **src);
+/* Runs a shell command with stdout and stderr captured in `out` (truncated
+ * to size); returns its exit status, -1 when it did not exit normally. */
+int kr_test_shell(const char *cmd, char *out, size_t size);
 /* Runs `ENV kinreg ARGS` through the shell (ENV: "VAR=value ..." or NULL)
  * with stdout and stderr captured in `out`; returns the exit code. */
 int kr_test_run_tool(const char *env, const char *args, char *out, size_t size);

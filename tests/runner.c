@@ -146,12 +146,12 @@ kr_status kr_test_open_dir_source(const char *scheme, const char *dir, bool skip
     return kr_source_create(src, &cfg);
 }
 
-int kr_test_run_tool(const char *env, const char *args, char *out, size_t size)
+int kr_test_shell(const char *cmd, char *out, size_t size)
 {
-    char cmd[4096], path[512];
-    snprintf(path, sizeof path, "%s/tool_output.txt", kr_test_tmpdir());
-    snprintf(cmd, sizeof cmd, "%s '%s' %s > '%s' 2>&1", env ? env : "", kr_test_tool(), args, path);
-    int rc = system(cmd);
+    char full[9216], path[512];
+    snprintf(path, sizeof path, "%s/shell_output.txt", kr_test_tmpdir());
+    snprintf(full, sizeof full, "( %s ) > '%s' 2>&1", cmd, path);
+    int rc = system(full);
     out[0] = '\0';
     FILE *f = fopen(path, "r");
     if (f) {
@@ -160,6 +160,13 @@ int kr_test_run_tool(const char *env, const char *args, char *out, size_t size)
         fclose(f);
     }
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+int kr_test_run_tool(const char *env, const char *args, char *out, size_t size)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s '%s' %s", env ? env : "", kr_test_tool(), args);
+    return kr_test_shell(cmd, out, size);
 }
 
 static void remove_tmpdir(void)

@@ -6,26 +6,12 @@
 #include "kr_test.h"
 
 #include <stdlib.h>
-#include <sys/wait.h>
 
 static char out[1 << 15];
 
-/* Runs a shell command with stdout and stderr captured in `out`; returns
- * its exit status (-1 when it did not exit normally). */
 static int sh(const char *cmd)
 {
-    char full[9216], path[512];
-    snprintf(path, sizeof path, "%s/layers_output.txt", kr_test_tmpdir());
-    snprintf(full, sizeof full, "( %s ) > '%s' 2>&1", cmd, path);
-    int rc = system(full);
-    out[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (f) {
-        size_t n = fread(out, 1, sizeof out - 1, f);
-        out[n] = '\0';
-        fclose(f);
-    }
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    return kr_test_shell(cmd, out, sizeof out);
 }
 
 static const char *script(void)

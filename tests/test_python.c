@@ -11,21 +11,9 @@
 
 static char out[1 << 16];
 
-/* Runs a shell command, output to out; returns its exit status. */
 static int sh(const char *cmd)
 {
-    char full[8192], path[512];
-    snprintf(path, sizeof path, "%s/python_cmd.txt", kr_test_tmpdir());
-    snprintf(full, sizeof full, "( %s ) > '%s' 2>&1", cmd, path);
-    int rc = system(full);
-    out[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (f) {
-        size_t n = fread(out, 1, sizeof out - 1, f);
-        out[n] = '\0';
-        fclose(f);
-    }
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    return kr_test_shell(cmd, out, sizeof out);
 }
 
 /* A virtual environment in the test directory, or NULL (reason in out).
