@@ -4,6 +4,7 @@
  * cleanly without a CUDA device (CTest label gpu). Also prints the CUDA time
  * per 640×480 frame, upload and download included. */
 #include "kr_test.h"
+#include "parity_fixture.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,21 +20,6 @@
 #define KR_TEST_HAVE_PNG 1
 #endif
 #endif
-
-#define NEED_CUDA()                                                                                \
-    do {                                                                                           \
-        if (!kr_cuda_available())                                                                  \
-            SKIP("no CUDA device: parity needs a GPU (runs on the GPU machine)");                  \
-    } while (0)
-
-static kr_device *make_device(kr_backend b)
-{
-    kr_device_config dc;
-    kr_device_config_default(&dc);
-    dc.backend = b;
-    kr_device *dev = NULL;
-    return kr_device_create(&dev, &dc) == KR_OK ? dev : NULL;
-}
 
 /* ---- a synthetic scene: floor, walls, two spheres; Kinect-like noise ---- */
 

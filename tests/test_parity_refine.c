@@ -4,6 +4,7 @@
  * synthetic views. Skips cleanly without a CUDA device (CTest label gpu). Also
  * prints the time of both engines for 10 synthetic views. */
 #include "kr_test.h"
+#include "parity_fixture.h"
 
 #include <stdlib.h>
 #include <time.h>
@@ -13,21 +14,6 @@
 #include "fusion/refine_engine.h"
 #include "kinreg/device.h"
 #include "kinreg/refine.h"
-
-#define NEED_CUDA()                                                                                \
-    do {                                                                                           \
-        if (!kr_cuda_available())                                                                  \
-            SKIP("no CUDA device: parity needs a GPU (runs on the GPU machine)");                  \
-    } while (0)
-
-static kr_device *make_device(kr_backend b)
-{
-    kr_device_config c;
-    kr_device_config_default(&c);
-    c.backend = b;
-    kr_device *d = NULL;
-    return kr_device_create(&d, &c) == KR_OK ? d : NULL;
-}
 
 static kr_df_pose fpose(const kr_pose *p)
 {

@@ -8,27 +8,13 @@
  * 0.05 mm after the whole schedule, and the three reach the true motion
  * (0.5°, 2 mm). */
 #include "kr_test.h"
+#include "parity_fixture.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "kinreg/device.h"
 #include "kinreg/register.h"
-
-#define NEED_CUDA()                                                                                \
-    do {                                                                                           \
-        if (!kr_cuda_available())                                                                  \
-            SKIP("no CUDA device: parity needs a GPU (runs on the GPU machine)");                  \
-    } while (0)
-
-static kr_device *make_device(kr_backend b)
-{
-    kr_device_config dc;
-    kr_device_config_default(&dc);
-    dc.backend = b;
-    kr_device *dev = NULL;
-    return kr_device_create(&dev, &dc) == KR_OK ? dev : NULL;
-}
 
 /* A bumpy closed surface (the CuPy anchor's shape) sampled at n points. */
 static float *surface(unsigned *s, size_t n)

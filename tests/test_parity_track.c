@@ -11,6 +11,7 @@
  * agree to rounding: 1e-9 of the largest entry. A tracked frame: 1e-5 m and
  * 1e-5 rad, the same state and the same number of steps. */
 #include "kr_test.h"
+#include "parity_fixture.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -24,21 +25,6 @@
 #include "kinreg/source.h"
 #include "kinreg/track.h"
 #include "pipeline/track_internal.h"
-
-#define NEED_CUDA()                                                                                \
-    do {                                                                                           \
-        if (!kr_cuda_available())                                                                  \
-            SKIP("no CUDA device: parity needs a GPU (runs on the GPU machine)");                  \
-    } while (0)
-
-static kr_device *make_device(kr_backend b)
-{
-    kr_device_config dc;
-    kr_device_config_default(&dc);
-    dc.backend = b;
-    kr_device *dev = NULL;
-    return kr_device_create(&dev, &dc) == KR_OK ? dev : NULL;
-}
 
 /* Two frames of a source (the first and the `later`-th after it),
  * preprocessed by `dev`. */
