@@ -171,8 +171,16 @@ static __global__ void lse_finish(kr_hd_reg_params p, const kr_gpu_reg_state *S,
     if (i >= n) return;
     kr_hd_lse l;
     kr_hd_lse_init(&l, (float)p.log_m_outlier);
-    for (int c = 0; c < chunks; c++)
-        kr_hd_lse_merge(&l, &part[(size_t)c * n + i]);
+    /* Each partial is copied into a register before the merge. nvcc 13.0
+     * (V13.0.88, -O3, sm_90) miscompiles the merge through a pointer into
+     * global memory: in the unrolled loop's second and later copies both
+     * loads (`sum` and `mx`) read the address of `sum`, so mx becomes a sum of
+     * exponentials (around 20) and every row scaling was off by ~24 — the
+     * fused Softassign then landed 70° from the CPU engine. */
+    for (int c = 0; c < chunks; c++) {
+        const kr_hd_lse b = part[(size_t)c * n + i];
+        kr_hd_lse_merge(&l, &b);
+    }
     out[i] = -kr_hd_lse_value(&l);
 }
 
