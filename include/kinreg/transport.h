@@ -102,7 +102,58 @@ typedef struct kr_publisher kr_publisher;
 typedef struct {
     const char *endpoint;     /* e.g. "tcp://127.0.0.1:5555"; NULL or "" = publish nowhere */
     int send_hwm;             /* messages queued per subscriber before dropping (default 1000) */
+    /* CURVE (docs/SECURITY.md): the publisher's secret key (Z85, 40
+     * characters) turns on encryption; then only subscribers whose public
+     * key is among curve_allow (Z85 each) may connect. NULL = plain text. */
+    const char *curve_secret_key;
+    const char *const *curve_allow;
+    size_t curve_allow_count;
+    /* Connections beyond this are closed as they arrive (default 64; lowered
+     * to fit the open-file limit, RLIMIT_NOFILE). */
+    int max_connections;
+    /* Distinct subscriptions (topic prefixes) beyond this make the publisher
+     * drop every connection so the subscriptions' memory is freed; honest
+     * subscribers reconnect by themselves (default 256). */
+    int max_subscriptions;
+    /* false (default): a message that any subscriber's queue cannot take is
+     * refused for all and counted (kr_publisher_dropped); true: each
+     * subscriber drops on its own, uncounted (ZeroMQ's plain PUB). */
+    bool isolate_subscribers;
 } kr_publisher_config;
+
+/* Largest frame a kinreg socket accepts from a peer (ZMQ_MAXMSGSIZE): ten
+ * times the largest record, so a peer cannot make a reader allocate more.
+ * Subscription messages at the publisher are held to KR_WIRE_MAX_SUBSCRIPTION
+ * bytes (a topic name and ZeroMQ's framing). */
+#define KR_WIRE_MAX_MESSAGE 4096
+#define KR_WIRE_MAX_SUBSCRIPTION 64
+
+/* ---- CURVE keys (ZeroMQ's Z85 text, 40 characters for 32 bytes) ---------- */
+#define KR_CURVE_KEY_LEN 40
+typedef struct {
+    char public_key[KR_CURVE_KEY_LEN + 1];
+    char secret_key[KR_CURVE_KEY_LEN + 1];
+} kr_curve_keypair;
+
+/* Whether the linked libzmq supports CURVE (zmq_has("curve")). */
+KR_API bool kr_curve_available(void);
+/* A fresh key pair; KR_ERR_UNSUPPORTED without CURVE. */
+KR_API kr_status kr_curve_keypair_new(kr_curve_keypair *out);
+/* Writes BASE.key (public key, mode 0644) and BASE.key_secret (both keys,
+ * mode 0600), in czmq's certificate text (docs/SECURITY.md); refuses to
+ * overwrite either (KR_ERR_EXISTS). */
+KR_API kr_status kr_curve_keypair_save(const kr_curve_keypair *kp, const char *base);
+/* Reads a secret key file (BASE.key_secret): both keys, checked to belong
+ * together; a file readable by group or others is refused. */
+KR_API kr_status kr_curve_keypair_load(const char *path, kr_curve_keypair *out);
+/* Reads the public key of a key file (BASE.key or BASE.key_secret). */
+KR_API kr_status kr_curve_public_load(const char *path, char out[KR_CURVE_KEY_LEN + 1]);
+/* Reads an allow-list: every public-key line of a file (e.g. `cat a.key b.key
+ * > allowed`). *keys is one allocation of *count keys; free() it. */
+KR_API kr_status kr_curve_allow_load(const char *path, char (**keys)[KR_CURVE_KEY_LEN + 1], size_t *count);
+/* Whether a bind endpoint is reachable from other hosts (tcp on anything but
+ * a loopback address; ipc and inproc are local). */
+KR_API bool kr_endpoint_is_public(const char *endpoint);
 
 KR_API void kr_publisher_config_default(kr_publisher_config *cfg);
 /* Binds; an endpoint already in use is KR_ERR_ADDR_IN_USE naming it, a
@@ -128,11 +179,33 @@ KR_API const char *kr_publisher_endpoint(const kr_publisher *pub);
  * A PUB socket also drops silently per subscriber at its HWM; subscribers see
  * both kinds as sequence gaps. */
 KR_API uint64_t kr_publisher_dropped(const kr_publisher *pub);
+/* What the publisher refused to protect itself: connections over
+ * max_connections, subscription messages over max_subscriptions (each time
+ * it dropped every connection), and CURVE clients not on the allow-list. */
+typedef struct {
+    uint64_t connections_refused;
+    uint64_t subscription_resets;
+    uint64_t clients_denied;
+    int connections;          /* open now */
+    int max_connections;      /* in force (after the open-file limit) */
+} kr_publisher_guard_stats;
+KR_API void kr_publisher_guard_get(const kr_publisher *pub, kr_publisher_guard_stats *out);
 
 typedef struct kr_subscriber kr_subscriber;
 
 /* Connects and subscribes to the given topics (bitmask of 1 << kr_topic; 0 = all). */
 KR_API kr_status kr_subscriber_create(kr_subscriber **out, const char *endpoint, unsigned topics);
+
+typedef struct {
+    const char *endpoint;
+    unsigned topics;            /* as for kr_subscriber_create */
+    /* CURVE: the publisher's public key and this subscriber's pair (Z85);
+     * all NULL = plain text. */
+    const char *curve_server_key;
+    const char *curve_public_key, *curve_secret_key;
+} kr_subscriber_config;
+KR_API void kr_subscriber_config_default(kr_subscriber_config *cfg);
+KR_API kr_status kr_subscriber_open(kr_subscriber **out, const kr_subscriber_config *cfg);
 KR_API void kr_subscriber_destroy(kr_subscriber **sub);
 
 /* One received message. */
@@ -145,9 +218,12 @@ typedef struct {
 
 /* Waits up to timeout_ms (-1 = forever) for a message: KR_OK, KR_END on
  * timeout, or an error. Tracks per-topic sequence numbers to fill `gap`.
- * A message with an unknown topic or a malformed payload is consumed and
- * reported as KR_ERR_FORMAT (detail in kr_last_error()); the next call goes
- * on with the stream. A signal that interrupts the wait gives
+ * A message on a topic this decoder does not know (e.g. "posex", which
+ * matches the "pose" prefix subscription) is skipped silently, as
+ * docs/PROTOCOL.md promises. A malformed payload on a known topic is consumed
+ * and reported as KR_ERR_FORMAT (detail in kr_last_error()); the next call
+ * goes on with the stream. Frames over KR_WIRE_MAX_MESSAGE bytes never reach
+ * the application: ZeroMQ drops the connection that sent them. A signal that interrupts the wait gives
  * KR_ERR_INTERRUPTED. Like the publisher, use a subscriber from one thread. */
 KR_API kr_status kr_subscriber_receive(kr_subscriber *sub, int timeout_ms, kr_message *out);
 
