@@ -123,10 +123,12 @@ typedef struct {
 
 /* Largest frame a kinreg socket accepts from a peer (ZMQ_MAXMSGSIZE): ten
  * times the largest record, so a peer cannot make a reader allocate more.
- * Subscription messages at the publisher are held to KR_WIRE_MAX_SUBSCRIPTION
- * bytes (a topic name and ZeroMQ's framing). */
+ * What subscribers send the publisher is held to KR_WIRE_MAX_SUBSCRIPTION
+ * bytes: a subscription is a topic name, but CURVE's handshake commands
+ * pass the same limit (its INITIATE is about 300 bytes). A peer that sends
+ * a larger frame is disconnected (ZeroMQ's protocol error). */
 #define KR_WIRE_MAX_MESSAGE 4096
-#define KR_WIRE_MAX_SUBSCRIPTION 64
+#define KR_WIRE_MAX_SUBSCRIPTION 512
 
 /* ---- CURVE keys (ZeroMQ's Z85 text, 40 characters for 32 bytes) ---------- */
 #define KR_CURVE_KEY_LEN 40
