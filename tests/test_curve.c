@@ -420,14 +420,14 @@ KR_TEST(curve, run_on_every_interface_without_keys_warns)
 {
     int port = free_port();
     REQUIRE(port > 0);
-    char args[256], out[8192];
-    snprintf(args, sizeof args, "run synthetic -n 3 -q -p 'tcp://*:%d'", port);
-    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 0);
+    char cmd[1024], out[8192];
+    snprintf(cmd, sizeof cmd, "'%s' run synthetic -n 3 -q -p 'tcp://*:%d'", tool(), port);
+    CHECK_EQ(kr_test_shell(cmd, out, sizeof out), 0);
     CHECK_CONTAINS(out, "readable by anyone");
-    snprintf(args, sizeof args, "run synthetic -n 3 -q -p tcp://127.0.0.1:%d", port);
-    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "'%s' run synthetic -n 3 -q -p tcp://127.0.0.1:%d", tool(), port);
+    CHECK_EQ(kr_test_shell(cmd, out, sizeof out), 0);
     CHECK_MSG(!strstr(out, "readable by anyone"), "warned for loopback:\n%s", out);
-    snprintf(args, sizeof args, "run synthetic -n 3 -q -p ipc://%s/k.sock", kr_test_tmpdir());
-    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "'%s' run synthetic -n 3 -q -p ipc://%s/k.sock", tool(), kr_test_tmpdir());
+    CHECK_EQ(kr_test_shell(cmd, out, sizeof out), 0);
     CHECK_MSG(!strstr(out, "readable by anyone"), "warned for ipc:\n%s", out);
 }
