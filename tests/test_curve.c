@@ -427,7 +427,65 @@ KR_TEST(curve, run_on_every_interface_without_keys_warns)
     snprintf(cmd, sizeof cmd, "'%s' run synthetic -n 3 -q -p tcp://127.0.0.1:%d", tool(), port);
     CHECK_EQ(kr_test_shell(cmd, out, sizeof out), 0);
     CHECK_MSG(!strstr(out, "readable by anyone"), "warned for loopback:\n%s", out);
-    snprintf(cmd, sizeof cmd, "'%s' run synthetic -n 3 -q -p ipc://%s/k.sock", tool(), kr_test_tmpdir());
+    snprintf(cmd, sizeof cmd, "'%s' run synthetic -n 3 -q -p ipc://%s/k.sock", tool(),
+             kr_test_tmpdir());
     CHECK_EQ(kr_test_shell(cmd, out, sizeof out), 0);
     CHECK_MSG(!strstr(out, "readable by anyone"), "warned for ipc:\n%s", out);
+}
+
+static const char *python_with_zmq(void)
+{
+    static const char *const candidates[] = {"/usr/bin/python3", "python3"};
+    for (size_t i = 0; i < 2; i++) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "%s -c 'import zmq' >/dev/null 2>&1", candidates[i]);
+        if (system(cmd) == 0) return candidates[i];
+    }
+    return NULL;
+}
+
+/* The Python subscriber (python/kinreg) with the same key files. */
+KR_TEST(curve, python_subscriber_end_to_end)
+{
+    if (!need_curve()) SKIP("libzmq without CURVE");
+    const char *py = python_with_zmq();
+    if (!py) SKIP("no python3 with pyzmq: install python3-zmq (apt) or pyzmq (pip)");
+    char out[8192], cmd[4096];
+    const char *dir = kr_test_tmpdir();
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' keygen pysrv && '%s' keygen pyann && '%s' keygen pyeve && cp "
+             "pyann.key pyallowed",
+             dir, tool(), tool(), tool());
+    REQUIRE(kr_test_shell(cmd, out, sizeof out) == 0);
+    int port = free_port();
+    REQUIRE(port > 0);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && S='%s/tools/python/kinreg_sub.py' && "
+             "{ %s $S --timeout 20 --curve-server pysrv.key --curve-secret pyann.key_secret "
+             "tcp://127.0.0.1:%d "
+             "> pyann.txt 2> pyann.err & } && "
+             "{ %s $S --timeout 4 --curve-server pysrv.key --curve-secret pyeve.key_secret "
+             "tcp://127.0.0.1:%d "
+             "> pyeve.txt 2> pyeve.err & } && "
+             "'%s' run synthetic --duration 1 -q --wait-subscriber 15 -p tcp://127.0.0.1:%d "
+             "--curve-secret pysrv.key_secret --curve-allow pyallowed; rc=$?; wait; exit $rc",
+             dir, KINREG_SOURCE_DIR, py, port, py, port, tool(), port);
+    int rc = kr_test_shell(cmd, out, sizeof out);
+    CHECK_MSG(rc == 0, "kinreg run exited %d:\n%s", rc, out);
+    CHECK_EQ(count_pose_lines(tmp_path("pyann.txt")), 30);
+    CHECK_EQ(count_pose_lines(tmp_path("pyeve.txt")), 0);
+    /* Bad key files: one line naming the file. */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s '%s/tools/python/kinreg_sub.py' --curve-server pysrv.key "
+             "--curve-secret pyann.key tcp://127.0.0.1:%d",
+             dir, py, KINREG_SOURCE_DIR, port);
+    CHECK_EQ(kr_test_shell(cmd, out, sizeof out), 2);
+    CHECK_CONTAINS(out, "pyann.key");
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s '%s/tools/python/kinreg_sub.py' --curve-server nosuch.key "
+             "--curve-secret pyann.key_secret tcp://127.0.0.1:%d",
+             dir, py, KINREG_SOURCE_DIR, port);
+    CHECK_EQ(kr_test_shell(cmd, out, sizeof out), 2);
+    CHECK_CONTAINS(out, "nosuch.key");
+    CHECK_CONTAINS(out, "kinreg keygen");
 }
