@@ -246,7 +246,8 @@ static void print_status_json(const kr_status_msg *s, uint64_t gap)
            ",\"frames_lost\":%" PRIu64,
            s->frames_in, s->frames_out, s->frames_dropped, s->frames_lost);
     json_float(stdout, "fps", s->fps, 9);
-    printf(",\"model_points\":%" PRIu64 ",\"text\":", s->model_points);
+    printf(",\"model_points\":%" PRIu64 ",\"messages_dropped\":%" PRIu64 ",\"text\":", s->model_points,
+           s->messages_dropped);
     json_string(stdout, s->text);
     printf(",\"gap\":%" PRIu64 "}\n", gap);
 }
@@ -275,9 +276,11 @@ static void print_status_text(const kr_status_msg *s)
     kr_terminal_text(text, sizeof text, s->text);
     fprintf(stderr,
             "status: %s, tracking %s, frames in %" PRIu64 " out %" PRIu64 " dropped %" PRIu64
-            " lost %" PRIu64 ", %.1f fps, model %" PRIu64 " points%s%s\n",
+            " lost %" PRIu64 ", %.1f fps, model %" PRIu64 " points",
             kr_event_name(s->event), kr_wire_state_name(s->state), s->frames_in, s->frames_out,
-            s->frames_dropped, s->frames_lost, s->fps, s->model_points, text[0] ? ": " : "", text);
+            s->frames_dropped, s->frames_lost, s->fps, s->model_points);
+    if (s->messages_dropped) fprintf(stderr, ", publisher dropped %" PRIu64, s->messages_dropped);
+    fprintf(stderr, "%s%s\n", text[0] ? ": " : "", text);
 }
 
 /* a + b, held at UINT64_MAX: a publisher can claim any sequence jump. */

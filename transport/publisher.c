@@ -20,6 +20,7 @@
 #include "kinreg/frame.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,7 @@ struct kr_publisher {
     void *ctx, *sock;     /* both NULL: publishes nowhere */
     char endpoint[256];   /* as bound (ZMQ_LAST_ENDPOINT) */
     uint64_t seq[4];      /* next sequence number, indexed by kr_topic */
-    uint64_t dropped;
+    atomic_ullong dropped; /* read by other threads (kr_pipeline_get_stats) */
     bool subscribed;      /* a subscription has arrived */
     kr_pub_guard *guard;
     long subscriptions;   /* distinct subscriptions held by the socket */
@@ -316,7 +317,7 @@ const char *kr_publisher_endpoint(const kr_publisher *pub)
 
 uint64_t kr_publisher_dropped(const kr_publisher *pub)
 {
-    return pub ? pub->dropped : 0;
+    return pub ? atomic_load_explicit(&((kr_publisher *)pub)->dropped, memory_order_relaxed) : 0;
 }
 
 void kr_publisher_guard_get(const kr_publisher *pub, kr_publisher_guard_stats *out)
@@ -400,7 +401,7 @@ static kr_status send_message(kr_publisher *pub, kr_topic topic, const uint8_t *
     int rc = send_frame(pub->sock, name, strlen(name), ZMQ_SNDMORE);
     if (rc == 1) rc = send_frame(pub->sock, buf, n, 0);
     if (rc == 0) {
-        pub->dropped++;
+        atomic_fetch_add_explicit(&pub->dropped, 1, memory_order_relaxed);
         return KR_OK;
     }
     if (rc < 0)
@@ -431,6 +432,8 @@ kr_status kr_publisher_send_status(kr_publisher *pub, const kr_status_msg *m)
         return kr_error(KR_ERR_INVALID_ARG, "kr_publisher_send_status: NULL argument");
     kr_status_msg copy = *m;
     copy.seq = pub->seq[KR_TOPIC_STATUS]++;
+    /* The publisher knows its own drops best: every status record says them. */
+    copy.messages_dropped = kr_publisher_dropped(pub);
     uint8_t buf[KR_WIRE_STATUS_SIZE];
     size_t n = kr_wire_encode_status(&copy, buf);
     return send_message(pub, KR_TOPIC_STATUS, buf, n);

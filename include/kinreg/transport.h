@@ -15,9 +15,10 @@ extern "C" {
 #endif
 
 /* Version 2 (kinreg 0.1, issue 11): the status text grew from 64 to 320 bytes
- * so an error reason arrives whole; pose records are unchanged. Decoders
- * accept versions 1 and 2 (docs/PROTOCOL.md). */
-#define KR_WIRE_VERSION 2
+ * so an error reason arrives whole. Version 3 (issue 14): the status record
+ * carries the publisher's dropped-message count before the text. Pose
+ * records are unchanged. Decoders accept versions 1 to 3 (docs/PROTOCOL.md). */
+#define KR_WIRE_VERSION 3
 #define KR_WIRE_VERSION_MIN 1
 
 typedef enum { KR_TOPIC_POSE = 1, KR_TOPIC_STATUS = 2, KR_TOPIC_REFINE = 3 } kr_topic;
@@ -65,13 +66,16 @@ typedef struct {
     uint64_t frames_in, frames_out, frames_dropped, frames_lost;
     float fps;
     uint64_t model_points;
+    uint64_t messages_dropped; /* messages the publisher could not queue so far
+                                  (kr_publisher_dropped; 0 from a version 1 or 2 sender) */
     char text[320];           /* NUL-terminated detail, e.g. an error message
                                  (at most 319 bytes; 63 from a version 1 sender) */
 } kr_status_msg;
 
 /* Encoded sizes on the wire (docs/PROTOCOL.md), for static buffers. */
 #define KR_WIRE_POSE_SIZE 112
-#define KR_WIRE_STATUS_SIZE 384    /* version 2; a version 1 status record has 128 */
+#define KR_WIRE_STATUS_SIZE 392    /* version 3; version 2 has 384, version 1 128 */
+#define KR_WIRE_STATUS_SIZE_V2 384
 #define KR_WIRE_STATUS_SIZE_V1 128
 KR_API size_t kr_wire_pose_size(void);
 KR_API size_t kr_wire_status_size(void);
@@ -168,6 +172,7 @@ KR_API void kr_publisher_destroy(kr_publisher **pub);
  * takes topic KR_TOPIC_POSE or KR_TOPIC_REFINE (0, as in a zeroed message,
  * counts as pose). */
 KR_API kr_status kr_publisher_send_pose(kr_publisher *pub, const kr_pose_msg *m);
+/* send_status fills in seq and messages_dropped (kr_publisher_dropped). */
 KR_API kr_status kr_publisher_send_status(kr_publisher *pub, const kr_status_msg *m);
 /* Waits up to timeout_ms (-1 = forever) until a subscriber has subscribed:
  * KR_OK (also at once for a publisher that publishes nowhere, or once any
@@ -177,9 +182,11 @@ KR_API kr_status kr_publisher_wait_subscriber(kr_publisher *pub, int timeout_ms)
 /* The endpoint actually bound (ZMQ_LAST_ENDPOINT: a "tcp://127.0.0.1:*"
  * wildcard resolved to its port); "" for a publisher that publishes nowhere. */
 KR_API const char *kr_publisher_endpoint(const kr_publisher *pub);
-/* Messages refused by the socket without blocking (counted, never retried).
- * A PUB socket also drops silently per subscriber at its HWM; subscribers see
- * both kinds as sequence gaps. */
+/* Messages the socket could not queue (counted, never retried): with the
+ * default ZMQ_XPUB_NODROP, a message that some subscriber's queue (send_hwm)
+ * cannot take is refused for all and counted here; subscribers see it as a
+ * sequence gap. With isolate_subscribers, each subscriber drops on its own
+ * and those drops are not counted. Safe to call from any thread. */
 KR_API uint64_t kr_publisher_dropped(const kr_publisher *pub);
 /* What the publisher refused to protect itself: connections over
  * max_connections, subscription messages over max_subscriptions (each time

@@ -102,6 +102,7 @@ def main(argv=None, prog=None):
                 print(f"status: {msg['event']}, tracking {msg['state']}, frames in {msg['frames_in']} "
                       f"out {msg['frames_out']} dropped {msg['frames_dropped']} lost {msg['frames_lost']}, "
                       f"{msg['fps']:.1f} fps, model {msg['model_points']} points"
+                      + (f", publisher dropped {msg['messages_dropped']}" if msg["messages_dropped"] else "")
                       + (f": {terminal_text(msg['text'])}" if msg["text"] else ""), file=sys.stderr)
             elif not all(math.isfinite(v) for v in (msg["timestamp"], *msg["t"], *msg["q"])):
                 # kinreg's trajectory reader rejects nan/inf lines: say so, write none.
