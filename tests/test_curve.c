@@ -489,3 +489,51 @@ KR_TEST(curve, python_subscriber_end_to_end)
     CHECK_CONTAINS(out, "nosuch.key");
     CHECK_CONTAINS(out, "kinreg keygen");
 }
+
+/* ---- the documented C examples compile ----------------------------------------------- */
+
+/* Every ```c block of a document becomes the body of a function in one file,
+ * its #include lines moved to the top; the file must compile cleanly. */
+static int append_c_blocks(const char *doc, FILE *out, int first)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/docs/%s", KINREG_SOURCE_DIR, doc);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[1024];
+    bool in = false;
+    int n = first;
+    while (fgets(line, sizeof line, f)) {
+        if (!in && !strncmp(line, "```c", 4)) {
+            in = true;
+            fprintf(out, "int example_%d(void);\nint example_%d(void)\n{\n", n, n);
+        } else if (in && !strncmp(line, "```", 3)) {
+            in = false;
+            fprintf(out, "    return 0;\n}\n");
+            n++;
+        } else if (in && strncmp(line, "#include", 8) != 0) {
+            fputs(line, out);
+        }
+    }
+    fclose(f);
+    return n - first;
+}
+
+KR_TEST(curve, documented_c_examples_compile)
+{
+    const char *src = tmp_path("examples.c");
+    FILE *out = fopen(src, "w");
+    REQUIRE(out);
+    fprintf(out, "#include <stdio.h>\n#include <kinreg/transport.h>\n");
+    int a = append_c_blocks("PROTOCOL.md", out, 0);
+    int b = append_c_blocks("SECURITY.md", out, 100);
+    fclose(out);
+    CHECK_GE(a, 2); /* the plain and the CURVE subscriber */
+    CHECK_GE(b, 1);
+    char cmd[4096], log[8192];
+    snprintf(cmd, sizeof cmd,
+             "'%s' -std=c11 -Wall -Wextra -Werror -fsyntax-only -I'%s/include' '%s'",
+             KINREG_C_COMPILER, KINREG_SOURCE_DIR, src);
+    CHECK_MSG(kr_test_shell(cmd, log, sizeof log) == 0,
+              "the documented examples do not compile:\n%s", log);
+}
