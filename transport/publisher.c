@@ -239,14 +239,18 @@ kr_status kr_publisher_create(kr_publisher **out, const kr_publisher_config *cfg
     const char *ep = cfg->endpoint;
     if (ep && strlen(ep) >= sizeof((kr_publisher *)0)->endpoint)
         return kr_error(KR_ERR_INVALID_ARG, "publish endpoint \"%.40s...\" is too long", ep);
-    if (cfg->max_connections <= 0 || cfg->max_subscriptions <= 0)
-        return kr_error(KR_ERR_INVALID_ARG, "publisher max_connections %d and max_subscriptions %d must be > 0",
+    if (cfg->max_connections < 0 || cfg->max_subscriptions < 0)
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "publisher max_connections %d and max_subscriptions %d must be >= 0 (0 = default)",
                         cfg->max_connections, cfg->max_subscriptions);
-    int max_connections = cfg->max_connections;
+    /* 0 = the default, so a zeroed configuration from before these fields works. */
+    kr_publisher_config_default(&def);
+    int max_connections = cfg->max_connections ? cfg->max_connections : def.max_connections;
+    int max_subscriptions = cfg->max_subscriptions ? cfg->max_subscriptions : def.max_subscriptions;
     if (ep && *ep) {
         kr_status st = check_tcp_port(ep);
         if (st == KR_OK) st = check_curve(cfg);
-        if (st == KR_OK) st = fit_connections(cfg->max_connections, ep, &max_connections);
+        if (st == KR_OK) st = fit_connections(max_connections, ep, &max_connections);
         if (st != KR_OK) return st;
     }
 
@@ -262,7 +266,7 @@ kr_status kr_publisher_create(kr_publisher **out, const kr_publisher_config *cfg
     }
 
     kr_status st = KR_OK;
-    p->max_subscriptions = cfg->max_subscriptions;
+    p->max_subscriptions = max_subscriptions;
     p->ctx = zmq_ctx_new();
     if (!p->ctx) {
         st = kr_error(KR_ERR_TRANSPORT, "zmq_ctx_new failed: %s", zmq_strerror(errno));

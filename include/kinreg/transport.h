@@ -112,12 +112,12 @@ typedef struct {
     const char *curve_secret_key;
     const char *const *curve_allow;
     size_t curve_allow_count;
-    /* Connections beyond this are closed as they arrive (default 64; lowered
-     * to fit the open-file limit, RLIMIT_NOFILE). */
+    /* Connections beyond this are closed as they arrive (0 = default 64;
+     * lowered to fit the open-file limit, RLIMIT_NOFILE). */
     int max_connections;
     /* Distinct subscriptions (topic prefixes) beyond this make the publisher
      * drop every connection so the subscriptions' memory is freed; honest
-     * subscribers reconnect by themselves (default 256). */
+     * subscribers reconnect by themselves (0 = default 256). */
     int max_subscriptions;
     /* false (default): a message that any subscriber's queue cannot take is
      * refused for all and counted (kr_publisher_dropped); true: each
