@@ -588,6 +588,7 @@ static void update_stats(kr_pipeline *p, const kr_frame_result *r)
     st->frames_dropped = kr_queue_dropped(p->queue) + kr_source_dropped(p->source);
     st->frames_skipped = kr_source_skipped(p->source);
     st->model_points = kr_model_size(p->model);
+    st->messages_dropped = kr_publisher_dropped(p->publisher);
     st->elapsed_s = kr_now() - p->start_time;
     st->fps = st->elapsed_s > 0 ? (double)st->frames_out / st->elapsed_s : 0;
     st->input_fps = st->elapsed_s > 0 ? (double)st->frames_in / st->elapsed_s : 0;
@@ -677,6 +678,9 @@ kr_status kr_pipeline_run(kr_pipeline *p)
     publish_status(p, end, err == KR_OK ? "end" : text);
     kr_outbox_close(&p->outbox);
     pthread_join(publisher, NULL);
+    pthread_mutex_lock(&p->stats_lock);
+    p->stats.messages_dropped = kr_publisher_dropped(p->publisher);
+    pthread_mutex_unlock(&p->stats_lock);
     latency_percentiles(p);
     if (p->trajectory_file) fflush(p->trajectory_file);
 

@@ -35,5 +35,6 @@ int kr_cmd_convert(int argc, char **argv);
 int kr_cmd_devices(int argc, char **argv);
 int kr_cmd_register(int argc, char **argv);
 int kr_cmd_refine(int argc, char **argv);
+int kr_cmd_keygen(int argc, char **argv);
 
 #endif

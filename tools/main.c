@@ -23,6 +23,7 @@ static const struct {
     {"convert", kr_cmd_convert, "rewrite a TUM sequence as a fakenect dump or the reverse"},
     {"devices", kr_cmd_devices, "list the Kinects libfreenect can see"},
     {"register", kr_cmd_register, "align two point sets (PLY) with EM-ICP or Softassign"},
+    {"keygen", kr_cmd_keygen, "make a CURVE key pair for encrypted, authenticated publishing"},
 };
 
 /* Which engines this build carries, for --version. */

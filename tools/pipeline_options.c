@@ -60,6 +60,7 @@ void kr_pipeline_options_help_for(FILE *out, bool outputs)
             "  -p, --publish ENDPOINT  ZeroMQ PUB endpoint, e.g. tcp://*:5555 (default: none)\n"
             "      --wait-subscriber SEC  before the first frame, wait up to SEC for a subscriber\n"
             "                          (ZeroMQ drops what is sent before one has joined)\n");
+    if (outputs) kr_curve_options_help(out);
     fprintf(
         out,
         "compute:\n"
@@ -172,6 +173,8 @@ int kr_intrinsics_option(kr_source_config *src, const char *arg)
 
 int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
 {
+    int curve = kr_curve_option(cfg, opt, arg); /* tools/curve_options.c */
+    if (curve) return curve;
     double v;
     switch (opt) {
     case 's':

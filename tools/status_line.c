@@ -100,4 +100,8 @@ void kr_status_line_finish(kr_status_line *line, const kr_pipeline_stats *st)
     if (st->frames_out)
         fprintf(stderr, "kinreg: latency capture -> publish: median %.2f ms, p99 %.2f ms\n", st->latency_median_ms,
                 st->latency_p99_ms);
+    if (st->messages_dropped)
+        fprintf(stderr,
+                "kinreg: publisher dropped %llu messages: a subscriber read too slowly (they see sequence gaps)\n",
+                (unsigned long long)st->messages_dropped);
 }

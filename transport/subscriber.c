@@ -1,5 +1,8 @@
 /* ZeroMQ SUB subscriber: receives two-frame messages (topic, payload),
- * decodes them and turns per-topic sequence numbers into gap counts. */
+ * decodes them and turns per-topic sequence numbers into gap counts. It
+ * trusts nothing the publisher sends: frames over KR_WIRE_MAX_MESSAGE bytes
+ * are refused by ZeroMQ itself (ZMQ_MAXMSGSIZE), topics it does not know
+ * are skipped, and with CURVE only the expected publisher key is accepted. */
 #include "kinreg/transport.h"
 
 #include <ctype.h>
@@ -7,9 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 #define TOPIC_MAX 4 /* kr_topic values are 1..3 */
+/* receive_one's answer for a message on an unknown topic (never returned). */
+#define KR_SKIPPED ((kr_status)100)
 #define ALL_TOPICS ((1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS) | (1u << KR_TOPIC_REFINE))
 
 struct kr_subscriber {
@@ -28,9 +34,50 @@ static void close_socket(kr_subscriber *s)
     s->sock = s->ctx = NULL;
 }
 
+void kr_subscriber_config_default(kr_subscriber_config *cfg)
+{
+    if (cfg) memset(cfg, 0, sizeof *cfg);
+}
+
+/* CURVE client options: all three keys or none. */
+static kr_status set_curve(void *sock, const kr_subscriber_config *cfg)
+{
+    const char *keys[3] = {cfg->curve_server_key, cfg->curve_public_key, cfg->curve_secret_key};
+    static const char *const names[3] = {"publisher's public", "subscriber's public", "subscriber's secret"};
+    int given = !!keys[0] + !!keys[1] + !!keys[2];
+    if (given == 0) return KR_OK;
+    if (given != 3)
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "CURVE needs the publisher's public key and this subscriber's key pair "
+                        "(--curve-server NAME.key and --curve-secret NAME.key_secret)");
+    if (!kr_curve_available())
+        return kr_error(KR_ERR_UNSUPPORTED, "this libzmq has no CURVE support");
+    for (int i = 0; i < 3; i++) {
+        uint8_t raw[32];
+        if (strlen(keys[i]) != KR_CURVE_KEY_LEN || !zmq_z85_decode(raw, keys[i]))
+            return kr_error(KR_ERR_INVALID_ARG, "the %s CURVE key is not 40 Z85 characters", names[i]);
+    }
+    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, keys[0], KR_CURVE_KEY_LEN) != 0 ||
+        zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, keys[1], KR_CURVE_KEY_LEN) != 0 ||
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, keys[2], KR_CURVE_KEY_LEN) != 0)
+        return kr_error(KR_ERR_TRANSPORT, "cannot set the subscriber's CURVE keys: %s", zmq_strerror(errno));
+    return KR_OK;
+}
+
 kr_status kr_subscriber_create(kr_subscriber **out, const char *endpoint, unsigned topics)
 {
-    if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_subscriber_create: out is NULL");
+    kr_subscriber_config cfg;
+    kr_subscriber_config_default(&cfg);
+    cfg.endpoint = endpoint;
+    cfg.topics = topics;
+    return kr_subscriber_open(out, &cfg);
+}
+
+kr_status kr_subscriber_open(kr_subscriber **out, const kr_subscriber_config *cfg)
+{
+    if (!out || !cfg) return kr_error(KR_ERR_INVALID_ARG, "kr_subscriber_open: NULL argument");
+    const char *endpoint = cfg->endpoint;
+    unsigned topics = cfg->topics;
     if (!endpoint || !*endpoint)
         return kr_error(KR_ERR_INVALID_ARG, "no endpoint to subscribe to (e.g. tcp://127.0.0.1:5555)");
     if (topics & ~ALL_TOPICS)
@@ -48,11 +95,16 @@ kr_status kr_subscriber_create(kr_subscriber **out, const char *endpoint, unsign
         st = kr_error(KR_ERR_TRANSPORT, "zmq_ctx_new failed: %s", zmq_strerror(errno));
         goto fail;
     }
+    /* A frame larger than any record is refused before it is buffered: a
+     * 200 MiB payload would otherwise be allocated whole. */
+    int64_t max_in = KR_WIRE_MAX_MESSAGE;
     s->sock = zmq_socket(s->ctx, ZMQ_SUB);
-    if (!s->sock || zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger) != 0) {
+    if (!s->sock || zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &max_in, sizeof max_in) != 0) {
         st = kr_error(KR_ERR_TRANSPORT, "cannot create a SUB socket: %s", zmq_strerror(errno));
         goto fail;
     }
+    if ((st = set_curve(s->sock, cfg)) != KR_OK) goto fail;
     /* Subscriptions are byte prefixes; no topic name is a prefix of another,
      * and receive() still matches the whole topic frame. */
     unsigned mask = topics ? topics : ALL_TOPICS;
@@ -135,11 +187,11 @@ static kr_status decode(const zmq_msg_t *topic_frame, const zmq_msg_t *payload, 
     size_t tn = zmq_msg_size((zmq_msg_t *)topic_frame);
     char name[40];
     printable(name, sizeof name, td, tn);
+    kr_topic topic = topic_of_frame(td, tn);
+    if (!topic) return KR_END; /* unknown topic: ignored (docs/PROTOCOL.md) */
     if (frames != 2)
         return kr_error(KR_ERR_FORMAT, "message on topic \"%s\" has %d frame%s, expected 2", name,
                         frames, frames == 1 ? "" : "s");
-    kr_topic topic = topic_of_frame(td, tn);
-    if (!topic) return kr_error(KR_ERR_FORMAT, "message on unknown topic \"%s\"", name);
 
     const uint8_t *pd = zmq_msg_data((zmq_msg_t *)payload);
     size_t pn = zmq_msg_size((zmq_msg_t *)payload);
@@ -165,9 +217,31 @@ static uint64_t update_gap(kr_subscriber *sub, kr_topic topic, uint64_t seq)
     return gap;
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+static kr_status receive_one(kr_subscriber *sub, int timeout_ms, kr_message *out);
+
 kr_status kr_subscriber_receive(kr_subscriber *sub, int timeout_ms, kr_message *out)
 {
     if (!sub || !out) return kr_error(KR_ERR_INVALID_ARG, "kr_subscriber_receive: NULL argument");
+    /* Messages on unknown topics are skipped within the same wait. */
+    double deadline = now_ms() + timeout_ms;
+    for (;;) {
+        int left = timeout_ms < 0 ? -1 : (int)(deadline - now_ms());
+        if (timeout_ms >= 0 && left < 0) left = 0;
+        kr_status st = receive_one(sub, left, out);
+        if (st != KR_SKIPPED) return st;
+        if (timeout_ms >= 0 && left == 0) return KR_END;
+    }
+}
+
+static kr_status receive_one(kr_subscriber *sub, int timeout_ms, kr_message *out)
+{
     zmq_pollitem_t item = {.socket = sub->sock, .events = ZMQ_POLLIN};
     int rc = zmq_poll(&item, 1, timeout_ms < 0 ? -1 : timeout_ms);
     if (rc < 0) {
@@ -204,6 +278,7 @@ kr_status kr_subscriber_receive(kr_subscriber *sub, int timeout_ms, kr_message *
     }
     kr_message m;
     st = decode(&frame[0], &frame[1], frames, &m);
+    if (st == KR_END) st = KR_SKIPPED;
     if (st == KR_OK) {
         uint64_t seq = m.topic == KR_TOPIC_STATUS ? m.status.seq : m.pose.seq;
         m.gap = update_gap(sub, m.topic, seq);

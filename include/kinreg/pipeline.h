@@ -102,6 +102,8 @@ typedef struct {
      * once kr_pipeline_run has returned. */
     double latency_last_ms, latency_median_ms, latency_p99_ms;
     uint64_t model_points;     /* voxels in the running model */
+    uint64_t messages_dropped; /* pose/status messages the publisher could not queue for a
+                                  slow subscriber (kr_publisher_dropped; also in every status) */
     kr_track_state last_state;
 } kr_pipeline_stats;
 
