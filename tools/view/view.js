@@ -64,6 +64,10 @@ function buildScene() {
   trajectory = new THREE.Line(tg, new THREE.LineBasicMaterial({vertexColors: THREE.VertexColors}));
   trajectory.frustumCulled = false;
   world.add(trajectory);
+  // WebGL draws lines one pixel wide: dots on the same vertices make the path visible.
+  const dots = new THREE.Points(tg, new THREE.PointsMaterial({size: 0.025, vertexColors: THREE.VertexColors}));
+  dots.frustumCulled = false;
+  world.add(dots);
 
   const rg = new THREE.BufferGeometry();
   rg.setAttribute("position", new THREE.BufferAttribute(new Float32Array(20000 * 3), 3));
@@ -72,8 +76,8 @@ function buildScene() {
   refined.frustumCulled = false;
   world.add(refined);
 
-  // Camera frustum: apex and a 640x480 image at 0.25 m with f = 525 px.
-  const d = 0.25, x = d * 320 / 525, y = d * 240 / 525;
+  // Camera frustum: apex and a 640x480 image at 0.35 m with f = 525 px.
+  const d = 0.35, x = d * 320 / 525, y = d * 240 / 525;
   const c = [[-x, -y, d], [x, -y, d], [x, y, d], [-x, y, d]];
   const v = [];
   for (let i = 0; i < 4; i++) v.push(0, 0, 0, ...c[i], ...c[i], ...c[(i + 1) % 4]);
@@ -216,7 +220,10 @@ function showModel(s) {
   if (!fitted && s.total > 0) fitView(s.positions);
 }
 
-// The first model: orbit around its centre, from far enough to see it whole.
+// The first model: orbit around its centre, seen from a little above and
+// behind the first camera (kinreg's origin), the way the sensor saw it; the
+// trajectory and frustum then lie between the eye and the scene. (A scan is
+// usually a room seen from inside: from outside, its walls hide the rest.)
 function fitView(p) {
   fitted = true;
   const c = new THREE.Vector3();
@@ -226,9 +233,10 @@ function fitView(p) {
   let r = 0;
   for (let i = 0; i < n; i += 7)
     r = Math.max(r, Math.hypot(p[3 * i] - c.x, p[3 * i + 1] - c.y, p[3 * i + 2] - c.z));
-  c.applyMatrix4(world.matrixWorld);
-  controls.target.copy(c);
-  camera.position.set(c.x + 0.9 * r, c.y + 0.7 * r, c.z + 1.6 * r + 0.5);
+  const eye = new THREE.Vector3(0.1 * c.x, -0.25 * r - 0.3, -0.35 * r - 0.6);
+  world.updateMatrixWorld();
+  controls.target.copy(c.applyMatrix4(world.matrixWorld));
+  camera.position.copy(eye.applyMatrix4(world.matrixWorld));
   controls.update();
 }
 
