@@ -165,7 +165,7 @@ KR_TEST(view, page_in_headless_chromium_shows_the_stream)
     if (kr_test_shell(
             "command -v chromium || command -v chromium-browser || command -v google-chrome", out,
             sizeof out) != 0)
-        SKIP("no Chromium here (scripts/setup.sh installs it with KINREG_BROWSER_TESTS=1)");
+        SKIP("no Chromium here (`scripts/setup.sh test` installs it)");
     sscanf(out, "%255s", browser);
     if (kr_test_run_tool(NULL, "view --help", out, sizeof out) != 0)
         SKIP("kinreg was built without the live view (libmicrohttpd-dev missing)");
