@@ -5,10 +5,13 @@
  * against what `kinreg sub` received from the same stream. */
 #include "kr_test.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -177,10 +180,12 @@ KR_TEST(view, page_in_headless_chromium_shows_the_stream)
     /* A replay at recorded speed with the view on any free port, and a
      * subscriber recording the same stream (poses and model headers). */
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' run synthetic --duration 60 --rate 1 -q --progress 0 -p "
+             "cd '%s' || exit 1; timeout 90 '%s' run synthetic --duration 60 --rate 1 -q "
+             "--progress 0 -p "
              "ipc://%s/view.sock "
              "--model-period 0.5 --view 127.0.0.1:0 > run.log 2>&1 & echo $! > '%s/run.pid'; "
-             "'%s' sub --format json --topics pose,status,model --follow ipc://%s/view.sock > "
+             "timeout 90 '%s' sub --format json --topics pose,status,model --follow "
+             "ipc://%s/view.sock > "
              "'%s/sub.jsonl' "
              "2> '%s/sub.err' & echo $! > '%s/sub.pid'",
              tmp, kr_test_tool(), tmp, tmp, kr_test_tool(), tmp, tmp, tmp, tmp);
@@ -258,4 +263,38 @@ KR_TEST(view, page_in_headless_chromium_shows_the_stream)
     CHECK_MSG(stat(shot, &st) == 0 && st.st_size > 20000, "no screenshot at %s", shot);
     free(dom);
     free(sub);
+}
+
+KR_TEST(view, port_in_use_and_public_address_are_one_clear_line)
+{
+    char out[4096], args[512];
+    if (kr_test_run_tool(NULL, "view --help", out, sizeof out) != 0)
+        SKIP("kinreg was built without the live view (libmicrohttpd-dev missing)");
+    /* Hold a port, then ask the view to serve on it. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    int port = ntohs(a.sin_port);
+    snprintf(args, sizeof args, "view --http 127.0.0.1:%d ipc://%s/none.sock", port,
+             kr_test_tmpdir());
+    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 1);
+    char expect[128];
+    snprintf(expect, sizeof expect, "the view's HTTP port 127.0.0.1:%d is already in use", port);
+    CHECK_CONTAINS(out, expect);
+    CHECK_CONTAINS(out, "choose another port");
+    CHECK_EQ(strchr(out, '\n') - out + 1, (long)strlen(out)); /* one line */
+    close(fd);
+    /* Beyond loopback only when asked for. */
+    snprintf(args, sizeof args, "run synthetic -n 5 -q --view 0.0.0.0:0");
+    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 2);
+    CHECK_CONTAINS(out, "add --view-public to allow it");
+    snprintf(args, sizeof args, "view --http nowhere:80 ipc://%s/none.sock", kr_test_tmpdir());
+    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 2);
+    CHECK_CONTAINS(out, "is not an IPv4 address");
 }
