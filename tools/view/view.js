@@ -235,14 +235,14 @@ function fitView(p) {
     r = Math.max(r, Math.hypot(p[3 * i] - c.x, p[3 * i + 1] - c.y, p[3 * i + 2] - c.z));
   const eye = new THREE.Vector3(0.1 * c.x, -0.25 * r - 0.3, -0.35 * r - 0.6);
   world.updateMatrixWorld();
-  controls.target.copy(c.applyMatrix4(world.matrixWorld));
+  // Aim between the scene's centre and the origin, where the path starts.
+  controls.target.copy(c.multiplyScalar(0.6).applyMatrix4(world.matrixWorld));
   camera.position.copy(eye.applyMatrix4(world.matrixWorld));
   controls.update();
 }
 
 // ---- counters and plot ---------------------------------------------------------
 const samples = []; // {inl, rms}
-const arrivals = []; // page times of recent poses, for fps out
 let lastStatus = null;
 
 function text(id, v) { document.getElementById(id).textContent = v; }
@@ -273,10 +273,6 @@ function onPose(m) {
   }
   samples.push({inl: m.inlier_fraction, rms: m.rms});
   if (samples.length > PLOT_SAMPLES) samples.shift();
-  const now = performance.now();
-  arrivals.push(now);
-  while (arrivals.length && arrivals[0] < now - 1000) arrivals.shift();
-  state.fps_out = arrivals.length;
 }
 
 function onRefine(m) {
@@ -284,15 +280,18 @@ function onRefine(m) {
   addRefined(m.t);
 }
 
+// Rates come from the stream, not the page's clock (which a headless browser
+// runs on virtual time): out = the tracker's recent rate (status fps), in =
+// that rate times frames read per frame tracked since the last status.
 function onStatus(m) {
-  const now = performance.now();
-  if (lastStatus && m.frames_in >= lastStatus.frames_in && now > lastStatus.at)
-    state.fps_in = 1000 * (m.frames_in - lastStatus.frames_in) / (now - lastStatus.at);
-  lastStatus = {frames_in: m.frames_in, at: now};
+  if (lastStatus && m.frames_out > lastStatus.frames_out && isFinite(m.fps))
+    state.fps_in = m.fps * (m.frames_in - lastStatus.frames_in) / (m.frames_out - lastStatus.frames_out);
+  lastStatus = {frames_in: m.frames_in, frames_out: m.frames_out};
   if (m.event === "recovered") state.recoveries++;
   if (m.event === "lost") state.losses++;
   state.status_event = m.event;
   state.status_fps = m.fps;
+  state.fps_out = m.fps;
   state.frames_in = m.frames_in;
   state.frames_out = m.frames_out;
   state.frames_lost = m.frames_lost;
@@ -343,7 +342,7 @@ function refresh() {
   st.textContent = state.pose_state || "–";
   st.className = "v " + (state.pose_state || "");
   text("c-frames", state.frames_out || (state.pose_frame === null ? 0 : state.pose_frame + 1));
-  text("c-fps", fmt(state.fps_in, 1) + " / " + state.fps_out);
+  text("c-fps", fmt(state.fps_in, 1) + " / " + fmt(state.fps_out, 1));
   text("c-latency", fmt(state.latency_ms, 1) + " ms");
   text("c-lost", state.frames_lost);
   text("c-recoveries", state.recoveries + " of " + state.losses + " losses");
