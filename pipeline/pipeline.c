@@ -13,6 +13,7 @@
 
 #include "kinreg/queue.h"
 #include "pipeline/fuser.h"
+#include "pipeline/model_feed.h"
 #include "pipeline/outbox.h"
 #include "pipeline/recover.h"
 
@@ -76,6 +77,8 @@ void kr_pipeline_config_default(kr_pipeline_config *cfg)
     cfg->rate = 0;
     cfg->rebuild_every = 8;
     cfg->fuse_level = -1;
+    cfg->model_period_s = 1.0;
+    cfg->model_points = 100000;
 }
 
 static void record_error(kr_pipeline *p, kr_status status)
@@ -93,6 +96,9 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     if (!out || !cfg) return kr_error(KR_ERR_INVALID_ARG, "kr_pipeline_create: NULL argument");
     if (cfg->queue_capacity < 1 || cfg->rebuild_every < 1 || cfg->rate < 0)
         return kr_error(KR_ERR_INVALID_ARG, "pipeline: queue capacity and rebuild interval must be >= 1, rate >= 0");
+    if (!(cfg->model_period_s >= 0) || cfg->model_points < 0)
+        return kr_error(KR_ERR_INVALID_ARG, "pipeline: model period %g s and model points %d must be >= 0",
+                        cfg->model_period_s, cfg->model_points);
     kr_pipeline *p = calloc(1, sizeof *p);
     if (!p) return kr_error(KR_ERR_NOMEM, "cannot allocate the pipeline");
     p->cfg = *cfg;
@@ -261,7 +267,16 @@ static void *publisher_main(void *arg)
 {
     kr_pipeline *p = arg;
     kr_outbox_item item;
-    while (kr_outbox_take(&p->outbox, &item)) {
+    kr_model_feed feed;
+    kr_model_feed_init(&feed, p->cfg.model_period_s, (size_t)p->cfg.model_points);
+    for (;;) {
+        /* Between messages, the model snapshot for viewers when it is due
+         * (only while someone subscribes to it). */
+        kr_status fs = kr_model_feed_tick(&feed, p->model, p->publisher);
+        if (fs != KR_OK) kr_log(KR_LOG_WARN, "model not published: %s (%s)", kr_strerror(fs), kr_last_error());
+        int got = kr_outbox_take_within(&p->outbox, &item, kr_model_feed_wait_s(&feed));
+        if (got < 0) break;
+        if (got == 0) continue;
         kr_status s;
         if (item.topic == KR_TOPIC_STATUS) {
             s = kr_publisher_send_status(p->publisher, &item.status);
@@ -274,6 +289,7 @@ static void *publisher_main(void *arg)
         }
         if (s != KR_OK) kr_log(KR_LOG_WARN, "publish failed: %s (%s)", kr_strerror(s), kr_last_error());
     }
+    kr_model_feed_free(&feed);
     return NULL;
 }
 

@@ -37,7 +37,7 @@ typedef struct {
 } sub_options;
 
 typedef struct {
-    uint64_t received[4]; /* per kr_topic */
+    uint64_t received[5]; /* per kr_topic */
     uint64_t gaps, missed, malformed;
     uint64_t nonfinite;   /* poses not printed as TUM lines: a value was NaN or infinite */
 } sub_totals;
@@ -53,7 +53,8 @@ static void usage(FILE *out)
             "  -f, --format tum|json  tum (default): \"timestamp tx ty tz qx qy qz qw\" per pose or\n"
             "                         refine message on stdout, status messages on stderr;\n"
             "                         json: one JSON object per message with every field\n"
-            "  -t, --topics LIST      comma-separated pose,refine,status\n"
+            "  -t, --topics LIST      comma-separated pose,refine,status,model (model: one line\n"
+            "                         per chunk of a model snapshot, its header fields only)\n"
             "                         (default: pose,status for tum, all three for json)\n"
             "  -n, --count N          exit after N pose/refine messages\n"
             "  -T, --timeout SEC      exit when no message arrives for SEC seconds\n"
@@ -79,7 +80,7 @@ static int parse_topics(const char *list, unsigned *mask)
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         kr_topic t = kr_topic_from_name(tok);
         if (!t) {
-            fprintf(stderr, "kinreg sub: unknown topic '%s' (expected pose, refine, status)\n", tok);
+            fprintf(stderr, "kinreg sub: unknown topic '%s' (expected pose, refine, status, model)\n", tok);
             return -1;
         }
         *mask |= 1u << t;
@@ -252,6 +253,17 @@ static void print_status_json(const kr_status_msg *s, uint64_t gap)
     printf(",\"gap\":%" PRIu64 "}\n", gap);
 }
 
+/* A model chunk's header: what a viewer needs to check it got a snapshot
+ * whole (the packed points are for programs, not lines). */
+static void print_model_json(const kr_model_msg *m, uint64_t gap)
+{
+    printf("{\"topic\":\"model\",\"seq\":%" PRIu64 ",\"snapshot\":%" PRIu64 ",\"frame\":%" PRIu64
+           ",\"total_points\":%u,\"first_point\":%u,\"count\":%u,\"chunk\":%u,\"chunks\":%u",
+           m->seq, m->snapshot, m->frame, m->total_points, m->first_point, m->count, m->chunk, m->chunks);
+    json_float(stdout, "scale", m->scale, 9);
+    printf(",\"gap\":%" PRIu64 "}\n", gap);
+}
+
 /* A TUM line, or nothing when a value is NaN or infinite: kinreg's own
  * trajectory reader (and most others) reject such lines, so one bad pose
  * would spoil the whole file. Counted and said on stderr instead. */
@@ -297,13 +309,21 @@ static bool print_message(const sub_options *o, const kr_message *m, sub_totals 
     if (m->gap) {
         tot->gaps++;
         tot->missed = add_saturating(tot->missed, m->gap);
-        uint64_t seq = m->topic == KR_TOPIC_STATUS ? m->status.seq : m->pose.seq;
+        uint64_t seq = m->topic == KR_TOPIC_STATUS  ? m->status.seq
+                       : m->topic == KR_TOPIC_MODEL ? m->model.seq
+                                                    : m->pose.seq;
         fprintf(stderr, "gap: %" PRIu64 " %s message%s missed before seq %" PRIu64 "\n", m->gap,
                 kr_topic_name(m->topic), m->gap == 1 ? "" : "s", seq);
     }
     if (m->topic == KR_TOPIC_STATUS) {
         if (o->json) print_status_json(&m->status, m->gap);
         else print_status_text(&m->status);
+    } else if (m->topic == KR_TOPIC_MODEL) {
+        if (o->json) print_model_json(&m->model, m->gap);
+        else
+            fprintf(stderr, "model: snapshot %" PRIu64 " of frame %" PRIu64 ", chunk %u/%u, %u of %u points\n",
+                    m->model.snapshot, m->model.frame, m->model.chunk + 1, m->model.chunks, m->model.count,
+                    m->model.total_points);
     } else if (o->json) {
         print_pose_json(&m->pose, m->gap);
     } else {
@@ -368,7 +388,7 @@ static int run(const sub_options *o, kr_subscriber *sub, sub_totals *tot)
         }
         any = true;
         bool stopped = print_message(o, &m, tot);
-        if (m.topic != KR_TOPIC_STATUS && o->count && ++poses >= o->count) return KR_EXIT_OK;
+        if ((m.topic == KR_TOPIC_POSE || m.topic == KR_TOPIC_REFINE) && o->count && ++poses >= o->count) return KR_EXIT_OK;
         if (stopped && !o->follow) {
             if (m.status.event != KR_EVENT_ERROR) return KR_EXIT_OK;
             char text[4 * sizeof m.status.text];

@@ -16,6 +16,7 @@ static const struct {
     {"run", kr_cmd_run, "track a source, publish poses, write trajectory and model"},
     {"demo", kr_cmd_demo, "track the built-in synthetic scan and report ATE and fps"},
     {"sub", kr_cmd_sub, "subscribe to a pose stream and print TUM or JSON lines"},
+    {"view", kr_cmd_view, "serve a live view of a pose stream in the browser"},
     {"eval", kr_cmd_eval, "ATE and RPE of an estimated trajectory against ground truth"},
     {"bench", kr_cmd_bench, "per-stage timings (medians) as a table and as JSON"},
     {"record", kr_cmd_record, "write a sensor's depth frames as a fakenect dump or TUM sequence"},

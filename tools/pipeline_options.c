@@ -59,7 +59,11 @@ void kr_pipeline_options_help_for(FILE *out, bool outputs)
             "  -m, --save-model FILE   write the model (PLY, points and normals) at the end\n"
             "  -p, --publish ENDPOINT  ZeroMQ PUB endpoint, e.g. tcp://*:5555 (default: none)\n"
             "      --wait-subscriber SEC  before the first frame, wait up to SEC for a subscriber\n"
-            "                          (ZeroMQ drops what is sent before one has joined)\n");
+            "                          (ZeroMQ drops what is sent before one has joined)\n"
+            "      --model-period SEC  publish a model snapshot for viewers every SEC seconds, only\n"
+            "                          while one subscribes to `model` (default %g; 0 = never)\n"
+            "      --model-points N    at most N points per model snapshot (default %d)\n",
+            d.model_period_s, d.model_points);
     if (outputs) kr_curve_options_help(out);
     fprintf(
         out,
@@ -143,6 +147,8 @@ static const number_rule
     rule_depth_step = {"--depth-step", 0, 1, false, false, "a coefficient >= 0 (0 turns the noise model off)"},
     rule_stall = {"--stall-timeout", 0, 86400, true, false, "seconds > 0"},
     rule_wait = {"--wait-subscriber", 0, 86400, false, false, "seconds >= 0"},
+    rule_model_period = {"--model-period", 0, 86400, false, false, "seconds >= 0 (0 = no model snapshots)"},
+    rule_model_points = {"--model-points", 1, 100000000, false, true, "a whole number of points >= 1"},
     rule_rate = {"--rate", 0, 1000, true, false, "'max' or a positive speed factor (1.0 = recorded timing)"};
 
 int kr_intrinsics_option(kr_source_config *src, const char *arg)
@@ -338,6 +344,14 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
     case 1022:
         if (parse_number(&rule_wait, arg, &v) < 0) return -1;
         cfg->publish_wait_s = v;
+        return 1;
+    case 1040:
+        if (parse_number(&rule_model_period, arg, &v) < 0) return -1;
+        cfg->model_period_s = v;
+        return 1;
+    case 1041:
+        if (parse_number(&rule_model_points, arg, &v) < 0) return -1;
+        cfg->model_points = (int)v;
         return 1;
     }
     return 0;

@@ -20,6 +20,7 @@
 #include "kinreg/frame.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,17 +41,30 @@
 /* After dropping every connection for too many subscriptions, wait this
  * long before doing it again (the count falls as the peers' go). */
 #define RESET_INTERVAL_S 1.0
+/* Subscriptions remembered for kr_publisher_has_subscriber: kinreg's topics
+ * need a handful; longer or more prefixes than this are still served by
+ * ZeroMQ, only not remembered (has_subscriber then answers true). */
+#define MAX_PREFIXES 32
+#define PREFIX_MAX 32
 
 struct kr_publisher {
     void *ctx, *sock;     /* both NULL: publishes nowhere */
     char endpoint[256];   /* as bound (ZMQ_LAST_ENDPOINT) */
-    uint64_t seq[4];      /* next sequence number, indexed by kr_topic */
+    uint64_t seq[5];      /* next sequence number, indexed by kr_topic */
     atomic_ullong dropped; /* read by other threads (kr_pipeline_get_stats) */
     bool subscribed;      /* a subscription has arrived */
     kr_pub_guard *guard;
     long subscriptions;   /* distinct subscriptions held by the socket */
     int max_subscriptions;
     double last_reset;    /* kr_now() of the last drop-all, 0 = never */
+    /* The distinct subscription prefixes now active. A non-verbose XPUB
+     * passes a prefix's first subscribe and its last unsubscribe (also when
+     * a subscriber disconnects), so this set is exact. */
+    char prefixes[MAX_PREFIXES][PREFIX_MAX];
+    size_t prefix_len[MAX_PREFIXES];
+    int n_prefixes;
+    uint64_t model_snapshots; /* model snapshots sent, numbering the next */
+    uint8_t *chunk;           /* model chunk buffer (KR_WIRE_MODEL_CHUNK_POINTS points) */
 };
 
 void kr_publisher_config_default(kr_publisher_config *cfg)
@@ -310,6 +324,7 @@ void kr_publisher_destroy(kr_publisher **pub)
 {
     if (!pub || !*pub) return;
     close_socket(*pub);
+    free((*pub)->chunk);
     free(*pub);
     *pub = NULL;
 }
@@ -331,12 +346,37 @@ void kr_publisher_guard_get(const kr_publisher *pub, kr_publisher_guard_stats *o
     if (pub) kr_pub_guard_get(pub->guard, out);
 }
 
+/* A prefix too long or too many to remember: treated as matching anything,
+ * so has_subscriber errs towards sending. */
+#define PREFIX_OVERFLOW (-1)
+
+static void note_subscription(kr_publisher *pub, const uint8_t *msg, int n)
+{
+    size_t len = (size_t)n - 1;
+    const uint8_t *prefix = msg + 1;
+    int found = -1;
+    for (int i = 0; i < pub->n_prefixes; i++)
+        if (pub->prefix_len[i] == len && !memcmp(pub->prefixes[i], prefix, len)) found = i;
+    if (msg[0] == 1 && found < 0) {
+        if (len >= PREFIX_MAX || pub->n_prefixes == MAX_PREFIXES || n > 64) {
+            pub->n_prefixes = PREFIX_OVERFLOW;
+            return;
+        }
+        memcpy(pub->prefixes[pub->n_prefixes], prefix, len);
+        pub->prefix_len[pub->n_prefixes++] = len;
+    } else if (msg[0] == 0 && found >= 0) {
+        pub->n_prefixes--;
+        memcpy(pub->prefixes[found], pub->prefixes[pub->n_prefixes], PREFIX_MAX);
+        pub->prefix_len[found] = pub->prefix_len[pub->n_prefixes];
+    }
+}
+
 /* Reads the subscription messages that have arrived (XPUB queues them for
  * the application: each subscription that is new to the socket, and each
- * that no peer holds any more); true when one of them subscribes. Keeps the
- * count of distinct subscriptions and drops every connection when it passes
- * the cap, which frees their memory (the honest peers reconnect). Never
- * waits. */
+ * that no peer holds any more) and keeps the set of active prefixes; true
+ * when one of them subscribes. Keeps the count of distinct subscriptions and
+ * drops every connection when it passes the cap, which frees their memory
+ * (the honest peers reconnect). Never waits. */
 static bool drain_subscriptions(kr_publisher *pub)
 {
     bool subscribed = false;
@@ -350,16 +390,30 @@ static bool drain_subscriptions(kr_publisher *pub)
         } else if (msg[0] == 0 && pub->subscriptions > 0) {
             pub->subscriptions--;
         }
+        if ((msg[0] == 0 || msg[0] == 1) && pub->n_prefixes != PREFIX_OVERFLOW)
+            note_subscription(pub, msg, n);
     }
     if (pub->subscriptions > pub->max_subscriptions && kr_now() - pub->last_reset >= RESET_INTERVAL_S) {
         pub->last_reset = kr_now();
         kr_log(KR_LOG_WARN,
-               "publisher on %s: %ld distinct subscriptions, more than the %d allowed (kinreg has 3 "
+               "publisher on %s: %ld distinct subscriptions, more than the %d allowed (kinreg has 4 "
                "topics): dropping every connection to free them",
                pub->endpoint, pub->subscriptions, pub->max_subscriptions);
         kr_pub_guard_drop_all(pub->guard);
     }
     return subscribed;
+}
+
+bool kr_publisher_has_subscriber(kr_publisher *pub, kr_topic topic)
+{
+    if (!pub || !pub->sock) return false;
+    if (drain_subscriptions(pub)) pub->subscribed = true;
+    if (pub->n_prefixes == PREFIX_OVERFLOW) return true;
+    const char *name = kr_topic_name(topic);
+    size_t len = strlen(name);
+    for (int i = 0; i < pub->n_prefixes; i++)
+        if (pub->prefix_len[i] <= len && !memcmp(pub->prefixes[i], name, pub->prefix_len[i])) return true;
+    return false;
 }
 
 kr_status kr_publisher_wait_subscriber(kr_publisher *pub, int timeout_ms)
@@ -441,4 +495,51 @@ kr_status kr_publisher_send_status(kr_publisher *pub, const kr_status_msg *m)
     uint8_t buf[KR_WIRE_STATUS_SIZE];
     size_t n = kr_wire_encode_status(&copy, buf);
     return send_message(pub, KR_TOPIC_STATUS, buf, n);
+}
+
+kr_status kr_publisher_send_model(kr_publisher *pub, const float *points, const float *normals, size_t n,
+                                  uint64_t frame)
+{
+    if (!pub || (n && (!points || !normals)))
+        return kr_error(KR_ERR_INVALID_ARG, "kr_publisher_send_model: NULL argument");
+    if (n > UINT32_MAX)
+        return kr_error(KR_ERR_INVALID_ARG, "model snapshot of %zu points is too large to send: subsample it", n);
+    if (!pub->sock || n == 0) return KR_OK;
+    if (!pub->chunk && !(pub->chunk = malloc(kr_wire_model_size(KR_WIRE_MODEL_CHUNK_POINTS))))
+        return kr_error(KR_ERR_NOMEM, "cannot allocate the model chunk buffer");
+    /* One grid for the snapshot: the bounding box, cut into 65535 steps along
+     * its longest side (non-finite points are clamped by the packer). */
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++) {
+            float v = points[3 * i + k];
+            if (!isfinite(v)) continue;
+            if (v < lo[k]) lo[k] = v;
+            if (v > hi[k]) hi[k] = v;
+        }
+    float extent = 0;
+    for (int k = 0; k < 3; k++) {
+        if (lo[k] > hi[k]) lo[k] = hi[k] = 0; /* no finite coordinate */
+        if (hi[k] - lo[k] > extent) extent = hi[k] - lo[k];
+    }
+    kr_model_msg m;
+    memset(&m, 0, sizeof m);
+    m.snapshot = pub->model_snapshots++;
+    m.frame = frame;
+    m.total_points = (uint32_t)n;
+    m.chunks = (uint16_t)((n + KR_WIRE_MODEL_CHUNK_POINTS - 1) / KR_WIRE_MODEL_CHUNK_POINTS);
+    memcpy(m.origin, lo, sizeof m.origin);
+    m.scale = extent > 0 ? extent / 65535.f : 1e-6f;
+    for (uint32_t first = 0; first < n; first += KR_WIRE_MODEL_CHUNK_POINTS, m.chunk++) {
+        m.first_point = first;
+        m.count = (uint32_t)(n - first < KR_WIRE_MODEL_CHUNK_POINTS ? n - first : KR_WIRE_MODEL_CHUNK_POINTS);
+        m.seq = pub->seq[KR_TOPIC_MODEL]++;
+        uint8_t *out = pub->chunk + kr_wire_encode_model_header(&m, pub->chunk);
+        for (uint32_t i = 0; i < m.count; i++)
+            kr_wire_pack_model_point(points + 3 * (size_t)(first + i), normals + 3 * (size_t)(first + i), m.origin,
+                                     m.scale, out + (size_t)i * KR_WIRE_MODEL_POINT_SIZE);
+        kr_status s = send_message(pub, KR_TOPIC_MODEL, pub->chunk, kr_wire_model_size(m.count));
+        if (s != KR_OK) return s;
+    }
+    return KR_OK;
 }

@@ -13,16 +13,20 @@
 #include <time.h>
 #include <zmq.h>
 
-#define TOPIC_MAX 4 /* kr_topic values are 1..3 */
+#define TOPIC_MAX 5 /* kr_topic values are 1..4 */
 /* receive_one's answer for a message on an unknown topic (never returned). */
 #define KR_SKIPPED ((kr_status)100)
-#define ALL_TOPICS ((1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS) | (1u << KR_TOPIC_REFINE))
+/* What a mask of 0 subscribes to: the small topics. */
+#define DEFAULT_TOPICS ((1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS) | (1u << KR_TOPIC_REFINE))
+#define ALL_TOPICS (DEFAULT_TOPICS | (1u << KR_TOPIC_MODEL))
 
 struct kr_subscriber {
     void *ctx, *sock;
     bool seen[TOPIC_MAX];
     uint64_t last_seq[TOPIC_MAX];
     char endpoint[256];
+    uint8_t *payload; /* the last model payload (kr_message.model.points points into it) */
+    size_t payload_cap;
 };
 
 static void close_socket(kr_subscriber *s)
@@ -81,7 +85,7 @@ kr_status kr_subscriber_open(kr_subscriber **out, const kr_subscriber_config *cf
     if (!endpoint || !*endpoint)
         return kr_error(KR_ERR_INVALID_ARG, "no endpoint to subscribe to (e.g. tcp://127.0.0.1:5555)");
     if (topics & ~ALL_TOPICS)
-        return kr_error(KR_ERR_INVALID_ARG, "topic mask 0x%x has bits outside pose, status, refine",
+        return kr_error(KR_ERR_INVALID_ARG, "topic mask 0x%x has bits outside pose, status, refine, model",
                         topics);
     kr_subscriber *s = calloc(1, sizeof *s);
     if (!s) return kr_error(KR_ERR_NOMEM, "cannot allocate the subscriber");
@@ -107,7 +111,7 @@ kr_status kr_subscriber_open(kr_subscriber **out, const kr_subscriber_config *cf
     if ((st = set_curve(s->sock, cfg)) != KR_OK) goto fail;
     /* Subscriptions are byte prefixes; no topic name is a prefix of another,
      * and receive() still matches the whole topic frame. */
-    unsigned mask = topics ? topics : ALL_TOPICS;
+    unsigned mask = topics ? topics : DEFAULT_TOPICS;
     for (int t = 1; t < TOPIC_MAX; t++) {
         if (!(mask & (1u << t))) continue;
         const char *name = kr_topic_name((kr_topic)t);
@@ -141,6 +145,7 @@ void kr_subscriber_destroy(kr_subscriber **sub)
 {
     if (!sub || !*sub) return;
     close_socket(*sub);
+    free((*sub)->payload);
     free(*sub);
     *sub = NULL;
 }
@@ -180,7 +185,7 @@ static kr_topic topic_of_frame(const uint8_t *data, size_t n)
 }
 
 /* Decodes one message into *out (fields other than gap). */
-static kr_status decode(const zmq_msg_t *topic_frame, const zmq_msg_t *payload, int frames,
+static kr_status decode(kr_subscriber *sub, const zmq_msg_t *topic_frame, const zmq_msg_t *payload, int frames,
                         kr_message *out)
 {
     const uint8_t *td = zmq_msg_data((zmq_msg_t *)topic_frame);
@@ -198,6 +203,18 @@ static kr_status decode(const zmq_msg_t *topic_frame, const zmq_msg_t *payload, 
     memset(out, 0, sizeof *out);
     out->topic = topic;
     if (topic == KR_TOPIC_STATUS) return kr_wire_decode_status(pd, pn, &out->status);
+    if (topic == KR_TOPIC_MODEL) {
+        /* The ZeroMQ frame is closed after this call: keep a copy the
+         * message's points can point into until the next receive. */
+        if (pn > sub->payload_cap) {
+            uint8_t *grown = realloc(sub->payload, pn);
+            if (!grown) return kr_error(KR_ERR_NOMEM, "cannot hold a model payload of %zu bytes", pn);
+            sub->payload = grown;
+            sub->payload_cap = pn;
+        }
+        if (pn) memcpy(sub->payload, pd, pn);
+        return kr_wire_decode_model(pn ? sub->payload : pd, pn, &out->model);
+    }
     kr_status st = kr_wire_decode_pose(pd, pn, &out->pose);
     if (st == KR_OK && out->pose.topic != topic)
         return kr_error(KR_ERR_FORMAT, "message on topic \"%s\" carries a %s payload", name,
@@ -277,10 +294,12 @@ static kr_status receive_one(kr_subscriber *sub, int timeout_ms, kr_message *out
         frames++;
     }
     kr_message m;
-    st = decode(&frame[0], &frame[1], frames, &m);
+    st = decode(sub, &frame[0], &frame[1], frames, &m);
     if (st == KR_END) st = KR_SKIPPED;
     if (st == KR_OK) {
-        uint64_t seq = m.topic == KR_TOPIC_STATUS ? m.status.seq : m.pose.seq;
+        uint64_t seq = m.topic == KR_TOPIC_STATUS  ? m.status.seq
+                       : m.topic == KR_TOPIC_MODEL ? m.model.seq
+                                                   : m.pose.seq;
         m.gap = update_gap(sub, m.topic, seq);
         *out = m;
     }

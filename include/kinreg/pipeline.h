@@ -123,6 +123,9 @@ typedef struct {
     int queue_capacity;            /* frames between capture and tracker (default 4) */
     double rate;                   /* 0 = as fast as possible; 1.0 = recorded timing */
     int rebuild_every;             /* frames between model snapshot requests (default 8) */
+    double model_period_s;         /* seconds between `model` snapshots for viewers (default 1;
+                                      0 = none); sent only while someone subscribes to `model` */
+    int model_points;              /* points per `model` snapshot at most (default 100000) */
     int fuse_level;                /* pyramid level fused into the model (default = track.finest_level) */
     int fuse_thread;               /* fusion on its own thread, overlapping the next frame's tracking:
                                       0 = with the CUDA backend (default), 1 = always, 2 = never */

@@ -21,7 +21,9 @@ extern "C" {
 #define KR_WIRE_VERSION 3
 #define KR_WIRE_VERSION_MIN 1
 
-typedef enum { KR_TOPIC_POSE = 1, KR_TOPIC_STATUS = 2, KR_TOPIC_REFINE = 3 } kr_topic;
+/* KR_TOPIC_MODEL (issue 12) is a topic beside the others, not a new wire
+ * version: readers that do not know it ignore it (docs/PROTOCOL.md). */
+typedef enum { KR_TOPIC_POSE = 1, KR_TOPIC_STATUS = 2, KR_TOPIC_REFINE = 3, KR_TOPIC_MODEL = 4 } kr_topic;
 
 typedef enum {
     KR_METHOD_NEWTON = 0,
@@ -71,6 +73,43 @@ typedef struct {
     char text[320];           /* NUL-terminated detail, e.g. an error message
                                  (at most 319 bytes; 63 from a version 1 sender) */
 } kr_status_msg;
+
+/* One chunk of a `model` message: a subsampled snapshot of the running model
+ * for viewers, split into chunks of at most KR_WIRE_MODEL_CHUNK_POINTS points.
+ * Positions travel as three u16 quanta from `origin` in steps of `scale`
+ * metres, normals octahedrally as two u8 (docs/PROTOCOL.md). */
+typedef struct {
+    uint64_t seq;             /* per-topic sequence number (one per chunk), set by the publisher */
+    uint64_t snapshot;        /* snapshot number (from 0); every chunk of a snapshot shares it */
+    uint64_t frame;           /* frame index the model snapshot was taken at */
+    uint32_t total_points;    /* points in the whole snapshot (all chunks) */
+    uint32_t first_point;     /* index of this chunk's first point in the snapshot */
+    uint32_t count;           /* points in this chunk */
+    uint16_t chunk, chunks;   /* this chunk's index, and the snapshot's number of chunks */
+    float origin[3];          /* m: the snapshot's bounding-box minimum */
+    float scale;              /* m per quantum */
+    const uint8_t *points;    /* count × KR_WIRE_MODEL_POINT_SIZE packed bytes (decoders point into
+                                 the payload: valid as long as it is) */
+} kr_model_msg;
+
+#define KR_WIRE_MODEL_HEADER_SIZE 64
+#define KR_WIRE_MODEL_POINT_SIZE 8       /* u16 x, y, z quanta; u8 u, v octahedral normal */
+#define KR_WIRE_MODEL_CHUNK_POINTS 16384 /* a chunk is at most 64 + 16384 × 8 bytes (128 KiB) */
+/* Payload bytes of a model chunk of `count` points. */
+KR_API size_t kr_wire_model_size(uint32_t count);
+/* Writes the header of *m (its points are not touched; pack them with
+ * kr_wire_pack_model_point after it). Returns the header size. */
+KR_API size_t kr_wire_encode_model_header(const kr_model_msg *m, uint8_t *buf);
+/* Quantises one point: position to the nearest quantum of the (origin, scale)
+ * grid, clamped to 0..65535; normal octahedrally, a missing (NaN or zero)
+ * normal as +z. */
+KR_API void kr_wire_pack_model_point(const float p[3], const float n[3], const float origin[3], float scale,
+                                     uint8_t out[KR_WIRE_MODEL_POINT_SIZE]);
+KR_API void kr_wire_unpack_model_point(const uint8_t in[KR_WIRE_MODEL_POINT_SIZE], const float origin[3],
+                                       float scale, float p[3], float n[3]);
+/* Checks size, magic, version, kind and that the chunk lies inside its
+ * snapshot; out->points points into buf. */
+KR_API kr_status kr_wire_decode_model(const uint8_t *buf, size_t len, kr_model_msg *out);
 
 /* Encoded sizes on the wire (docs/PROTOCOL.md), for static buffers. */
 #define KR_WIRE_POSE_SIZE 112
@@ -125,13 +164,15 @@ typedef struct {
     bool isolate_subscribers;
 } kr_publisher_config;
 
-/* Largest frame a kinreg socket accepts from a peer (ZMQ_MAXMSGSIZE): ten
- * times the largest record, so a peer cannot make a reader allocate more.
+/* Largest frame a kinreg socket accepts from a peer (ZMQ_MAXMSGSIZE): the
+ * largest record, a whole model chunk (128 KiB), so a peer cannot make a
+ * reader allocate more.
  * What subscribers send the publisher is held to KR_WIRE_MAX_SUBSCRIPTION
  * bytes: a subscription is a topic name, but CURVE's handshake commands
  * pass the same limit (its INITIATE is about 300 bytes). A peer that sends
  * a larger frame is disconnected (ZeroMQ's protocol error). */
-#define KR_WIRE_MAX_MESSAGE 4096
+#define KR_WIRE_MAX_MESSAGE \
+    (KR_WIRE_MODEL_HEADER_SIZE + KR_WIRE_MODEL_CHUNK_POINTS * KR_WIRE_MODEL_POINT_SIZE)
 #define KR_WIRE_MAX_SUBSCRIPTION 512
 
 /* ---- CURVE keys (ZeroMQ's Z85 text, 40 characters for 32 bytes) ---------- */
@@ -199,10 +240,22 @@ typedef struct {
     int max_connections;      /* in force (after the open-file limit) */
 } kr_publisher_guard_stats;
 KR_API void kr_publisher_guard_get(const kr_publisher *pub, kr_publisher_guard_stats *out);
+/* Whether some subscriber now subscribes to `topic` (a subscription whose
+ * prefix matches its name). Never waits. Lets a sender skip building a
+ * message nobody would receive (the `model` topic). */
+KR_API bool kr_publisher_has_subscriber(kr_publisher *pub, kr_topic topic);
+/* Sends a model snapshot of n points (3 floats each) and normals (3 floats
+ * each, NaN x = none) taken at `frame`, quantised and split into chunks of
+ * at most KR_WIRE_MODEL_CHUNK_POINTS (docs/PROTOCOL.md). The caller
+ * subsamples; n must be below 2^32. Sends nothing for n = 0. Like every send,
+ * never blocks: a chunk refused is counted by kr_publisher_dropped. */
+KR_API kr_status kr_publisher_send_model(kr_publisher *pub, const float *points, const float *normals,
+                                         size_t n, uint64_t frame);
 
 typedef struct kr_subscriber kr_subscriber;
 
-/* Connects and subscribes to the given topics (bitmask of 1 << kr_topic; 0 = all). */
+/* Connects and subscribes to the given topics (bitmask of 1 << kr_topic;
+ * 0 = pose, status and refine: the `model` topic, large, only when asked). */
 KR_API kr_status kr_subscriber_create(kr_subscriber **out, const char *endpoint, unsigned topics);
 
 typedef struct {
@@ -222,6 +275,7 @@ typedef struct {
     kr_topic topic;
     kr_pose_msg pose;         /* pose and refine */
     kr_status_msg status;     /* status */
+    kr_model_msg model;       /* model; model.points is valid until the next receive */
     uint64_t gap;             /* messages of this topic missed just before this one */
 } kr_message;
 

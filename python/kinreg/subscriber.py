@@ -15,7 +15,7 @@ class EndpointError(ValueError):
 # Largest frame accepted from the publisher (ZMQ_MAXMSGSIZE), as in the C
 # library (KR_WIRE_MAX_MESSAGE): a larger one drops the connection instead
 # of being buffered.
-MAX_MESSAGE = 4096
+MAX_MESSAGE = 64 + 16384 * 8  # a whole model chunk, the largest record
 
 
 class Subscriber:
