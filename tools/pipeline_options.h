@@ -28,7 +28,10 @@
         {"jumps", required_argument, 0, 1031}, {"jump-angle", required_argument, 0, 1032},         \
         {"jump-distance", required_argument, 0, 1033}, {"covered", required_argument, 0, 1034},    \
         {"covered-frames", required_argument, 0, 1035}, {"recover", required_argument, 0, 1036},  \
-        {"recover-after", required_argument, 0, 1037}
+        {"recover-after", required_argument, 0, 1037}, {"refine", required_argument, 0, 1040},     \
+        {"refine-window", required_argument, 0, 1041},                                              \
+        {"refine-every", required_argument, 0, 1042},                                               \
+        {"trajectory-refined", required_argument, 0, 1043}
 
 #define KR_PIPELINE_SHORT_OPTIONS "s:b:p:t:m:r:n:"
 
