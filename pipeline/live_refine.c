@@ -25,11 +25,12 @@ void kr_live_refine_config_default(kr_live_refine_config *cfg)
                                    .keyframe_angle_deg = 10,
                                    .keyframe_points = 8000,
                                    .cell = 0.01,
-                                   .threads = 1};
+                                   .threads = 1,
+                                   .min_correction = 0.003};
 }
 
 kr_status kr_live_refine_init(kr_live_refine *lr, const kr_live_refine_config *cfg,
-                              kr_backend backend, int cuda_device)
+                              kr_backend backend, int cuda_device, bool in_step)
 {
     memset(lr, 0, sizeof *lr);
     if (cfg->every > cfg->window && cfg->window >= 2)
@@ -40,14 +41,16 @@ kr_status kr_live_refine_init(kr_live_refine *lr, const kr_live_refine_config *c
                         cfg->every, cfg->window);
     if (cfg->window < 2 || cfg->window > 64 || cfg->every < 1 || cfg->every > cfg->window ||
         !(cfg->keyframe_distance > 0) || !(cfg->keyframe_angle_deg > 0) ||
-        cfg->keyframe_points < 100 || !(cfg->cell > 0) || cfg->threads < 0)
+        cfg->keyframe_points < 100 || !(cfg->cell > 0) || cfg->threads < 0 ||
+        !(cfg->min_correction >= 0))
         return kr_error(KR_ERR_INVALID_ARG,
                         "live refiner: window %d (2..64), every %d (1..window), keyframe spacing "
                         "%g m / %g deg (> 0), %d points (>= 100), cell %g m (> 0), threads %d "
-                        "(>= 0): a value is out of range",
+                        "(>= 0), min correction %g m (>= 0): a value is out of range",
                         cfg->window, cfg->every, cfg->keyframe_distance, cfg->keyframe_angle_deg,
-                        cfg->keyframe_points, cfg->cell, cfg->threads);
+                        cfg->keyframe_points, cfg->cell, cfg->threads, cfg->min_correction);
     lr->cfg = *cfg;
+    lr->in_step = in_step;
     kr_keyframes_config kc;
     kr_keyframes_config_default(&kc);
     kc.min_translation = cfg->keyframe_distance;
@@ -86,6 +89,10 @@ void kr_live_refine_free(kr_live_refine *lr)
     memset(lr, 0, sizeof *lr);
 }
 
+/* A rotation's move is counted at this distance from the camera (a typical
+ * depth of what it sees). */
+#define MOVE_RADIUS_M 1.0
+
 static void publish_keyframe(kr_live_refine *lr, kr_outbox *box, int k, const kr_refine_job *j)
 {
     kr_outbox_item item = {.topic = KR_TOPIC_REFINE, .capture_time = kr_now()};
@@ -123,8 +130,23 @@ static void apply(kr_live_refine *lr, kr_outbox *box, kr_refine_job *j)
         return;
     }
     lr->refinements++;
-    for (int k = 0; k < j->count; k++)
-        lr->kf.items[j->first + k].pose = j->poses[k];
+    /* Below the refinement's resolution a move is noise, not a correction:
+     * the window keeps its poses (still published: they are the best). */
+    double moved = 0;
+    for (int k = 0; k < j->count; k++) {
+        kr_pose inv = kr_pose_inv(&lr->kf.items[j->first + k].pose);
+        kr_pose d = kr_pose_mul(&inv, &j->poses[k]);
+        moved = fmax(moved, kr_pose_translation_norm(&d) + kr_pose_angle(&d) * MOVE_RADIUS_M);
+    }
+    lr->last_moved = moved;
+    kr_log(KR_LOG_DEBUG, "live refiner: keyframes %d..%d moved up to %.1f mm: %s", j->first,
+           j->first + j->count - 1, 1e3 * moved,
+           moved >= lr->cfg.min_correction ? "applied" : "below the resolution, kept");
+    if (moved >= lr->cfg.min_correction) {
+        lr->corrections++;
+        for (int k = 0; k < j->count; k++)
+            lr->kf.items[j->first + k].pose = j->poses[k];
+    }
     int w = j->first + j->count - 1;
     kr_pose inv = kr_pose_inv(&lr->tracked[w]);
     kr_pose correction = kr_pose_mul(&lr->kf.items[w].pose, &inv);
@@ -170,7 +192,8 @@ static kr_status add_keyframe(kr_live_refine *lr, uint64_t frame, double stamp,
         if (t) lr->tracked = t;
         double *st = t ? realloc(lr->stamps, sizeof *st * (size_t)cap) : NULL;
         if (st) lr->stamps = st;
-        if (!t || !st) return kr_error(KR_ERR_NOMEM, "live refiner: no memory for %d keyframes", cap);
+        if (!t || !st)
+            return kr_error(KR_ERR_NOMEM, "live refiner: no memory for %d keyframes", cap);
         lr->capacity = cap;
     }
     /* The pose it starts from: the tracked one moved like the newest keyframe. */
@@ -223,6 +246,11 @@ kr_status kr_live_refine_frame(kr_live_refine *lr, kr_outbox *box, uint64_t fram
     if (lr->since_post >= lr->cfg.every && lr->kf.n >= 2 && kr_refiner_idle(lr->refiner) &&
         (s = post_window(lr)) != KR_OK)
         return s;
+    if (lr->in_step) {
+        done = kr_refiner_take(lr->refiner, true);
+        if (done) apply(lr, box, done);
+        kr_refine_job_free(&done);
+    }
     *refined = correct(lr, lr->kf.n - 1, tracked);
     return KR_OK;
 }
@@ -245,9 +273,8 @@ kr_status kr_live_refine_trajectory(const kr_live_refine *lr, const kr_trajector
                                     kr_trajectory *out)
 {
     if (tracked->count != lr->frames)
-        return kr_error(KR_ERR_INVALID_ARG,
-                        "live refiner: %zu tracked poses for %zu frames seen", tracked->count,
-                        lr->frames);
+        return kr_error(KR_ERR_INVALID_ARG, "live refiner: %zu tracked poses for %zu frames seen",
+                        tracked->count, lr->frames);
     for (size_t f = 0; f < lr->frames; f++) {
         kr_pose pose = correct(lr, lr->anchor[f], &tracked->poses[f]);
         kr_status s = kr_trajectory_push(out, tracked->stamps[f], &pose);

@@ -22,16 +22,22 @@ typedef struct {
     kr_pose *tracked;  /* per keyframe: its pose as tracked */
     double *stamps;    /* per keyframe: its frame's timestamp */
     int capacity;
-    int since_post;    /* keyframes added since the last window was posted */
-    int *anchor;       /* per frame: its keyframe (the newest at that frame), -1 before any */
+    int since_post; /* keyframes added since the last window was posted */
+    int *anchor;    /* per frame: its keyframe (the newest at that frame), -1 before any */
     size_t frames, frames_cap;
     uint64_t refinements, failures;
+    uint64_t corrections; /* refinements that moved keyframes by min_correction or more */
+    double last_moved;    /* the largest keyframe move of the last refinement, m */
     double last_ms;
+    bool in_step; /* deterministic runs: each window is refined before the next frame */
 } kr_live_refine;
 
-/* Starts the refiner thread with an engine of `backend` (the tracker's). */
+/* Starts the refiner thread with an engine of `backend` (the tracker's).
+ * `in_step` (kr_pipeline_config.deterministic): the tracker waits for each
+ * window it posts, so which frames are corrected by which refinement does
+ * not depend on timing; otherwise it never waits. */
 kr_status kr_live_refine_init(kr_live_refine *lr, const kr_live_refine_config *cfg,
-                              kr_backend backend, int cuda_device);
+                              kr_backend backend, int cuda_device, bool in_step);
 /* Stops the thread (finishing a job in flight, its result dropped) and frees. */
 void kr_live_refine_free(kr_live_refine *lr);
 

@@ -142,7 +142,7 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
             goto fail;
         }
         if ((s = kr_live_refine_init(p->refine, &cfg->refine, kr_device_backend(p->device),
-                                     cfg->device.cuda_device)) != KR_OK) {
+                                     cfg->device.cuda_device, cfg->deterministic)) != KR_OK) {
             free(p->refine);
             p->refine = NULL;
             goto fail;
@@ -635,6 +635,7 @@ static void update_stats(kr_pipeline *p, const kr_frame_result *r)
     if (p->refine) {
         st->keyframes = (uint64_t)p->refine->kf.n;
         st->refinements = p->refine->refinements;
+        st->refine_corrections = p->refine->corrections;
         st->refine_failures = p->refine->failures;
         st->refine_in_flight = !kr_refiner_idle(p->refine->refiner);
         st->refine_ms_last = p->refine->last_ms;
@@ -697,6 +698,7 @@ static void finish_refinement(kr_pipeline *p, bool source_ended)
     pthread_mutex_lock(&p->stats_lock);
     p->stats.keyframes = (uint64_t)p->refine->kf.n;
     p->stats.refinements = p->refine->refinements;
+    p->stats.refine_corrections = p->refine->corrections;
     p->stats.refine_failures = p->refine->failures;
     p->stats.refine_in_flight = false;
     p->stats.refine_ms_last = p->refine->last_ms;

@@ -15,12 +15,12 @@
 
 /* One window of keyframes: what the refiner reads, and its answer. */
 typedef struct {
-    int first;          /* the window's first keyframe index (the tracker's bookkeeping) */
-    int count;          /* keyframes in the window; the first is the gauge */
+    int first;             /* the window's first keyframe index (the tracker's bookkeeping) */
+    int count;             /* keyframes in the window; the first is the gauge */
     kr_refine_view *views; /* owned copies of each keyframe's camera-frame points */
-    kr_pose *poses;     /* in: the keyframes' poses when posted; out: refined */
-    kr_status status;   /* of the refinement */
-    char error[256];    /* its message when it failed */
+    kr_pose *poses;        /* in: the keyframes' poses when posted; out: refined */
+    kr_status status;      /* of the refinement */
+    char error[256];       /* its message when it failed */
     kr_refine_result result;
 } kr_refine_job;
 

@@ -82,6 +82,9 @@ typedef struct {
     double cell;               /* finest distance-field grid, m (default 0.01, after one of 2 cm) */
     int threads;               /* OpenMP threads of the refiner's CPU engine (default 1: the
                                   tracker keeps the other cores) */
+    double min_correction;     /* a refinement that moves no keyframe of its window by this
+                                  much (m; a turn counts at 1 m) is below the method's resolution
+                                  and leaves the poses as they were (default 0.003, 0.3 cells) */
 } kr_live_refine_config;
 
 /* What the tracker produced for one frame. */
@@ -129,7 +132,9 @@ typedef struct {
     kr_track_state last_state;
     /* Live refiner (zero when off). */
     uint64_t keyframes;         /* keyframes chosen so far */
-    uint64_t refinements;       /* windows refined and applied */
+    uint64_t refinements;       /* windows refined */
+    uint64_t refine_corrections; /* ... that moved keyframes by refine.min_correction or more
+                                    (the others left the poses as they were) */
     uint64_t refine_failures;   /* windows whose refinement failed (poses kept as tracked) */
     bool refine_in_flight;      /* a window is being refined now */
     double refine_ms_last;      /* wall time of the last refinement */
