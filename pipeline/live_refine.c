@@ -23,7 +23,7 @@ void kr_live_refine_config_default(kr_live_refine_config *cfg)
                                    .every = 5,
                                    .keyframe_distance = 0.10,
                                    .keyframe_angle_deg = 10,
-                                   .keyframe_points = 8000,
+                                   .keyframe_points = 20000,
                                    .cell = 0.01,
                                    .threads = 1,
                                    .min_correction = 0.003};
@@ -65,13 +65,16 @@ kr_status kr_live_refine_init(kr_live_refine *lr, const kr_live_refine_config *c
     kr_status s = kr_device_create(&lr->device, &dc);
     kr_refine_config rc;
     kr_refine_config_default(&rc);
-    /* Room-sized scenes have far more grid points than the bunny: two grids
-     * (2 cm then 1 cm) and at most 10 LM steps each keep a window of ten
-     * keyframes to seconds on one core. A 2 cm finest grid was measured to
-     * make fr1_xyz's trajectory worse, 1 cm better (docs/BENCHMARKS.md). */
+    /* Room-sized scenes have far more grid points than the bunny: at most 10
+     * LM steps per grid keep a window of ten keyframes to seconds on one
+     * core. Real depth is noisy: a Huber loss of half a cell. Measured on
+     * fr1_xyz (docs/BENCHMARKS.md): a 2 cm finest grid made the trajectory
+     * worse, 1 cm better; 20000 points, three grids and the Huber loss
+     * better still. */
     rc.cell = cfg->cell;
-    rc.levels = 2;
+    rc.levels = 3;
     rc.max_iterations = 10;
+    rc.huber = 0.5;
     if (s == KR_OK) s = kr_refiner_create(&lr->refiner, &rc, lr->device, cfg->threads);
     if (s != KR_OK) kr_device_destroy(&lr->device);
     return s;

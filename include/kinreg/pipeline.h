@@ -78,8 +78,8 @@ typedef struct {
     int every;                 /* M: a refinement every M new keyframes (default 5, 1..window) */
     double keyframe_distance;  /* metres since the last keyframe (default 0.10) */
     double keyframe_angle_deg; /* or degrees since the last keyframe (default 10) */
-    int keyframe_points;       /* points kept per keyframe, evenly strided (default 8000) */
-    double cell;               /* finest distance-field grid, m (default 0.01, after one of 2 cm) */
+    int keyframe_points;       /* points kept per keyframe, evenly strided (default 20000) */
+    double cell;               /* finest distance-field grid, m (default 0.01, after 4 and 2 cm) */
     int threads;               /* OpenMP threads of the refiner's CPU engine (default 1: the
                                   tracker keeps the other cores) */
     double min_correction;     /* a refinement that moves no keyframe of its window by this
