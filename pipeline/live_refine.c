@@ -275,10 +275,12 @@ kr_status kr_live_refine_finish(kr_live_refine *lr, kr_outbox *box, bool final)
 kr_status kr_live_refine_trajectory(const kr_live_refine *lr, const kr_trajectory *tracked,
                                     kr_trajectory *out)
 {
-    if (tracked->count != lr->frames)
+    /* A frame whose fusion failed after it was seen here has no tracked pose:
+     * it is the run's last, and the poses before it still line up. */
+    if (tracked->count > lr->frames)
         return kr_error(KR_ERR_INVALID_ARG, "live refiner: %zu tracked poses for %zu frames seen",
                         tracked->count, lr->frames);
-    for (size_t f = 0; f < lr->frames; f++) {
+    for (size_t f = 0; f < tracked->count; f++) {
         kr_pose pose = correct(lr, lr->anchor[f], &tracked->poses[f]);
         kr_status s = kr_trajectory_push(out, tracked->stamps[f], &pose);
         if (s != KR_OK) return s;

@@ -55,7 +55,8 @@ kr_status kr_live_refine_frame(kr_live_refine *lr, kr_outbox *box, uint64_t fram
 kr_status kr_live_refine_finish(kr_live_refine *lr, kr_outbox *box, bool final);
 
 /* Every frame's refined pose from the tracked trajectory (one pose per frame,
- * in the order kr_live_refine_frame saw them) into *out (appended). */
+ * in the order kr_live_refine_frame saw them; it may lack the last) into
+ * *out (appended). */
 kr_status kr_live_refine_trajectory(const kr_live_refine *lr, const kr_trajectory *tracked,
                                     kr_trajectory *out);
 
