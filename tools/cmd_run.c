@@ -180,6 +180,9 @@ int kr_cmd_run(int argc, char **argv)
     if (cfg.trajectory_path && !kr_output_writable("kinreg run", "--trajectory", cfg.trajectory_path))
         return KR_EXIT_FAILURE;
     if (cfg.model_path && !kr_output_writable("kinreg run", "--save-model", cfg.model_path)) return KR_EXIT_FAILURE;
+    if (cfg.trajectory_refined_path &&
+        !kr_output_writable("kinreg run", "--trajectory-refined", cfg.trajectory_refined_path))
+        return KR_EXIT_FAILURE;
 
     kr_view *view = NULL;
     if (ro.view) {
@@ -201,6 +204,8 @@ int kr_cmd_run(int argc, char **argv)
     if (!p) return s == KR_ERR_INVALID_ARG ? KR_EXIT_USAGE : KR_EXIT_FAILURE;
     if (cfg.trajectory_path) fprintf(stderr, "kinreg run: trajectory written to %s\n", cfg.trajectory_path);
     if (cfg.model_path && s == KR_OK) fprintf(stderr, "kinreg run: model written to %s\n", cfg.model_path);
+    if (cfg.trajectory_refined_path && s == KR_OK)
+        fprintf(stderr, "kinreg run: refined trajectory written to %s\n", cfg.trajectory_refined_path);
     kr_pipeline_destroy(&p);
     return kr_exit_code(s);
 }
