@@ -210,7 +210,7 @@ KR_TEST(guard, run_survives_a_connection_flood)
     int port = ntohs(a.sin_port);
     close(probe);
 
-    enum { FRAMES = 120, FLOOD = 600 };
+    enum { FRAMES = 200, FLOOD = 600 };
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "ulimit -n 400 && exec '%s' run tum:%s --intrinsics fr1 -n %d -r 1.0 -q -p "
@@ -482,13 +482,18 @@ static void hostile_publisher(const char *python)
     snprintf(script, sizeof script, "%s/tools/python/kinreg_sub.py", KINREG_SOURCE_DIR);
     char *argv_c[] = {(char *)tool(), "sub", "--timeout", "10", ep, NULL};
     char *argv_py[] = {(char *)python, script, "--timeout", "10", ep, NULL};
-    pid_t pid = spawn(python ? argv_py : argv_c, "hostile.out", "hostile.err");
+    /* Files of their own per program, created before it starts: the wait
+     * below must not see the other program's output. */
+    const char *out_name = python ? "hostile_py.out" : "hostile_c.out";
+    const char *err_name = python ? "hostile_py.err" : "hostile_c.err";
+    fclose(fopen(tmp_path(err_name), "w"));
+    pid_t pid = spawn(python ? argv_py : argv_c, out_name, err_name);
     REQUIRE(pid > 0);
     uint64_t sseq = 0;
     bool joined = false;
     for (double t0 = now_s(); !joined && now_s() - t0 < 10; usleep(20000)) {
         raw_status(raw, sseq++, KR_EVENT_PROGRESS, "probe");
-        joined = strstr(slurp(tmp_path("hostile.err"), NULL), "status: ") != NULL;
+        joined = strstr(slurp(tmp_path(err_name), NULL), "status: ") != NULL;
     }
     if (joined) {
         raw_status(raw, sseq++, KR_EVENT_PROGRESS, "\x1b[31mRED\nFAKE line\r\xff\xfe\xc2\x9b");
@@ -506,7 +511,7 @@ static void hostile_publisher(const char *python)
     zmq_ctx_term(ctx);
     REQUIRE(joined);
     size_t n_err = 0;
-    const char *err = slurp(tmp_path("hostile.err"), &n_err);
+    const char *err = slurp(tmp_path(err_name), &n_err);
     CHECK_MSG(code == 0, "kinreg sub exited %d:\n%s", code, err);
     CHECK_MSG(!memchr(err, 0x1b, n_err), "an escape character reached the terminal:\n%s", err);
     CHECK_MSG(!memchr(err, 0xff, n_err) && !strstr(err, "\xc2\x9b"),
@@ -520,7 +525,7 @@ static void hostile_publisher(const char *python)
                    python ? "36893488147419103226 missed" : "at least 18446744073709551615 missed");
     CHECK_CONTAINS(err, "2 not finite");
     /* Four finite poses, every line eight finite numbers. */
-    char *out = slurp(tmp_path("hostile.out"), NULL);
+    char *out = slurp(tmp_path(out_name), NULL);
     int lines = 0;
     for (char *save = NULL, *line = strtok_r(out, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {
