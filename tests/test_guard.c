@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -552,4 +553,51 @@ KR_TEST(guard, python_subscriber_survives_a_hostile_publisher)
     const char *py = python_with_zmq();
     if (!py) SKIP("no python3 with pyzmq: install python3-zmq (apt) or pyzmq (pip)");
     hostile_publisher(py);
+}
+
+/* The connection cap fits the open-file limit: a soft limit below the need is
+ * raised toward the hard one, a hard limit too low lowers the cap (warning),
+ * and one with no room at all is an error naming ulimit -n. Run in a child,
+ * since a lowered hard limit cannot be raised again. */
+KR_TEST(guard, connection_cap_fits_the_open_file_limit)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int code = 0;
+        struct rlimit rl = {.rlim_cur = 200, .rlim_max = 1000};
+        kr_publisher_guard_stats gs;
+        kr_publisher *pub = NULL;
+        /* soft 200 < 64 + 256: raised to 320 under the hard 1000 */
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(10);
+        pub = publisher(1000, 64, 0);
+        kr_publisher_guard_get(pub, &gs);
+        getrlimit(RLIMIT_NOFILE, &rl);
+        if (!pub || gs.max_connections != 64 || rl.rlim_cur != 320) code |= 1;
+        kr_publisher_destroy(&pub);
+        /* hard 300: the cap becomes 300 - 256 = 44 */
+        rl.rlim_cur = rl.rlim_max = 300;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(11);
+        pub = publisher(1000, 64, 0);
+        kr_publisher_guard_get(pub, &gs);
+        if (!pub || gs.max_connections != 44) code |= 2;
+        kr_publisher_destroy(&pub);
+        /* hard 200: no room */
+        rl.rlim_cur = rl.rlim_max = 200;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(12);
+        kr_publisher_config cfg;
+        kr_publisher_config_default(&cfg);
+        cfg.endpoint = "tcp://127.0.0.1:*";
+        if (kr_publisher_create(&pub, &cfg) != KR_ERR_INVALID_ARG || pub ||
+            !strstr(kr_last_error(), "ulimit -n"))
+            code |= 4;
+        _exit(code);
+    }
+    int status = 0;
+    REQUIRE(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "child: exit %d (1: soft limit not raised, 2: cap not lowered to 44, 4: no error "
+              "without room; "
+              "10-12: setrlimit failed)",
+              WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
