@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -210,7 +211,7 @@ KR_TEST(guard, run_survives_a_connection_flood)
     int port = ntohs(a.sin_port);
     close(probe);
 
-    enum { FRAMES = 120, FLOOD = 600 };
+    enum { FRAMES = 200, FLOOD = 600 };
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "ulimit -n 400 && exec '%s' run tum:%s --intrinsics fr1 -n %d -r 1.0 -q -p "
@@ -482,13 +483,18 @@ static void hostile_publisher(const char *python)
     snprintf(script, sizeof script, "%s/tools/python/kinreg_sub.py", KINREG_SOURCE_DIR);
     char *argv_c[] = {(char *)tool(), "sub", "--timeout", "10", ep, NULL};
     char *argv_py[] = {(char *)python, script, "--timeout", "10", ep, NULL};
-    pid_t pid = spawn(python ? argv_py : argv_c, "hostile.out", "hostile.err");
+    /* Files of their own per program, created before it starts: the wait
+     * below must not see the other program's output. */
+    const char *out_name = python ? "hostile_py.out" : "hostile_c.out";
+    const char *err_name = python ? "hostile_py.err" : "hostile_c.err";
+    fclose(fopen(tmp_path(err_name), "w"));
+    pid_t pid = spawn(python ? argv_py : argv_c, out_name, err_name);
     REQUIRE(pid > 0);
     uint64_t sseq = 0;
     bool joined = false;
     for (double t0 = now_s(); !joined && now_s() - t0 < 10; usleep(20000)) {
         raw_status(raw, sseq++, KR_EVENT_PROGRESS, "probe");
-        joined = strstr(slurp(tmp_path("hostile.err"), NULL), "status: ") != NULL;
+        joined = strstr(slurp(tmp_path(err_name), NULL), "status: ") != NULL;
     }
     if (joined) {
         raw_status(raw, sseq++, KR_EVENT_PROGRESS, "\x1b[31mRED\nFAKE line\r\xff\xfe\xc2\x9b");
@@ -506,7 +512,7 @@ static void hostile_publisher(const char *python)
     zmq_ctx_term(ctx);
     REQUIRE(joined);
     size_t n_err = 0;
-    const char *err = slurp(tmp_path("hostile.err"), &n_err);
+    const char *err = slurp(tmp_path(err_name), &n_err);
     CHECK_MSG(code == 0, "kinreg sub exited %d:\n%s", code, err);
     CHECK_MSG(!memchr(err, 0x1b, n_err), "an escape character reached the terminal:\n%s", err);
     CHECK_MSG(!memchr(err, 0xff, n_err) && !strstr(err, "\xc2\x9b"),
@@ -520,7 +526,7 @@ static void hostile_publisher(const char *python)
                    python ? "36893488147419103226 missed" : "at least 18446744073709551615 missed");
     CHECK_CONTAINS(err, "2 not finite");
     /* Four finite poses, every line eight finite numbers. */
-    char *out = slurp(tmp_path("hostile.out"), NULL);
+    char *out = slurp(tmp_path(out_name), NULL);
     int lines = 0;
     for (char *save = NULL, *line = strtok_r(out, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {
@@ -547,4 +553,51 @@ KR_TEST(guard, python_subscriber_survives_a_hostile_publisher)
     const char *py = python_with_zmq();
     if (!py) SKIP("no python3 with pyzmq: install python3-zmq (apt) or pyzmq (pip)");
     hostile_publisher(py);
+}
+
+/* The connection cap fits the open-file limit: a soft limit below the need is
+ * raised toward the hard one, a hard limit too low lowers the cap (warning),
+ * and one with no room at all is an error naming ulimit -n. Run in a child,
+ * since a lowered hard limit cannot be raised again. */
+KR_TEST(guard, connection_cap_fits_the_open_file_limit)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int code = 0;
+        struct rlimit rl = {.rlim_cur = 200, .rlim_max = 1000};
+        kr_publisher_guard_stats gs;
+        kr_publisher *pub = NULL;
+        /* soft 200 < 64 + 256: raised to 320 under the hard 1000 */
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(10);
+        pub = publisher(1000, 64, 0);
+        kr_publisher_guard_get(pub, &gs);
+        getrlimit(RLIMIT_NOFILE, &rl);
+        if (!pub || gs.max_connections != 64 || rl.rlim_cur != 320) code |= 1;
+        kr_publisher_destroy(&pub);
+        /* hard 300: the cap becomes 300 - 256 = 44 */
+        rl.rlim_cur = rl.rlim_max = 300;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(11);
+        pub = publisher(1000, 64, 0);
+        kr_publisher_guard_get(pub, &gs);
+        if (!pub || gs.max_connections != 44) code |= 2;
+        kr_publisher_destroy(&pub);
+        /* hard 200: no room */
+        rl.rlim_cur = rl.rlim_max = 200;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(12);
+        kr_publisher_config cfg;
+        kr_publisher_config_default(&cfg);
+        cfg.endpoint = "tcp://127.0.0.1:*";
+        if (kr_publisher_create(&pub, &cfg) != KR_ERR_INVALID_ARG || pub ||
+            !strstr(kr_last_error(), "ulimit -n"))
+            code |= 4;
+        _exit(code);
+    }
+    int status = 0;
+    REQUIRE(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "child: exit %d (1: soft limit not raised, 2: cap not lowered to 44, 4: no error "
+              "without room; "
+              "10-12: setrlimit failed)",
+              WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
