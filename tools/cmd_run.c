@@ -1,5 +1,4 @@
 /* kinreg run — track a source, publish poses, write trajectory and model. */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,8 +7,7 @@
 #include "output_path.h"
 #include "pipeline_options.h"
 #include "status_line.h"
-
-static kr_pipeline *running;
+#include "stop_signals.h"
 
 double kr_progress_interval_s = KR_PROGRESS_INTERVAL_S;
 
@@ -26,12 +24,6 @@ int kr_progress_option(const char *arg)
     return 0;
 }
 
-static void on_signal(int sig)
-{
-    (void)sig;
-    kr_pipeline_stop(running); /* async-signal-safe: sets an atomic flag */
-}
-
 static void help(FILE *out)
 {
     fprintf(out, "usage: kinreg run [OPTIONS] [SOURCE]\n\n"
@@ -43,7 +35,13 @@ static void help(FILE *out)
                  "      --progress SEC      when stderr is not a terminal, a progress line every SEC\n"
                  "                          seconds (default 5; 0 = none)\n"
                  "  -h, --help              this text\n\n"
-                 "example: kinreg run tum:../shared/data/tum/fr1_xyz_head --intrinsics fr1 -t traj.txt -p tcp://*:5555\n");
+                 "example: kinreg run tum:../shared/data/tum/fr1_xyz_head --intrinsics fr1 -t traj.txt -p tcp://*:5555\n\n"
+                 "exit status: 0 the source ended or Ctrl-C/SIGTERM stopped the run (every pose\n"
+                 "computed is written and published), 1 the run failed, 2 a usage error,\n"
+                 "3 the sensor stopped delivering frames (--stall-timeout), 4 the trajectory or\n"
+                 "the model could not be written (full disk, file-size limit, I/O error: the\n"
+                 "message names the file and the cause; poses were still published and the\n"
+                 "trajectory keeps the poses written before the failure, whole lines only).\n");
 }
 
 /* Exit code for a pipeline status. */
@@ -61,6 +59,7 @@ kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, bool quiet, 
                           kr_pipeline_stats *stats)
 {
     static kr_status_line line;
+    kr_stop_signals_start(); /* first: a signal during start-up stops the run like a later one */
     kr_status_line_init(&line, quiet, 0);
     line.interval = kr_progress_interval_s;
     cfg->on_frame = kr_status_line_frame;
@@ -79,16 +78,9 @@ kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, bool quiet, 
             cfg->device.backend == KR_BACKEND_AUTO ? (kr_cuda_available() ? ": a GPU is present" : ": no GPU found")
                                                    : "");
     fprintf(stderr, "%s: %s\n", who, kr_source_settings(kr_pipeline_source(p)));
-    running = p;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    kr_stop_signals_attach(p);
     s = kr_pipeline_run(p);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    running = NULL;
+    kr_stop_signals_attach(NULL);
     kr_pipeline_get_stats(p, stats);
     kr_status_line_finish(&line, stats);
     if (s != KR_OK) fprintf(stderr, "%s: %s: %s\n", who, kr_strerror(s), kr_last_error());
@@ -129,8 +121,16 @@ int kr_cmd_run(int argc, char **argv)
     kr_pipeline *p = NULL;
     kr_status s = kr_run_pipeline(&cfg, "kinreg run", quiet, &p, &stats);
     if (!p) return s == KR_ERR_INVALID_ARG ? KR_EXIT_USAGE : KR_EXIT_FAILURE;
-    if (cfg.trajectory_path) fprintf(stderr, "kinreg run: trajectory written to %s\n", cfg.trajectory_path);
-    if (cfg.model_path && s == KR_OK) fprintf(stderr, "kinreg run: model written to %s\n", cfg.model_path);
+    /* Said only when true: a failed write was reported with its cause. */
+    if (cfg.trajectory_path && !stats.trajectory_failed)
+        fprintf(stderr, "kinreg run: trajectory written to %s (%llu poses)\n", cfg.trajectory_path,
+                (unsigned long long)stats.poses_written);
+    else if (cfg.trajectory_path)
+        fprintf(stderr, "kinreg run: the trajectory %s is incomplete: %llu of %llu poses\n", cfg.trajectory_path,
+                (unsigned long long)stats.poses_written, (unsigned long long)stats.frames_out);
+    if (cfg.model_path && !stats.model_save_failed && (s == KR_OK || s == KR_ERR_STALLED || stats.trajectory_failed))
+        fprintf(stderr, "kinreg run: model written to %s\n", cfg.model_path);
     kr_pipeline_destroy(&p);
+    if (stats.trajectory_failed || stats.model_save_failed) return KR_EXIT_OUTPUT;
     return kr_exit_code(s);
 }

@@ -103,6 +103,14 @@ typedef struct {
     double latency_last_ms, latency_median_ms, latency_p99_ms;
     uint64_t model_points;     /* voxels in the running model */
     kr_track_state last_state;
+    /* Outputs: poses in the trajectory file so far; whether a write to it
+     * failed (a full disk, a file-size limit, an I/O error: the file then
+     * holds the poses_written first poses, whole lines only, and the run's
+     * error says the path and the cause) and whether the model could not be
+     * saved at the end. Poses are published either way. */
+    uint64_t poses_written;
+    bool trajectory_failed;
+    bool model_save_failed;
 } kr_pipeline_stats;
 
 typedef void (*kr_frame_callback)(const kr_frame_result *result, const kr_pipeline_stats *stats, void *user);
