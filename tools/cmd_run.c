@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "number_option.h"
 #include "output_path.h"
 #include "pipeline_options.h"
 #include "status_line.h"
@@ -13,13 +14,9 @@ double kr_progress_interval_s = KR_PROGRESS_INTERVAL_S;
 
 int kr_progress_option(const char *arg)
 {
-    char *end;
-    double v = strtod(arg, &end);
-    if (end == arg || *end || !(v >= 0) || v > 86400) {
-        fprintf(stderr, "kinreg: --progress '%s' is not allowed: expected seconds >= 0 (0 = no progress lines)\n",
-                arg);
-        return -1;
-    }
+    static const kr_number_rule rule = {"--progress", 0, 86400, false, false, "seconds", "0 = no progress lines"};
+    double v;
+    if (!kr_number_option("kinreg", &rule, arg, &v)) return -1;
     kr_progress_interval_s = v;
     return 0;
 }
