@@ -322,6 +322,30 @@ KR_TEST(lifecycle, signal_during_start_up_is_handled_like_a_later_one)
     }
 }
 
+/* Waiting for a subscriber (--wait-subscriber 120, nobody comes): Ctrl-C ends
+ * the wait and the run at once, not after the two minutes. */
+KR_TEST(lifecycle, ctrl_c_while_waiting_for_a_subscriber_ends_promptly)
+{
+    char log[512], traj[512], endpoint[600];
+    tmp_path(log, sizeof log, "waitsub.log");
+    tmp_path(traj, sizeof traj, "waitsub_traj.txt");
+    snprintf(endpoint, sizeof endpoint, "ipc://%s/waitsub.ipc", kr_test_tmpdir());
+    char *argv[] = {"kinreg", "run", "-q", "-b", "cpu",    "-n",
+                    "5",      "-t",  traj, "-p", endpoint, "--wait-subscriber",
+                    "120",    NULL};
+    pid_t pid = spawn(argv, log, NULL);
+    REQUIRE(pid > 0);
+    sleep_s(2);
+    double t0 = kr_now();
+    kill(pid, SIGINT);
+    double took;
+    int rc = wait_exit(pid, 150, &took);
+    took = kr_now() - t0;
+    CHECK_EQ(rc, 0);
+    CHECK_LT(took, 3.0);
+    CHECK_EQ(poses_in(traj), 0);
+}
+
 /* ---- fakenect: a stalled sensor and a vanished file ------------------------------ */
 
 #ifdef FAKENECT_TESTS
