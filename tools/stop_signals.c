@@ -49,8 +49,7 @@ bool kr_stop_signals_start(void)
     if (!started) {
         signal(SIGXFSZ, SIG_IGN);
         stop_set(&set);
-        sigset_t old;
-        pthread_sigmask(SIG_BLOCK, &set, &old);
+        pthread_sigmask(SIG_BLOCK, &set, NULL);
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -60,7 +59,8 @@ bool kr_stop_signals_start(void)
         if (rc == 0) {
             started = ok = true;
         } else {
-            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            pthread_sigmask(SIG_UNBLOCK, &set,
+                            NULL); /* main() blocked them too: default actions again */
             fprintf(stderr,
                     "kinreg: cannot start the signal thread (%s): Ctrl-C will end the program "
                     "without writing its outputs\n",
