@@ -102,6 +102,12 @@ static void on_depth(freenect_device *dev, void *depth, uint32_t ticks)
 static void *event_loop(void *arg)
 {
     kinect_source *k = arg;
+    if (k->fakenect) { /* the wake-up signal (stop_event_thread) must reach this thread */
+        sigset_t urg;
+        sigemptyset(&urg);
+        sigaddset(&urg, SIGURG);
+        pthread_sigmask(SIG_UNBLOCK, &urg, NULL);
+    }
     while (!atomic_load(&k->stop)) {
         if (k->fakenect && kr_fakenect_guard_check(&k->guard) != KR_OK) {
             snprintf(k->guard_error, sizeof k->guard_error, "%s", kr_last_error());
