@@ -64,7 +64,8 @@ kr_status kr_freenect_check_replay(char *path, size_t path_size, unsigned *depth
     char why[160];
     FILE *f = kr_fopen_regular(index, why, sizeof why);
     if (!f)
-        return kr_error(KR_ERR_IO, "cannot open %s (FAKENECT_PATH): %s: a fakenect dump holds INDEX.txt",
+        return kr_error(KR_ERR_IO,
+                        "cannot open %s (FAKENECT_PATH): %s: a fakenect dump holds INDEX.txt",
                         index, why);
     *depth_frames = 0;
     char *line = NULL;

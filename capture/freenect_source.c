@@ -336,7 +336,8 @@ kr_status kr_kinect_open(kr_source *src, const char *device, const kr_source_con
     if (st == KR_OK) st = kr_freenect_context_open(&k->ctx, replay_path, sizeof replay_path, &replay_frames);
     if (st == KR_OK) st = open_device(k, device);
     if (st == KR_OK && k->fakenect) snprintf(k->name, sizeof k->name, "fakenect replay of %.70s", replay_path);
-    if (st == KR_OK && k->fakenect) st = kr_fakenect_guard_open(&k->guard, replay_path, getenv("FAKENECT_LOOP"));
+    if (st == KR_OK && k->fakenect)
+        st = kr_fakenect_guard_open(&k->guard, replay_path, getenv("FAKENECT_LOOP"));
     if (st == KR_OK) st = start_depth(k, cfg->depth_mode);
     if (st != KR_OK) {
         kinect_free(k);

@@ -744,7 +744,8 @@ kr_status kr_pipeline_run(kr_pipeline *p)
             pthread_mutex_lock(&p->error_lock);
             bool first = p->error == KR_OK;
             pthread_mutex_unlock(&p->error_lock);
-            if (!first) kr_log(KR_LOG_ERROR, "%s", kr_last_error()); /* the first error stays the run's */
+            if (!first)
+                kr_log(KR_LOG_ERROR, "%s", kr_last_error()); /* the first error stays the run's */
             record_error(p, s);
         }
     }
@@ -758,7 +759,8 @@ kr_status kr_pipeline_run(kr_pipeline *p)
     /* A stall is announced as such, then ended like any failed run: the last
      * message of every run is `stopped` or `error` (docs/PROTOCOL.md). */
     if (err == KR_ERR_STALLED) publish_status(p, KR_EVENT_STALLED, text);
-    publish_status(p, err == KR_OK ? KR_EVENT_STOPPED : KR_EVENT_ERROR, err == KR_OK ? "end" : text);
+    publish_status(p, err == KR_OK ? KR_EVENT_STOPPED : KR_EVENT_ERROR,
+                   err == KR_OK ? "end" : text);
     kr_outbox_close(&p->outbox);
     pthread_join(publisher, NULL);
     latency_percentiles(p);

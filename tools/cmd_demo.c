@@ -105,7 +105,8 @@ int kr_cmd_demo(int argc, char **argv)
         printf("%s has no ground truth (groundtruth.txt), so no ATE; %.1f frames/s; lost %llu\n",
                kr_source_describe(kr_pipeline_source(p)), stats.fps,
                (unsigned long long)stats.frames_lost);
-        if (!stats.trajectory_failed && !stats.model_save_failed) printf("wrote %s, %s\n", traj_path, model_path);
+        if (!stats.trajectory_failed && !stats.model_save_failed)
+            printf("wrote %s, %s\n", traj_path, model_path);
         es = KR_OK;
     } else {
         fprintf(stderr, "kinreg demo: cannot evaluate against the ground truth: %s\n",

@@ -239,20 +239,24 @@ static int refine_sequence(kr_refine_sequence_args *seq, kr_refine_config *cfg, 
 }
 
 /* Every numeric option's range, checked before conversion (number_option.h). */
-static const kr_number_rule rule_cell = {"--cell", 1e-5, 10, false, false, "metres", NULL},
-                            rule_levels = {"--levels", 1, 12, false, true, "grid levels", NULL},
-                            rule_band = {"--band", 1, 100, false, true, "cells", NULL},
-                            rule_coarse_band = {"--coarse-band", 1, 100, false, true, "cells", NULL},
-                            rule_points = {"--points", 0, INT_MAX, false, true, "points", "0 = all"},
-                            rule_iterations = {"--iterations", 1, 100000, false, true, "LM iterations", NULL},
-                            rule_huber = {"--huber", 0, 1000, false, false, "cells", "0 = squares"},
-                            rule_cap = {"--cap", 0, 1000, false, false, "cells", NULL},
-                            rule_subset = {"--subset", 0, 1, true, false, "a fraction", NULL},
-                            rule_gauge = {"--gauge", 0, INT_MAX, false, true, "a scan index", NULL},
-                            rule_seed = {"--seed", 0, 4294967295.0, false, true, "a seed", NULL},
-                            rule_synthetic = {"--synthetic", 2, 10000, false, true, "views", NULL},
-                            rule_min_metres = {"--min-move", 0, 100, false, false, "metres", NULL},
-                            rule_min_degrees = {"--min-move", 0, 180, false, false, "degrees", NULL};
+static const kr_number_rule rule_cell = {"--cell", 1e-5, 10, false, false, "metres", NULL};
+static const kr_number_rule rule_levels = {"--levels", 1, 12, false, true, "grid levels", NULL};
+static const kr_number_rule rule_band = {"--band", 1, 100, false, true, "cells", NULL};
+static const kr_number_rule rule_coarse_band = {"--coarse-band", 1,   100, false, true,
+                                                "cells",         NULL};
+static const kr_number_rule rule_points = {"--points", 0,        INT_MAX,  false,
+                                           true,       "points", "0 = all"};
+static const kr_number_rule rule_iterations = {"--iterations",  1,   100000, false, true,
+                                               "LM iterations", NULL};
+static const kr_number_rule rule_huber = {"--huber", 0, 1000, false, false, "cells", "0 = squares"};
+static const kr_number_rule rule_cap = {"--cap", 0, 1000, false, false, "cells", NULL};
+static const kr_number_rule rule_subset = {"--subset", 0, 1, true, false, "a fraction", NULL};
+static const kr_number_rule rule_gauge = {"--gauge", 0, INT_MAX, false, true, "a scan index", NULL};
+static const kr_number_rule rule_seed = {"--seed", 0, 4294967295.0, false, true, "a seed", NULL};
+static const kr_number_rule rule_synthetic = {"--synthetic", 2, 10000, false, true, "views", NULL};
+static const kr_number_rule rule_min_metres = {"--min-move", 0, 100, false, false, "metres", NULL};
+static const kr_number_rule rule_min_degrees = {"--min-move", 0,         180, false,
+                                                false,        "degrees", NULL};
 
 static bool refine_number(const kr_number_rule *r, const char *arg, double *v)
 {
@@ -267,7 +271,9 @@ static bool parse_min_move(const char *arg, kr_refine_sequence_args *seq)
     if (!comma || strlen(arg) >= sizeof buf) return false;
     snprintf(buf, sizeof buf, "%.*s", (int)(comma - arg), arg);
     double m, d;
-    if (!refine_number(&rule_min_metres, buf, &m) || !refine_number(&rule_min_degrees, comma + 1, &d)) return false;
+    if (!refine_number(&rule_min_metres, buf, &m) ||
+        !refine_number(&rule_min_degrees, comma + 1, &d))
+        return false;
     seq->min_translation = m;
     seq->min_angle_deg = d;
     return true;

@@ -99,11 +99,13 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Every numeric option's range, checked before conversion (number_option.h). */
-static const kr_number_rule rule_subsample = {"--subsample", 0, 100000000, false, true, "points", "0 = all"},
-                            rule_extent = {"--extent", 0, 1e6, true, false, "metres", NULL},
-                            rule_threads = {"--threads", 1, 4096, false, true, "threads", NULL},
-                            rule_synthetic = {"--synthetic", 3, 10000000, false, true, "points", NULL},
-                            rule_repeat = {"--repeat", 1, 100000, false, true, "runs", NULL};
+static const kr_number_rule rule_subsample = {"--subsample", 0,        100000000, false,
+                                              true,          "points", "0 = all"};
+static const kr_number_rule rule_extent = {"--extent", 0, 1e6, true, false, "metres", NULL};
+static const kr_number_rule rule_threads = {"--threads", 1, 4096, false, true, "threads", NULL};
+static const kr_number_rule rule_synthetic = {"--synthetic", 3,        10000000, false,
+                                              true,          "points", NULL};
+static const kr_number_rule rule_repeat = {"--repeat", 1, 100000, false, true, "runs", NULL};
 
 static bool register_number(const kr_number_rule *r, const char *arg, double *v)
 {
@@ -181,7 +183,8 @@ int kr_cmd_register(int argc, char **argv)
             rng_state = strtoull(optarg, &end, 10);
             if (!isdigit((unsigned char)optarg[0]) || *end || errno == ERANGE) {
                 fprintf(stderr,
-                        "kinreg register: --seed '%s' is not allowed: expected a seed: a whole number from 0 "
+                        "kinreg register: --seed '%s' is not allowed: expected a seed: a whole "
+                        "number from 0 "
                         "to 18446744073709551615\n",
                         optarg);
                 return KR_EXIT_USAGE;

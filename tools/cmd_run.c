@@ -14,7 +14,8 @@ double kr_progress_interval_s = KR_PROGRESS_INTERVAL_S;
 
 int kr_progress_option(const char *arg)
 {
-    static const kr_number_rule rule = {"--progress", 0, 86400, false, false, "seconds", "0 = no progress lines"};
+    static const kr_number_rule rule = {"--progress",           0, 86400, false, false, "seconds",
+                                        "0 = no progress lines"};
     double v;
     if (!kr_number_option("kinreg", &rule, arg, &v)) return -1;
     kr_progress_interval_s = v;
@@ -28,17 +29,19 @@ static void help(FILE *out)
                  "ZeroMQ, and writes the trajectory and model. Ctrl-C stops cleanly: every pose\n"
                  "computed so far is written and published.\n\n");
     kr_pipeline_options_help(out);
-    fprintf(out, "  -q, --quiet             no status line\n"
-                 "      --progress SEC      when stderr is not a terminal, a progress line every SEC\n"
-                 "                          seconds (default 5; 0 = none)\n"
-                 "  -h, --help              this text\n\n"
-                 "example: kinreg run tum:../shared/data/tum/fr1_xyz_head --intrinsics fr1 -t traj.txt -p tcp://*:5555\n\n"
-                 "exit status: 0 the source ended or Ctrl-C/SIGTERM stopped the run (every pose\n"
-                 "computed is written and published), 1 the run failed, 2 a usage error,\n"
-                 "3 the sensor stopped delivering frames (--stall-timeout), 4 the trajectory or\n"
-                 "the model could not be written (full disk, file-size limit, I/O error: the\n"
-                 "message names the file and the cause; poses were still published and the\n"
-                 "trajectory keeps the poses written before the failure, whole lines only).\n");
+    fprintf(out,
+            "  -q, --quiet             no status line\n"
+            "      --progress SEC      when stderr is not a terminal, a progress line every SEC\n"
+            "                          seconds (default 5; 0 = none)\n"
+            "  -h, --help              this text\n\n"
+            "example: kinreg run tum:../shared/data/tum/fr1_xyz_head --intrinsics fr1 -t traj.txt "
+            "-p tcp://*:5555\n\n"
+            "exit status: 0 the source ended or Ctrl-C/SIGTERM stopped the run (every pose\n"
+            "computed is written and published), 1 the run failed, 2 a usage error,\n"
+            "3 the sensor stopped delivering frames (--stall-timeout), 4 the trajectory or\n"
+            "the model could not be written (full disk, file-size limit, I/O error: the\n"
+            "message names the file and the cause; poses were still published and the\n"
+            "trajectory keeps the poses written before the failure, whole lines only).\n");
 }
 
 /* Exit code for a pipeline status. */
@@ -123,9 +126,11 @@ int kr_cmd_run(int argc, char **argv)
         fprintf(stderr, "kinreg run: trajectory written to %s (%llu poses)\n", cfg.trajectory_path,
                 (unsigned long long)stats.poses_written);
     else if (cfg.trajectory_path)
-        fprintf(stderr, "kinreg run: the trajectory %s is incomplete: %llu of %llu poses\n", cfg.trajectory_path,
-                (unsigned long long)stats.poses_written, (unsigned long long)stats.frames_out);
-    if (cfg.model_path && !stats.model_save_failed && (s == KR_OK || s == KR_ERR_STALLED || stats.trajectory_failed))
+        fprintf(stderr, "kinreg run: the trajectory %s is incomplete: %llu of %llu poses\n",
+                cfg.trajectory_path, (unsigned long long)stats.poses_written,
+                (unsigned long long)stats.frames_out);
+    if (cfg.model_path && !stats.model_save_failed &&
+        (s == KR_OK || s == KR_ERR_STALLED || stats.trajectory_failed))
         fprintf(stderr, "kinreg run: model written to %s\n", cfg.model_path);
     kr_pipeline_destroy(&p);
     if (stats.trajectory_failed || stats.model_save_failed) return KR_EXIT_OUTPUT;

@@ -42,8 +42,11 @@ static void usage(FILE *out)
                  "       kinreg --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\nexit status: 0 success (run: also after Ctrl-C or SIGTERM), 1 failure, 2 usage error,\n"
-                 "3 the sensor stopped delivering frames (run), 4 an output file could not be written (run)\n");
+    fprintf(
+        out,
+        "\nexit status: 0 success (run: also after Ctrl-C or SIGTERM), 1 failure, 2 usage error,\n"
+        "3 the sensor stopped delivering frames (run), 4 an output file could not be written "
+        "(run)\n");
 }
 
 int main(int argc, char **argv)

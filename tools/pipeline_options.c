@@ -110,30 +110,37 @@ static const kr_number_rule
     rule_jump_distance = {"--jump-distance", 0, 100, false, false, "metres", NULL},
     rule_covered = {"--covered", 0, 100000, false, true, "stretches", NULL},
     rule_covered_frames = {"--covered-frames", 1, 100000, false, true, "frames", NULL},
-    rule_recover_after = {"--recover-after", 0, 100000, false, true, "POOR frames", "0 = only LOST frames"},
+    rule_recover_after = {"--recover-after",     0, 100000, false, true, "POOR frames",
+                          "0 = only LOST frames"},
     rule_frames = {"--frames", 1, INT_MAX, false, true, "frames", NULL},
     /* below a millimetre the voxel map cannot hold a scene (and 1e-30 empties it) */
     rule_voxel = {"--voxel", 0.001, 10, false, false, "a voxel size in metres", NULL},
-    rule_depth_scale = {"--depth-scale", 0.001, 1e9, false, false, "raw units per metre", "TUM: 5000"},
+    rule_depth_scale = {"--depth-scale",       0.001,      1e9, false, false,
+                        "raw units per metre", "TUM: 5000"},
     rule_seed = {"--seed", 0, 4294967295.0, false, true, "a seed", NULL},
     rule_duration = {"--duration", 0, 86400, true, false, "seconds", NULL},
     rule_threads = {"--threads", 0, 4096, false, true, "threads", "0 = all cores"},
     rule_active_window = {"--active-window", 1, INT_MAX, false, true, "frames", NULL},
     rule_rebuild = {"--rebuild-every", 1, INT_MAX, false, true, "frames", NULL},
     rule_gate = {"--gate", 0, 100, true, false, "a distance in metres", NULL},
-    rule_depth_step = {"--depth-step", 0, 1, false, false, "a coefficient", "0 turns the noise model off"},
+    rule_depth_step =
+        {"--depth-step", 0, 1, false, false, "a coefficient", "0 turns the noise model off"},
     rule_stall = {"--stall-timeout", 0.01, 86400, false, false, "seconds", NULL},
     rule_wait = {"--wait-subscriber", 0, 86400, false, false, "seconds", NULL},
-    /* a factor below 1e-3 turns a 1 s gap into more than 15 minutes (and 1e-300 overflowed the pacing) */
-    rule_rate = {"--rate", 0.001, 1000, false, false, "a speed factor", "or max; 1.0 = recorded timing"};
+    /* a factor below 1e-3 turns a 1 s gap into more than 15 minutes (and 1e-300 overflowed the
+       pacing) */
+    rule_rate = {
+        "--rate", 0.001, 1000, false, false, "a speed factor", "or max; 1.0 = recorded timing"};
 
 /* Explicit intrinsics: pixels for a sensor of at most 8192x8192 and distortion
  * coefficients of real lenses, so no value overflows the float it fills (1e30
  * once gave an empty model and identity poses without a word). */
-static const kr_number_rule rule_focal = {"--intrinsics", 1, 100000, false, false, "fx, fy in pixels", NULL},
-                            rule_centre = {"--intrinsics", -100000, 100000, false, false, "cx, cy in pixels", NULL},
-                            rule_distortion = {"--intrinsics", -1000, 1000, false, false, "k1, k2, p1, p2, k3",
-                                               NULL};
+static const kr_number_rule rule_focal = {"--intrinsics",     1,   100000, false, false,
+                                          "fx, fy in pixels", NULL},
+                            rule_centre = {"--intrinsics",     -100000, 100000, false, false,
+                                           "cx, cy in pixels", NULL},
+                            rule_distortion = {"--intrinsics",       -1000, 1000, false, false,
+                                               "k1, k2, p1, p2, k3", NULL};
 
 /* fx,fy,cx,cy[,k1,k2,p1,p2,k3]: 4 or 9 numbers, each checked. 1 parsed, 0
  * not of this form, -1 a value out of range (its line printed). */
@@ -161,7 +168,8 @@ static int parse_explicit_intrinsics(const char *arg, kr_intrinsics *out)
     }
     kr_intrinsics c = {.width = 640, .height = 480};
     float *dst[9] = {&c.fx, &c.fy, &c.cx, &c.cy, &c.k1, &c.k2, &c.p1, &c.p2, &c.k3};
-    for (int i = 0; i < n; i++) *dst[i] = (float)v[i];
+    for (int i = 0; i < n; i++)
+        *dst[i] = (float)v[i];
     *out = c;
     return 1;
 }
@@ -234,7 +242,8 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
         cfg->source.skip_bad = true;
         return 1;
     case 1004: {
-        kr_number_rule r = {"--finest-level", 0, cfg->preprocess.levels - 1, false, true, "a pyramid level", NULL};
+        kr_number_rule r = {"--finest-level",  0,   cfg->preprocess.levels - 1, false, true,
+                            "a pyramid level", NULL};
         if (parse_number(&r, arg, &v) < 0) return -1;
         cfg->track.finest_level = (int)v;
         cfg->fuse_level = (int)v;
