@@ -313,7 +313,7 @@ static bool blocks_sigterm(pid_t pid)
 /* SIGTERM while a day-long synthetic sequence is still being set up (about
  * 3 s): handled like a later one (clean end, exit 0, trajectory file
  * written), not the default action that kills the process with no
- * trajectory. The delays count from main() (seen through SigBlk, at most 2 s
+ * trajectory. The delays count from main() (seen through SigBlk, at most 1 s
  * of waiting): before main() no program can take a signal, and on a loaded
  * machine loading the CUDA build's libraries takes a few tenths of a second. */
 KR_TEST(lifecycle, signal_during_start_up_is_handled_like_a_later_one)
@@ -331,7 +331,7 @@ KR_TEST(lifecycle, signal_during_start_up_is_handled_like_a_later_one)
             return;
         }
         double t0 = kr_now();
-        while (!blocks_sigterm(pid) && kr_now() - t0 < 2.0)
+        while (!blocks_sigterm(pid) && kr_now() - t0 < 1.0)
             sleep_s(0.005);
         sleep_s(delays[i]);
         kill(pid, SIGTERM);
