@@ -14,6 +14,7 @@
 #include "capture/fakenect_name.h"
 #include "capture/intrinsics_file.h"
 #include "capture/pgm_depth.h"
+#include "capture/regular_file.h"
 #include "capture/source_impl.h"
 
 #include <ctype.h>
@@ -96,9 +97,9 @@ static kr_status parse_line(dump_source *d, const char *dir, char *line, unsigne
 
 static kr_status parse_index(dump_source *d, const char *dir)
 {
-    FILE *f = fopen(d->index_txt, "r");
-    if (!f)
-        return kr_error(KR_ERR_IO, "cannot open %s: %s: " DUMP_HINT, d->index_txt, strerror(errno));
+    char why[160];
+    FILE *f = kr_fopen_regular(d->index_txt, why, sizeof why);
+    if (!f) return kr_error(KR_ERR_IO, "cannot open %s: %s: " DUMP_HINT, d->index_txt, why);
     char *line = NULL;
     size_t cap = 0;
     unsigned lineno = 0, prev_line = 0;

@@ -1,5 +1,6 @@
 /* libfreenect context set-up, the fakenect safety checks and device listing. */
 #include "capture/freenect_context.h"
+#include "capture/regular_file.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -60,10 +61,12 @@ kr_status kr_freenect_check_replay(char *path, size_t path_size, unsigned *depth
     snprintf(path, path_size, "%s", dir);
     char index[4096];
     snprintf(index, sizeof index, "%s/INDEX.txt", dir);
-    FILE *f = fopen(index, "r");
+    char why[160];
+    FILE *f = kr_fopen_regular(index, why, sizeof why);
     if (!f)
-        return kr_error(KR_ERR_IO, "cannot open %s (FAKENECT_PATH): %s: a fakenect dump holds INDEX.txt",
-                        index, strerror(errno));
+        return kr_error(KR_ERR_IO,
+                        "cannot open %s (FAKENECT_PATH): %s: a fakenect dump holds INDEX.txt",
+                        index, why);
     *depth_frames = 0;
     char *line = NULL;
     size_t cap = 0;

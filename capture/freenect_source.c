@@ -9,11 +9,13 @@
  * frame, so inter-frame times are the sensor's (free of USB jitter) and
  * trajectories carry Unix time like the TUM RGB-D files. */
 #include "capture/fakenect_format.h"
+#include "capture/fakenect_guard.h"
 #include "capture/freenect_context.h"
 #include "capture/source_impl.h"
 
 #include <ctype.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,12 @@ typedef struct {
     atomic_bool stop;        /* event thread: leave the loop */
     atomic_bool interrupted; /* reads return KR_END */
     atomic_int events_result;   /* 0 running or ended cleanly, else libusb's error code */
+    atomic_bool events_done;    /* the event thread has left its loop */
+    /* fakenect: the file each call will open is checked first; a vanished
+     * one ends the replay with guard_error (written before the queue closes). */
+    kr_fakenect_guard guard;
+    bool guard_failed;
+    char guard_error[1024];
     atomic_ullong failed_copies; /* frames lost to an allocation failure */
 
     /* Callback-thread state for timestamps. */
@@ -94,17 +102,70 @@ static void on_depth(freenect_device *dev, void *depth, uint32_t ticks)
 static void *event_loop(void *arg)
 {
     kinect_source *k = arg;
+    if (k->fakenect) { /* the wake-up signal (stop_event_thread) must reach this thread */
+        sigset_t urg;
+        sigemptyset(&urg);
+        sigaddset(&urg, SIGURG);
+        pthread_sigmask(SIG_UNBLOCK, &urg, NULL);
+    }
     while (!atomic_load(&k->stop)) {
+        if (k->fakenect && kr_fakenect_guard_check(&k->guard) != KR_OK) {
+            snprintf(k->guard_error, sizeof k->guard_error, "%s", kr_last_error());
+            k->guard_failed = true; /* published to readers by the queue's close */
+            break;
+        }
         struct timeval tv = {0, 100 * 1000};
         int r = freenect_process_events_timeout(k->ctx, &tv);
+        if (k->fakenect && r >= 0) kr_fakenect_guard_advance(&k->guard);
         if (r >= 0) continue;
         if (k->fakenect) break;     /* end of the recording */
         if (r == -10) continue;     /* LIBUSB_ERROR_INTERRUPTED: a signal arrived */
         atomic_store(&k->events_result, r);
         break;
     }
+    atomic_store(&k->events_done, true);
     kr_queue_close(k->queue); /* reads drain what arrived, then see the end */
     return NULL;
+}
+
+/* fakenect sleeps inside freenect_process_events() to keep the recording's
+ * pace (sleep(), then usleep()), through any gap in the timestamps: minutes,
+ * if the recording paused. A signal with a handler cuts such a sleep short, so
+ * at shutdown the event thread is sent SIGURG (a no-op handler here, installed
+ * only where SIGURG had its default action, which ignores it) until it
+ * leaves, instead of waiting out the gap. */
+static void wake_noop(int sig)
+{
+    (void)sig;
+}
+
+static bool wake_signal_ready(void)
+{
+    static atomic_int ready; /* 0 unknown, 1 ours, -1 someone else's handler */
+    int r = atomic_load(&ready);
+    if (r) return r > 0;
+    struct sigaction old, sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = wake_noop; /* no SA_RESTART: sleeps return early */
+    sigemptyset(&sa.sa_mask);
+    bool ours = sigaction(SIGURG, NULL, &old) == 0 &&
+                (old.sa_handler == SIG_DFL || old.sa_handler == wake_noop) &&
+                !(old.sa_flags & SA_SIGINFO) && sigaction(SIGURG, &sa, NULL) == 0;
+    atomic_store(&ready, ours ? 1 : -1);
+    return ours;
+}
+
+static void stop_event_thread(kinect_source *k)
+{
+    atomic_store(&k->stop, true);
+    if (k->fakenect && wake_signal_ready()) {
+        while (!atomic_load(&k->events_done)) {
+            pthread_kill(k->events, SIGURG);
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    pthread_join(k->events, NULL);
 }
 
 static kr_status kinect_read(kr_source *src, kr_frame *frame)
@@ -123,6 +184,8 @@ static kr_status kinect_read(kr_source *src, kr_frame *frame)
             return KR_OK;
         }
         if (st == KR_END) {
+            if (k->guard_failed && !atomic_load(&k->interrupted))
+                return kr_error(KR_ERR_IO, "%s", k->guard_error);
             int r = atomic_load(&k->events_result);
             if (r != 0 && !atomic_load(&k->interrupted))
                 return kr_error(KR_ERR_STALLED,
@@ -156,15 +219,13 @@ static uint64_t kinect_dropped(const kr_source *src)
 static void kinect_free(kinect_source *k)
 {
     if (!k) return;
-    if (k->events_running) {
-        atomic_store(&k->stop, true);
-        pthread_join(k->events, NULL);
-    }
+    if (k->events_running) stop_event_thread(k);
     if (k->dev) {
         freenect_stop_depth(k->dev);
         freenect_close_device(k->dev);
     }
     if (k->ctx) freenect_shutdown(k->ctx);
+    kr_fakenect_guard_free(&k->guard);
     kr_queue_destroy(&k->queue);
     free(k);
 }
@@ -261,6 +322,7 @@ kr_status kr_kinect_open(kr_source *src, const char *device, const kr_source_con
     atomic_init(&k->stop, false);
     atomic_init(&k->interrupted, false);
     atomic_init(&k->events_result, 0);
+    atomic_init(&k->events_done, false);
     atomic_init(&k->failed_copies, 0);
     k->fakenect = kr_freenect_is_fakenect();
 
@@ -274,6 +336,8 @@ kr_status kr_kinect_open(kr_source *src, const char *device, const kr_source_con
     if (st == KR_OK) st = kr_freenect_context_open(&k->ctx, replay_path, sizeof replay_path, &replay_frames);
     if (st == KR_OK) st = open_device(k, device);
     if (st == KR_OK && k->fakenect) snprintf(k->name, sizeof k->name, "fakenect replay of %.70s", replay_path);
+    if (st == KR_OK && k->fakenect)
+        st = kr_fakenect_guard_open(&k->guard, replay_path, getenv("FAKENECT_LOOP"));
     if (st == KR_OK) st = start_depth(k, cfg->depth_mode);
     if (st != KR_OK) {
         kinect_free(k);

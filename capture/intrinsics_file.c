@@ -1,5 +1,6 @@
 /* Reading and writing kinreg-intrinsics.txt (format in intrinsics_file.h). */
 #include "capture/intrinsics_file.h"
+#include "capture/regular_file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -56,8 +57,9 @@ static bool parse_values(const char *line, kr_intrinsics *k)
 
 kr_status kr_intrinsics_file_read(const char *path, kr_intrinsics *out)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return kr_error(KR_ERR_IO, "cannot open intrinsics %s: %s", path, strerror(errno));
+    char why[160];
+    FILE *f = kr_fopen_regular(path, why, sizeof why);
+    if (!f) return kr_error(KR_ERR_IO, "cannot open intrinsics %s: %s", path, why);
     char *line = NULL;
     size_t cap = 0;
     unsigned lineno = 0, data_line = 0;

@@ -1,6 +1,7 @@
 /* fakenect's depth PGM files: a tolerant header parser, a strict sample
  * check, and a writer that matches fakenect-record byte for byte. */
 #include "capture/pgm_depth.h"
+#include "capture/regular_file.h"
 
 #include <ctype.h>
 #include <stdbool.h>
@@ -93,10 +94,9 @@ static kr_status check_samples(const uint16_t *s, int w, int h, const char *path
 kr_status kr_pgm_read_depth(const char *path, const char *where, int want_w, int want_h,
                             uint16_t **out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return kr_error(KR_ERR_IO, "cannot open depth frame %s (%s): %s", path, where,
-                        strerror(errno));
+    char why[160];
+    FILE *f = kr_fopen_regular(path, why, sizeof why);
+    if (!f) return kr_error(KR_ERR_IO, "cannot open depth frame %s (%s): %s", path, where, why);
     kr_status st = read_header(f, path, where, want_w, want_h);
     uint16_t *s = NULL;
     size_t n = (size_t)want_w * (size_t)want_h;

@@ -2,6 +2,7 @@
  * buffer and decoded straight into the frame's sample buffer, so the only
  * per-frame allocation besides libpng's own structs is the frame itself. */
 #include "capture/png_depth.h"
+#include "capture/regular_file.h"
 
 #include <errno.h>
 #include <png.h>
@@ -41,10 +42,9 @@ static void read_bytes(png_structp png, png_bytep dst, png_size_t n)
 /* Reads the whole file into r->file; returns its size through *size. */
 static kr_status slurp(kr_png_reader *r, const char *path, const char *where, size_t *size)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return kr_error(KR_ERR_IO, "cannot open depth image %s (%s): %s", path, where,
-                        strerror(errno));
+    char why[160];
+    FILE *f = kr_fopen_regular(path, why, sizeof why);
+    if (!f) return kr_error(KR_ERR_IO, "cannot open depth image %s (%s): %s", path, where, why);
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         fclose(f);

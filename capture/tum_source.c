@@ -8,6 +8,7 @@
 #include "capture/png_depth.h"
 #include "capture/intrinsics_file.h"
 #include "capture/prefetch.h"
+#include "capture/regular_file.h"
 #include "capture/source_impl.h"
 
 #include <ctype.h>
@@ -106,12 +107,13 @@ static kr_status parse_line(tum_source *t, const char *dir, char *line, unsigned
 
 static kr_status parse_depth_txt(tum_source *t, const char *dir)
 {
-    FILE *f = fopen(t->depth_txt, "r");
+    char why[160];
+    FILE *f = kr_fopen_regular(t->depth_txt, why, sizeof why);
     if (!f)
         return kr_error(KR_ERR_IO,
                         "cannot open %s: %s: give a TUM RGB-D sequence directory containing "
                         "depth.txt",
-                        t->depth_txt, strerror(errno));
+                        t->depth_txt, why);
     char *line = NULL;
     size_t cap = 0;
     unsigned lineno = 0, prev_line = 0;

@@ -17,6 +17,7 @@
 #include "pipeline/live_refine.h"
 #include "pipeline/outbox.h"
 #include "pipeline/recover.h"
+#include "pipeline/trajectory_writer.h"
 
 struct kr_pipeline {
     kr_pipeline_config cfg;
@@ -32,7 +33,7 @@ struct kr_pipeline {
      * pyramid, swapped with `pyramid` when a frame is handed over. */
     kr_fuser *fuser;
     kr_pyramid fuse_pyramid;
-    FILE *trajectory_file;
+    kr_trajectory_writer trajectory_file; /* fd -1 without --trajectory */
     kr_trajectory trajectory;
     /* The live refiner (cfg.refine.enabled): its thread and the tracker's
      * keyframe bookkeeping; the refined trajectory once the run has ended. */
@@ -53,6 +54,10 @@ struct kr_pipeline {
     int lost_frames; /* frames with depth since the loss began */
 
     atomic_bool stop;
+    /* The paced capture thread sleeps on this until its frame is due or the
+     * run stops (a replay's timestamp gap may be minutes long). */
+    pthread_mutex_t pace_lock;
+    pthread_cond_t pace_wake;
     /* First error raised on a worker thread, re-raised by kr_pipeline_run. */
     pthread_mutex_t error_lock;
     kr_status error;
@@ -111,7 +116,14 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     if (p->cfg.fuse_level < 0) p->cfg.fuse_level = cfg->track.finest_level;
     pthread_mutex_init(&p->error_lock, NULL);
     pthread_mutex_init(&p->stats_lock, NULL);
+    pthread_mutex_init(&p->pace_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->pace_wake, &ca);
+    pthread_condattr_destroy(&ca);
     atomic_init(&p->stop, false);
+    p->trajectory_file.fd = -1;
 
     kr_status s;
     if ((s = kr_source_create(&p->source, &cfg->source)) != KR_OK) goto fail;
@@ -154,15 +166,9 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
             goto fail;
         }
     }
-    if (cfg->trajectory_path && *cfg->trajectory_path) {
-        p->trajectory_file = fopen(cfg->trajectory_path, "w");
-        if (!p->trajectory_file) {
-            s = kr_error(KR_ERR_IO, "cannot write the trajectory to %s: %s", cfg->trajectory_path,
-                         strerror(errno));
-            goto fail;
-        }
-        fprintf(p->trajectory_file, "# kinreg trajectory (TUM format): timestamp tx ty tz qx qy qz qw\n");
-    }
+    if (cfg->trajectory_path && *cfg->trajectory_path &&
+        (s = kr_trajectory_writer_open(&p->trajectory_file, cfg->trajectory_path)) != KR_OK)
+        goto fail;
     *out = p;
     return KR_OK;
 fail:;
@@ -177,7 +183,7 @@ void kr_pipeline_destroy(kr_pipeline **pp)
 {
     if (!pp || !*pp) return;
     kr_pipeline *p = *pp;
-    if (p->trajectory_file) fclose(p->trajectory_file);
+    kr_trajectory_writer_close(&p->trajectory_file);
     if (p->refine) kr_live_refine_free(p->refine); /* its thread first */
     free(p->refine);
     kr_trajectory_free(&p->refined);
@@ -194,6 +200,8 @@ void kr_pipeline_destroy(kr_pipeline **pp)
     free(p->latency);
     pthread_mutex_destroy(&p->error_lock);
     pthread_mutex_destroy(&p->stats_lock);
+    pthread_mutex_destroy(&p->pace_lock);
+    pthread_cond_destroy(&p->pace_wake);
     free(p);
     *pp = NULL;
 }
@@ -232,13 +240,31 @@ const kr_device *kr_pipeline_device(const kr_pipeline *p)
 
 /* ---- capture thread ------------------------------------------------------ */
 
-static void sleep_until(double t)
+/* Sleeps until kr_now() reaches t, or the run stops (wake_capture). */
+static void sleep_until(kr_pipeline *p, double t)
 {
-    double now = kr_now();
-    if (t <= now) return;
-    double d = t - now;
-    struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
-    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&p->pace_lock);
+    while (!atomic_load(&p->stop)) {
+        /* kr_now() is CLOCK_MONOTONIC, the condition's clock too. */
+        double left = t - kr_now();
+        if (!(left > 0)) break;
+        left = fmin(left, 3600.0); /* a longer gap is waited in turns */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        double ns = (double)ts.tv_nsec + (left - floor(left)) * 1e9;
+        ts.tv_sec += (time_t)left + (time_t)(ns / 1e9);
+        ts.tv_nsec = (long)fmod(ns, 1e9);
+        pthread_cond_timedwait(&p->pace_wake, &p->pace_lock, &ts);
+    }
+    pthread_mutex_unlock(&p->pace_lock);
+}
+
+/* Called after `stop` is set: a paced capture thread stops sleeping. */
+static void wake_capture(kr_pipeline *p)
+{
+    pthread_mutex_lock(&p->pace_lock);
+    pthread_cond_broadcast(&p->pace_wake);
+    pthread_mutex_unlock(&p->pace_lock);
 }
 
 static void *capture_main(void *arg)
@@ -264,7 +290,11 @@ static void *capture_main(void *arg)
                 start = kr_now();
                 paced = true;
             }
-            sleep_until(start + (frame.timestamp - first_stamp) / p->cfg.rate);
+            sleep_until(p, start + (frame.timestamp - first_stamp) / p->cfg.rate);
+            if (atomic_load(&p->stop)) {
+                kr_frame_release(&frame);
+                break;
+            }
             frame.capture_time = kr_now();
         }
         pthread_mutex_lock(&p->stats_lock);
@@ -608,6 +638,35 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
     return KR_OK;
 }
 
+/* A failed trajectory write does not stop the run: the pose has already
+ * gone to the socket and the model still grows; the failure is said at once
+ * and becomes the run's error (last status `error`, exit status 4 in kinreg). */
+static void trajectory_failed(kr_pipeline *p)
+{
+    pthread_mutex_lock(&p->stats_lock);
+    bool first = !p->stats.trajectory_failed;
+    p->stats.trajectory_failed = true;
+    p->stats.poses_written = p->trajectory_file.poses;
+    pthread_mutex_unlock(&p->stats_lock);
+    if (!first) return;
+    kr_log(KR_LOG_WARN, "%s; poses are still published, the file keeps the %llu written before",
+           p->trajectory_file.error, (unsigned long long)p->trajectory_file.poses);
+    kr_error(KR_ERR_IO, "%s (it holds the first %llu poses)", p->trajectory_file.error,
+             (unsigned long long)p->trajectory_file.poses);
+    record_error(p, KR_ERR_IO);
+}
+
+static void write_pose(kr_pipeline *p, const kr_frame_result *r)
+{
+    if (kr_trajectory_writer_append(&p->trajectory_file, r->timestamp, &r->track.pose)) {
+        pthread_mutex_lock(&p->stats_lock);
+        p->stats.poses_written = p->trajectory_file.poses;
+        pthread_mutex_unlock(&p->stats_lock);
+    } else {
+        trajectory_failed(p);
+    }
+}
+
 static void emit_pose(kr_pipeline *p, const kr_frame_result *r, double capture_time)
 {
     kr_quat q = kr_pose_to_quat(&r->track.pose);
@@ -630,12 +689,7 @@ static void emit_pose(kr_pipeline *p, const kr_frame_result *r, double capture_t
     kr_outbox_put(&p->outbox, &item);
 
     kr_trajectory_push(&p->trajectory, r->timestamp, &r->track.pose);
-    if (p->trajectory_file) {
-        char line[256];
-        kr_trajectory_format_line(r->timestamp, &r->track.pose, line, sizeof line);
-        fprintf(p->trajectory_file, "%s\n", line);
-        fflush(p->trajectory_file); /* a killed process still leaves every pose so far */
-    }
+    if (p->trajectory_file.fd >= 0 || p->trajectory_file.failed) write_pose(p, r);
 }
 
 static void update_stats(kr_pipeline *p, const kr_frame_result *r)
@@ -726,12 +780,20 @@ kr_status kr_pipeline_run(kr_pipeline *p)
 {
     if (!p) return kr_error(KR_ERR_INVALID_ARG, "kr_pipeline_run: NULL pipeline");
     if (p->cfg.publish_wait_s > 0) {
-        /* The publisher thread does not exist yet: this thread may use the socket. */
-        kr_status w = kr_publisher_wait_subscriber(p->publisher, (int)(p->cfg.publish_wait_s * 1e3));
-        if (w == KR_TIMEOUT)
+        /* The publisher thread does not exist yet: this thread may use the
+         * socket. Waited in slices so that a stop (Ctrl-C) ends the wait. */
+        double deadline = kr_now() + p->cfg.publish_wait_s;
+        kr_status w = KR_TIMEOUT;
+        while (!atomic_load(&p->stop)) {
+            double left = deadline - kr_now();
+            if (left <= 0) break;
+            w = kr_publisher_wait_subscriber(p->publisher, (int)fmin(100.0, ceil(left * 1e3)));
+            if (w != KR_TIMEOUT) break;
+        }
+        if (w == KR_TIMEOUT && !atomic_load(&p->stop))
             kr_log(KR_LOG_WARN, "no subscriber on %s after %.1f s: starting anyway",
                    kr_publisher_endpoint(p->publisher), p->cfg.publish_wait_s);
-        else if (w != KR_OK)
+        else if (w != KR_OK && w != KR_TIMEOUT)
             return w;
     }
     p->start_time = p->last_status_time = kr_now();
@@ -752,6 +814,7 @@ kr_status kr_pipeline_run(kr_pipeline *p)
      * a read waiting for a sensor once the source is interrupted), then flush
      * every computed pose to the socket before returning. */
     atomic_store(&p->stop, true);
+    wake_capture(p);
     kr_queue_close(p->queue);
     kr_source_interrupt(p->source);
     pthread_join(capture, NULL);
@@ -766,26 +829,44 @@ kr_status kr_pipeline_run(kr_pipeline *p)
     p->stats.frames_skipped = kr_source_skipped(p->source);
     pthread_mutex_unlock(&p->stats_lock);
 
+    /* Every pose is in the file and the model saved (or the failure known)
+     * before the last status says how the run ended. */
+    if (p->trajectory_file.fd >= 0 || p->trajectory_file.failed) {
+        if (!kr_trajectory_writer_close(&p->trajectory_file)) trajectory_failed(p);
+    }
+    if (p->cfg.model_path && *p->cfg.model_path) {
+        kr_status s = kr_model_save_ply(p->model, p->cfg.model_path);
+        if (s != KR_OK) {
+            pthread_mutex_lock(&p->stats_lock);
+            p->stats.model_save_failed = true;
+            pthread_mutex_unlock(&p->stats_lock);
+            pthread_mutex_lock(&p->error_lock);
+            bool first = p->error == KR_OK;
+            pthread_mutex_unlock(&p->error_lock);
+            if (!first)
+                kr_log(KR_LOG_ERROR, "%s", kr_last_error()); /* the first error stays the run's */
+            record_error(p, s);
+        }
+    }
+
     kr_status err;
     char text[1024];
     pthread_mutex_lock(&p->error_lock);
     err = p->error;
     snprintf(text, sizeof text, "%s", p->error_text);
     pthread_mutex_unlock(&p->error_lock);
-    kr_event end = err == KR_OK ? KR_EVENT_STOPPED : err == KR_ERR_STALLED ? KR_EVENT_STALLED : KR_EVENT_ERROR;
-    publish_status(p, end, err == KR_OK ? "end" : text);
+    /* A stall is announced as such, then ended like any failed run: the last
+     * message of every run is `stopped` or `error` (docs/PROTOCOL.md). */
+    if (err == KR_ERR_STALLED) publish_status(p, KR_EVENT_STALLED, text);
+    publish_status(p, err == KR_OK ? KR_EVENT_STOPPED : KR_EVENT_ERROR,
+                   err == KR_OK ? "end" : text);
     kr_outbox_close(&p->outbox);
     pthread_join(publisher, NULL);
     pthread_mutex_lock(&p->stats_lock);
     p->stats.messages_dropped = kr_publisher_dropped(p->publisher);
     pthread_mutex_unlock(&p->stats_lock);
     latency_percentiles(p);
-    if (p->trajectory_file) fflush(p->trajectory_file);
 
-    if (p->cfg.model_path && *p->cfg.model_path) {
-        kr_status s = kr_model_save_ply(p->model, p->cfg.model_path);
-        if (s != KR_OK && err == KR_OK) return s;
-    }
     if (err != KR_OK) return kr_error(err, "%s", text);
     return KR_OK;
 }

@@ -1,6 +1,7 @@
 /* The kinreg program's subcommands. Each parses its own options (getopt_long),
  * prints --help, and returns the process exit code:
- * 0 success, 1 runtime failure, 2 usage error (see KR_EXIT_* below). */
+ * 0 success, 1 runtime failure, 2 usage error, 3 sensor stalled, 4 an output
+ * file could not be written (see KR_EXIT_* below). */
 #ifndef KINREG_TOOLS_CLI_H
 #define KINREG_TOOLS_CLI_H
 
@@ -10,7 +11,8 @@ enum {
     KR_EXIT_OK = 0,
     KR_EXIT_FAILURE = 1,
     KR_EXIT_USAGE = 2,
-    KR_EXIT_STALLED = 3 /* live sensor stopped delivering frames */
+    KR_EXIT_STALLED = 3, /* live sensor stopped delivering frames */
+    KR_EXIT_OUTPUT = 4   /* an output file (trajectory, model) could not be written */
 };
 
 /* Shared by run and demo (tools/cmd_run.c). */

@@ -98,19 +98,22 @@ int kr_cmd_demo(int argc, char **argv)
         printf("ATE RMSE %.2f cm (median %.2f cm, max %.2f cm) over %zu frames; %.1f frames/s; lost %llu\n",
                100 * ate.rmse, 100 * ate.median, 100 * ate.max, ate.pairs, stats.fps,
                (unsigned long long)stats.frames_lost);
-        printf("wrote %s, %s, %s, %s\n", traj_path, gt_path, model_path, plot_path);
+        if (!stats.trajectory_failed && !stats.model_save_failed) /* said only when true */
+            printf("wrote %s, %s, %s, %s\n", traj_path, gt_path, model_path, plot_path);
     } else if (!gt) {
         /* Not a failure: the source has nothing to compare with. */
         printf("%s has no ground truth (groundtruth.txt), so no ATE; %.1f frames/s; lost %llu\n",
                kr_source_describe(kr_pipeline_source(p)), stats.fps,
                (unsigned long long)stats.frames_lost);
-        printf("wrote %s, %s\n", traj_path, model_path);
+        if (!stats.trajectory_failed && !stats.model_save_failed)
+            printf("wrote %s, %s\n", traj_path, model_path);
         es = KR_OK;
     } else {
         fprintf(stderr, "kinreg demo: cannot evaluate against the ground truth: %s\n",
                 kr_last_error());
     }
     kr_pipeline_destroy(&p);
+    if (stats.trajectory_failed || stats.model_save_failed) return KR_EXIT_OUTPUT;
     if (s == KR_OK && es != KR_OK) return KR_EXIT_FAILURE;
     return kr_exit_code(s);
 }

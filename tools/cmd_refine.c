@@ -3,6 +3,7 @@
  * merged model as PLY, before/after residuals, optionally from a seeded
  * perturbation of the input (to measure how well it returns). */
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "capture/scan_conf.h"
 #include "capture/synthetic_object.h"
 #include "cli.h"
+#include "number_option.h"
 #include "kinreg/refine.h"
 #include "refine_sequence.h"
 
@@ -236,6 +238,47 @@ static int refine_sequence(kr_refine_sequence_args *seq, kr_refine_config *cfg, 
     return KR_EXIT_OK;
 }
 
+/* Every numeric option's range, checked before conversion (number_option.h). */
+static const kr_number_rule rule_cell = {"--cell", 1e-5, 10, false, false, "metres", NULL};
+static const kr_number_rule rule_levels = {"--levels", 1, 12, false, true, "grid levels", NULL};
+static const kr_number_rule rule_band = {"--band", 1, 100, false, true, "cells", NULL};
+static const kr_number_rule rule_coarse_band = {"--coarse-band", 1,   100, false, true,
+                                                "cells",         NULL};
+static const kr_number_rule rule_points = {"--points", 0,        INT_MAX,  false,
+                                           true,       "points", "0 = all"};
+static const kr_number_rule rule_iterations = {"--iterations",  1,   100000, false, true,
+                                               "LM iterations", NULL};
+static const kr_number_rule rule_huber = {"--huber", 0, 1000, false, false, "cells", "0 = squares"};
+static const kr_number_rule rule_cap = {"--cap", 0, 1000, false, false, "cells", NULL};
+static const kr_number_rule rule_subset = {"--subset", 0, 1, true, false, "a fraction", NULL};
+static const kr_number_rule rule_gauge = {"--gauge", 0, INT_MAX, false, true, "a scan index", NULL};
+static const kr_number_rule rule_seed = {"--seed", 0, 4294967295.0, false, true, "a seed", NULL};
+static const kr_number_rule rule_synthetic = {"--synthetic", 2, 10000, false, true, "views", NULL};
+static const kr_number_rule rule_min_metres = {"--min-move", 0, 100, false, false, "metres", NULL};
+static const kr_number_rule rule_min_degrees = {"--min-move", 0,         180, false,
+                                                false,        "degrees", NULL};
+
+static bool refine_number(const kr_number_rule *r, const char *arg, double *v)
+{
+    return kr_number_option("kinreg refine", r, arg, v);
+}
+
+/* METRES,DEGREES, each range-checked. */
+static bool parse_min_move(const char *arg, kr_refine_sequence_args *seq)
+{
+    char buf[128];
+    const char *comma = strchr(arg, ',');
+    if (!comma || strlen(arg) >= sizeof buf) return false;
+    snprintf(buf, sizeof buf, "%.*s", (int)(comma - arg), arg);
+    double m, d;
+    if (!refine_number(&rule_min_metres, buf, &m) ||
+        !refine_number(&rule_min_degrees, comma + 1, &d))
+        return false;
+    seq->min_translation = m;
+    seq->min_angle_deg = d;
+    return true;
+}
+
 int kr_cmd_refine(int argc, char **argv)
 {
     enum {
@@ -297,7 +340,7 @@ int kr_cmd_refine(int argc, char **argv)
     kr_refine_sequence_args seq = {.min_translation = 0.15, .min_angle_deg = 15};
     optind = 1;
     while ((opt = getopt_long(argc, argv, "o:qh", longopts, NULL)) != -1) {
-        char *end = NULL;
+        double v;
         switch (opt) {
         case 'o':
             output = optarg;
@@ -306,40 +349,51 @@ int kr_cmd_refine(int argc, char **argv)
             model = optarg;
             break;
         case OPT_CELL:
-            cfg.cell = strtod(optarg, &end);
+            if (!refine_number(&rule_cell, optarg, &v)) return KR_EXIT_USAGE;
+            cfg.cell = v;
             break;
         case OPT_LEVELS:
-            cfg.levels = (int)strtol(optarg, &end, 10);
+            if (!refine_number(&rule_levels, optarg, &v)) return KR_EXIT_USAGE;
+            cfg.levels = (int)v;
             break;
         case OPT_BAND:
-            cfg.band = (int)strtol(optarg, &end, 10);
+            if (!refine_number(&rule_band, optarg, &v)) return KR_EXIT_USAGE;
+            cfg.band = (int)v;
             break;
         case OPT_COARSE_BAND:
-            cfg.coarse_band = (int)strtol(optarg, &end, 10);
+            if (!refine_number(&rule_coarse_band, optarg, &v)) return KR_EXIT_USAGE;
+            cfg.coarse_band = (int)v;
             break;
         case OPT_POINTS:
-            cfg.max_points = (int)strtol(optarg, &end, 10);
+            if (!refine_number(&rule_points, optarg, &v)) return KR_EXIT_USAGE;
+            cfg.max_points = (int)v;
             break;
         case OPT_ITER:
-            cfg.max_iterations = (int)strtol(optarg, &end, 10);
+            if (!refine_number(&rule_iterations, optarg, &v)) return KR_EXIT_USAGE;
+            cfg.max_iterations = (int)v;
             break;
         case OPT_HUBER:
-            cfg.huber = strtod(optarg, &end);
+            if (!refine_number(&rule_huber, optarg, &v)) return KR_EXIT_USAGE;
+            cfg.huber = v;
             break;
         case OPT_CAP:
-            cfg.cap = strtod(optarg, &end);
+            if (!refine_number(&rule_cap, optarg, &v)) return KR_EXIT_USAGE;
+            cfg.cap = v;
             break;
         case OPT_SUBSET:
-            cfg.subset = strtod(optarg, &end);
+            if (!refine_number(&rule_subset, optarg, &v)) return KR_EXIT_USAGE;
+            cfg.subset = v;
             break;
         case OPT_STAR:
             cfg.star = true;
             break;
         case OPT_GAUGE:
-            cfg.gauge = (int)strtol(optarg, &end, 10);
+            if (!refine_number(&rule_gauge, optarg, &v)) return KR_EXIT_USAGE;
+            cfg.gauge = (int)v;
             break;
         case OPT_SEED:
-            seed = (unsigned)strtoul(optarg, &end, 10);
+            if (!refine_number(&rule_seed, optarg, &v)) return KR_EXIT_USAGE;
+            seed = (unsigned)v;
             break;
         case OPT_SEQUENCE:
             seq.uri = optarg;
@@ -351,7 +405,7 @@ int kr_cmd_refine(int argc, char **argv)
             seq.intrinsics = optarg;
             break;
         case OPT_MIN_MOVE:
-            if (sscanf(optarg, "%lf,%lf", &seq.min_translation, &seq.min_angle_deg) != 2) {
+            if (!parse_min_move(optarg, &seq)) {
                 fprintf(stderr,
                         "kinreg refine: --min-move '%s': expected METRES,DEGREES (e.g. 0.05,5)\n",
                         optarg);
@@ -359,7 +413,8 @@ int kr_cmd_refine(int argc, char **argv)
             }
             break;
         case OPT_SYNTHETIC:
-            synthetic = (int)strtol(optarg, &end, 10);
+            if (!refine_number(&rule_synthetic, optarg, &v)) return KR_EXIT_USAGE;
+            synthetic = (int)v;
             break;
         case OPT_JSON:
             json = true;
@@ -388,10 +443,6 @@ int kr_cmd_refine(int argc, char **argv)
             return KR_EXIT_OK;
         default:
             help(stderr);
-            return KR_EXIT_USAGE;
-        }
-        if (end && *end) {
-            fprintf(stderr, "kinreg refine: '%s' is not a number (see --help)\n", optarg);
             return KR_EXIT_USAGE;
         }
     }

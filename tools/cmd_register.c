@@ -3,6 +3,8 @@
  * registration benchmark: --synthetic N registers the CuPy anchor's bumpy
  * surface, --repeat K reports the median time of K runs. */
 #include <getopt.h>
+#include <errno.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 
 #include "capture/ply_read.h"
 #include "cli.h"
+#include "number_option.h"
 #include "kinreg/register.h"
 
 static void help(FILE *out)
@@ -95,6 +98,20 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Every numeric option's range, checked before conversion (number_option.h). */
+static const kr_number_rule rule_subsample = {"--subsample", 0,        100000000, false,
+                                              true,          "points", "0 = all"};
+static const kr_number_rule rule_extent = {"--extent", 0, 1e6, true, false, "metres", NULL};
+static const kr_number_rule rule_threads = {"--threads", 1, 4096, false, true, "threads", NULL};
+static const kr_number_rule rule_synthetic = {"--synthetic", 3,        10000000, false,
+                                              true,          "points", NULL};
+static const kr_number_rule rule_repeat = {"--repeat", 1, 100000, false, true, "runs", NULL};
+
+static bool register_number(const kr_number_rule *r, const char *arg, double *v)
+{
+    return kr_number_option("kinreg register", r, arg, v);
+}
+
 int kr_cmd_register(int argc, char **argv)
 {
     static const struct option opts[] = {{"method", required_argument, 0, 'm'},
@@ -119,6 +136,7 @@ int kr_cmd_register(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         char *end = NULL;
+        double v;
         switch (c) {
         case 'm':
             if (kr_reg_method_parse(optarg, &cfg.method) != KR_OK) goto bad_value;
@@ -141,31 +159,40 @@ int kr_cmd_register(int argc, char **argv)
             break;
         }
         case 's':
-            sub = strtol(optarg, &end, 10);
-            if (*end || sub < 0) goto bad_value;
+            if (!register_number(&rule_subsample, optarg, &v)) return KR_EXIT_USAGE;
+            sub = (long)v;
             break;
         case 'x':
-            cfg.extent = strtod(optarg, &end);
-            if (*end || !(cfg.extent > 0)) goto bad_value;
+            if (!register_number(&rule_extent, optarg, &v)) return KR_EXIT_USAGE;
+            cfg.extent = v;
             break;
         case 'F':
             cfg.stop_motion = 0;
             break;
         case 't':
-            threads = strtol(optarg, &end, 10);
-            if (*end || threads < 1) goto bad_value;
+            if (!register_number(&rule_threads, optarg, &v)) return KR_EXIT_USAGE;
+            threads = (long)v;
             break;
         case 'S':
-            synthetic = strtol(optarg, &end, 10);
-            if (*end || synthetic < 3) goto bad_value;
+            if (!register_number(&rule_synthetic, optarg, &v)) return KR_EXIT_USAGE;
+            synthetic = (long)v;
             break;
         case 'r':
+            /* any 64-bit state: digits only (strtoull would wrap "-1") */
+            errno = 0;
             rng_state = strtoull(optarg, &end, 10);
-            if (*end) goto bad_value;
+            if (!isdigit((unsigned char)optarg[0]) || *end || errno == ERANGE) {
+                fprintf(stderr,
+                        "kinreg register: --seed '%s' is not allowed: expected a seed: a whole "
+                        "number from 0 "
+                        "to 18446744073709551615\n",
+                        optarg);
+                return KR_EXIT_USAGE;
+            }
             break;
         case 'k':
-            repeat = strtol(optarg, &end, 10);
-            if (*end || repeat < 1) goto bad_value;
+            if (!register_number(&rule_repeat, optarg, &v)) return KR_EXIT_USAGE;
+            repeat = (long)v;
             break;
         case 'j':
             json = true;

@@ -1,37 +1,28 @@
 /* kinreg run — track a source, publish poses, write trajectory and model. */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "number_option.h"
 #include "output_path.h"
 #include "pipeline_options.h"
 #include "status_line.h"
+#include "stop_signals.h"
 #include "view.h"
 
-static kr_pipeline *running;
 
 double kr_progress_interval_s = KR_PROGRESS_INTERVAL_S;
 
 int kr_progress_option(const char *arg)
 {
-    char *end;
-    double v = strtod(arg, &end);
-    if (end == arg || *end || !(v >= 0) || v > 86400) {
-        fprintf(stderr, "kinreg: --progress '%s' is not allowed: expected seconds >= 0 (0 = no progress lines)\n",
-                arg);
-        return -1;
-    }
+    static const kr_number_rule rule = {"--progress",           0, 86400, false, false, "seconds",
+                                        "0 = no progress lines"};
+    double v;
+    if (!kr_number_option("kinreg", &rule, arg, &v)) return -1;
     kr_progress_interval_s = v;
     return 0;
-}
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    kr_pipeline_stop(running); /* async-signal-safe: sets an atomic flag */
 }
 
 static void help(FILE *out)
@@ -41,15 +32,23 @@ static void help(FILE *out)
                  "ZeroMQ, and writes the trajectory and model. Ctrl-C stops cleanly: every pose\n"
                  "computed so far is written and published.\n\n");
     kr_pipeline_options_help(out);
-    fprintf(out, "  -q, --quiet             no status line\n"
-                 "      --progress SEC      when stderr is not a terminal, a progress line every SEC\n"
-                 "                          seconds (default 5; 0 = none)\n"
-                 "      --view [ADDR:]PORT  serve the live view in the browser on PORT (ADDR defaults to\n"
-                 "                          127.0.0.1; PORT 0 = any free port); it subscribes to\n"
-                 "                          --publish, or to a private ipc:// socket without it\n"
-                 "      --view-public       allow a view ADDR other than loopback (e.g. 0.0.0.0:8080)\n"
-                 "  -h, --help              this text\n\n"
-                 "example: kinreg run tum:../shared/data/tum/fr1_xyz_head --intrinsics fr1 -t traj.txt -p tcp://*:5555\n");
+    fprintf(out,
+            "  -q, --quiet             no status line\n"
+            "      --progress SEC      when stderr is not a terminal, a progress line every SEC\n"
+            "                          seconds (default 5; 0 = none)\n"
+            "      --view [ADDR:]PORT  serve the live view in the browser on PORT (ADDR defaults to\n"
+            "                          127.0.0.1; PORT 0 = any free port); it subscribes to\n"
+            "                          --publish, or to a private ipc:// socket without it\n"
+            "      --view-public       allow a view ADDR other than loopback (e.g. 0.0.0.0:8080)\n"
+            "  -h, --help              this text\n\n"
+            "example: kinreg run tum:../shared/data/tum/fr1_xyz_head --intrinsics fr1 -t traj.txt "
+            "-p tcp://*:5555\n\n"
+            "exit status: 0 the source ended or Ctrl-C/SIGTERM stopped the run (every pose\n"
+            "computed is written and published), 1 the run failed, 2 a usage error,\n"
+            "3 the sensor stopped delivering frames (--stall-timeout), 4 the trajectory or\n"
+            "the model could not be written (full disk, file-size limit, I/O error: the\n"
+            "message names the file and the cause; poses were still published and the\n"
+            "trajectory keeps the poses written before the failure, whole lines only).\n");
 }
 
 /* Exit code for a pipeline status. */
@@ -67,6 +66,7 @@ kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, bool quiet, 
                           kr_pipeline_stats *stats)
 {
     static kr_status_line line;
+    kr_stop_signals_start(); /* first: a signal during start-up stops the run like a later one */
     kr_status_line_init(&line, quiet, 0);
     line.interval = kr_progress_interval_s;
     cfg->on_frame = kr_status_line_frame;
@@ -85,16 +85,9 @@ kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, bool quiet, 
             cfg->device.backend == KR_BACKEND_AUTO ? (kr_cuda_available() ? ": a GPU is present" : ": no GPU found")
                                                    : "");
     fprintf(stderr, "%s: %s\n", who, kr_source_settings(kr_pipeline_source(p)));
-    running = p;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    kr_stop_signals_attach(p);
     s = kr_pipeline_run(p);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    running = NULL;
+    kr_stop_signals_attach(NULL);
     kr_pipeline_get_stats(p, stats);
     kr_status_line_finish(&line, stats);
     if (s != KR_OK) fprintf(stderr, "%s: %s: %s\n", who, kr_strerror(s), kr_last_error());
@@ -202,10 +195,20 @@ int kr_cmd_run(int argc, char **argv)
         kr_view_stop(&view);
     }
     if (!p) return s == KR_ERR_INVALID_ARG ? KR_EXIT_USAGE : KR_EXIT_FAILURE;
-    if (cfg.trajectory_path) fprintf(stderr, "kinreg run: trajectory written to %s\n", cfg.trajectory_path);
-    if (cfg.model_path && s == KR_OK) fprintf(stderr, "kinreg run: model written to %s\n", cfg.model_path);
+    /* Said only when true: a failed write was reported with its cause. */
+    if (cfg.trajectory_path && !stats.trajectory_failed)
+        fprintf(stderr, "kinreg run: trajectory written to %s (%llu poses)\n", cfg.trajectory_path,
+                (unsigned long long)stats.poses_written);
+    else if (cfg.trajectory_path)
+        fprintf(stderr, "kinreg run: the trajectory %s is incomplete: %llu of %llu poses\n",
+                cfg.trajectory_path, (unsigned long long)stats.poses_written,
+                (unsigned long long)stats.frames_out);
+    if (cfg.model_path && !stats.model_save_failed &&
+        (s == KR_OK || s == KR_ERR_STALLED || stats.trajectory_failed))
+        fprintf(stderr, "kinreg run: model written to %s\n", cfg.model_path);
     if (cfg.trajectory_refined_path && s == KR_OK)
         fprintf(stderr, "kinreg run: refined trajectory written to %s\n", cfg.trajectory_refined_path);
     kr_pipeline_destroy(&p);
+    if (stats.trajectory_failed || stats.model_save_failed) return KR_EXIT_OUTPUT;
     return kr_exit_code(s);
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "stop_signals.h"
 #include "kinreg/device.h"
 #include "kinreg/transport.h"
 
@@ -43,10 +44,18 @@ static void usage(FILE *out)
                  "       kinreg --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(
+        out,
+        "\nexit status: 0 success (run: also after Ctrl-C or SIGTERM), 1 failure, 2 usage error,\n"
+        "3 the sensor stopped delivering frames (run), 4 an output file could not be written "
+        "(run)\n");
 }
 
 int main(int argc, char **argv)
 {
+    /* run and demo take Ctrl-C and SIGTERM on a thread of their own; from the
+     * first instruction on, a signal waits for it (tools/stop_signals.h). */
+    if (argc > 1 && (!strcmp(argv[1], "run") || !strcmp(argv[1], "demo"))) kr_stop_signals_block();
     /* Idle OpenMP threads must not spin on the pipeline threads' cores; the
      * policy is read when libgomp loads, so this re-executes the program with
      * OMP_WAIT_POLICY=passive unless the user chose one (kinreg/device.h). */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "number_option.h"
 #include "option_error.h"
 
 void kr_pipeline_options_help(FILE *out)
@@ -110,59 +111,87 @@ void kr_pipeline_options_help_for(FILE *out, bool outputs)
         (double)d.track.depth_step);
 }
 
-/* What one numeric option allows: [lo, hi] (lo excluded when lo_open),
- * whole numbers only when integer, and the words the error line uses. */
-typedef struct {
-    const char *name;
-    double lo, hi;
-    bool lo_open, integer;
-    const char *allowed;
-} number_rule;
-
-/* Parses and range-checks before any conversion, so a value like 1e12 for a
- * count is refused instead of overflowing an int. One line names the option,
- * the value and what is allowed. */
-static int parse_number(const number_rule *r, const char *arg, double *out)
+/* Range-checked before any conversion (number_option.h); one line names the
+ * option, the value and the allowed range. */
+static int parse_number(const kr_number_rule *r, const char *arg, double *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(arg, &end);
-    bool ok = end != arg && !*end && isfinite(v) && errno != ERANGE && (r->lo_open ? v > r->lo : v >= r->lo) &&
-              v <= r->hi && (!r->integer || v == floor(v));
-    if (!ok) {
-        fprintf(stderr, "kinreg: %s '%s' is not allowed: expected %s\n", r->name, arg, r->allowed);
-        return -1;
-    }
-    *out = v;
-    return 1;
+    return kr_number_option("kinreg", r, arg, out) ? 1 : -1;
 }
 
-static const number_rule
-    rule_every = {"--every", 1, 100000, false, true, "a whole number K >= 1"},
-    rule_jumps = {"--jumps", 0, 100000, false, true, "a whole number of jumps >= 0"},
-    rule_jump_angle = {"--jump-angle", 0, 180, false, false, "degrees 0..180"},
-    rule_jump_distance = {"--jump-distance", 0, 100, false, false, "metres 0..100"},
-    rule_covered = {"--covered", 0, 100000, false, true, "a whole number of stretches >= 0"},
-    rule_covered_frames = {"--covered-frames", 1, 100000, false, true, "a whole number of frames >= 1"},
-    rule_recover_after = {"--recover-after", 0, 100000, false, true, "a whole number of POOR frames >= 0"},
-    rule_frames = {"--frames", 1, INT_MAX, false, true, "a whole number of frames >= 1"},
-    rule_voxel = {"--voxel", 0, 10, true, false, "a voxel size in metres, > 0 and <= 10"},
-    rule_depth_scale = {"--depth-scale", 0, 1e9, true, false, "raw units per metre > 0 (TUM: 5000)"},
-    rule_seed = {"--seed", 0, 4294967295.0, false, true, "a whole number 0..4294967295"},
-    rule_duration = {"--duration", 0, 86400, true, false, "seconds > 0 (at most 86400)"},
-    rule_threads = {"--threads", 0, 4096, false, true, "a whole number of threads, 0 = all cores"},
-    rule_active_window = {"--active-window", 1, INT_MAX, false, true, "a whole number of frames >= 1"},
-    rule_rebuild = {"--rebuild-every", 1, INT_MAX, false, true, "a whole number of frames >= 1"},
-    rule_gate = {"--gate", 0, 100, true, false, "a distance in metres > 0"},
-    rule_depth_step = {"--depth-step", 0, 1, false, false, "a coefficient >= 0 (0 turns the noise model off)"},
-    rule_stall = {"--stall-timeout", 0, 86400, true, false, "seconds > 0"},
-    rule_wait = {"--wait-subscriber", 0, 86400, false, false, "seconds >= 0"},
-    rule_model_period = {"--model-period", 0, 86400, false, false, "seconds >= 0 (0 = no model snapshots)"},
-    rule_model_points = {"--model-points", 1, 100000000, false, true, "a whole number of points >= 1"},
-    rule_refine_every = {"--refine-every", 1, 64, false, true,
-                         "a whole number of keyframes 1..64, at most --refine-window"},
-    rule_refine_window = {"--refine-window", 2, 64, false, true, "a whole number of keyframes 2..64"},
-    rule_rate = {"--rate", 0, 1000, true, false, "'max' or a positive speed factor (1.0 = recorded timing)"};
+static const kr_number_rule
+    rule_every = {"--every", 1, 100000, false, true, "K (every K-th frame)", NULL},
+    rule_jumps = {"--jumps", 0, 100000, false, true, "jumps", NULL},
+    rule_jump_angle = {"--jump-angle", 0, 180, false, false, "degrees", NULL},
+    rule_jump_distance = {"--jump-distance", 0, 100, false, false, "metres", NULL},
+    rule_covered = {"--covered", 0, 100000, false, true, "stretches", NULL},
+    rule_covered_frames = {"--covered-frames", 1, 100000, false, true, "frames", NULL},
+    rule_recover_after = {"--recover-after",     0, 100000, false, true, "POOR frames",
+                          "0 = only LOST frames"},
+    rule_frames = {"--frames", 1, INT_MAX, false, true, "frames", NULL},
+    /* below a millimetre the voxel map cannot hold a scene (and 1e-30 empties it) */
+    rule_voxel = {"--voxel", 0.001, 10, false, false, "a voxel size in metres", NULL},
+    rule_depth_scale = {"--depth-scale",       0.001,      1e9, false, false,
+                        "raw units per metre", "TUM: 5000"},
+    rule_seed = {"--seed", 0, 4294967295.0, false, true, "a seed", NULL},
+    rule_duration = {"--duration", 0, 86400, true, false, "seconds", NULL},
+    rule_threads = {"--threads", 0, 4096, false, true, "threads", "0 = all cores"},
+    rule_active_window = {"--active-window", 1, INT_MAX, false, true, "frames", NULL},
+    rule_rebuild = {"--rebuild-every", 1, INT_MAX, false, true, "frames", NULL},
+    rule_gate = {"--gate", 0, 100, true, false, "a distance in metres", NULL},
+    rule_depth_step =
+        {"--depth-step", 0, 1, false, false, "a coefficient", "0 turns the noise model off"},
+    rule_stall = {"--stall-timeout", 0.01, 86400, false, false, "seconds", NULL},
+    rule_wait = {"--wait-subscriber", 0, 86400, false, false, "seconds", NULL},
+    /* a factor below 1e-3 turns a 1 s gap into more than 15 minutes (and 1e-300 overflowed the
+       pacing) */
+    rule_model_period = {"--model-period", 0, 86400, false, false, "seconds", "0 = no model snapshots"},
+    rule_model_points = {"--model-points", 1, 100000000, false, true, "points", NULL},
+    rule_refine_every = {"--refine-every", 1, 64, false, true, "keyframes", "at most --refine-window"},
+    rule_refine_window = {"--refine-window", 2, 64, false, true, "keyframes", NULL},
+    rule_rate = {
+        "--rate", 0.001, 1000, false, false, "a speed factor", "or max; 1.0 = recorded timing"};
+
+/* Explicit intrinsics: pixels for a sensor of at most 8192x8192 and distortion
+ * coefficients of real lenses, so no value overflows the float it fills (1e30
+ * once gave an empty model and identity poses without a word). */
+static const kr_number_rule rule_focal = {"--intrinsics",     1,   100000, false, false,
+                                          "fx, fy in pixels", NULL},
+                            rule_centre = {"--intrinsics",     -100000, 100000, false, false,
+                                           "cx, cy in pixels", NULL},
+                            rule_distortion = {"--intrinsics",       -1000, 1000, false, false,
+                                               "k1, k2, p1, p2, k3", NULL};
+
+/* fx,fy,cx,cy[,k1,k2,p1,p2,k3]: 4 or 9 numbers, each checked. 1 parsed, 0
+ * not of this form, -1 a value out of range (its line printed). */
+static int parse_explicit_intrinsics(const char *arg, kr_intrinsics *out)
+{
+    double v[9];
+    int n = 0;
+    const char *p = arg;
+    for (;;) {
+        char *end;
+        errno = 0;
+        double x = strtod(p, &end);
+        if (end == p || errno == ERANGE || (*end != ',' && *end) || n == 9) return 0;
+        v[n++] = x;
+        if (!*end) break;
+        p = end + 1;
+    }
+    if (n != 4 && n != 9) return 0;
+    for (int i = 0; i < n; i++) {
+        const kr_number_rule *r = i < 2 ? &rule_focal : i < 4 ? &rule_centre : &rule_distortion;
+        if (!kr_number_in_range(r, v[i])) {
+            kr_number_refuse("kinreg", r, arg);
+            return -1;
+        }
+    }
+    kr_intrinsics c = {.width = 640, .height = 480};
+    float *dst[9] = {&c.fx, &c.fy, &c.cx, &c.cy, &c.k1, &c.k2, &c.p1, &c.p2, &c.k3};
+    for (int i = 0; i < n; i++)
+        *dst[i] = (float)v[i];
+    *out = c;
+    return 1;
+}
 
 int kr_intrinsics_option(kr_source_config *src, const char *arg)
 {
@@ -172,12 +201,10 @@ int kr_intrinsics_option(kr_source_config *src, const char *arg)
         src->override_intrinsics = false;
         return 1;
     }
-    kr_intrinsics c = {.width = 640, .height = 480};
-    char tail;
-    int n = sscanf(arg, "%f,%f,%f,%f,%f,%f,%f,%f,%f%c", &c.fx, &c.fy, &c.cx, &c.cy, &c.k1, &c.k2, &c.p1, &c.p2,
-                   &c.k3, &tail);
-    if ((n == 4 || n == 9) && c.fx > 0 && c.fy > 0 && isfinite(c.fx) && isfinite(c.fy) && isfinite(c.cx) &&
-        isfinite(c.cy)) {
+    kr_intrinsics c;
+    int parsed = parse_explicit_intrinsics(arg, &c);
+    if (parsed < 0) return -1;
+    if (parsed > 0) {
         src->override_intrinsics = true;
         src->custom = c;
         src->intrinsics = NULL;
@@ -236,9 +263,8 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
         cfg->source.skip_bad = true;
         return 1;
     case 1004: {
-        char allowed[64];
-        snprintf(allowed, sizeof allowed, "a pyramid level 0..%d", cfg->preprocess.levels - 1);
-        number_rule r = {"--finest-level", 0, cfg->preprocess.levels - 1, false, true, allowed};
+        kr_number_rule r = {"--finest-level",  0,   cfg->preprocess.levels - 1, false, true,
+                            "a pyramid level", NULL};
         if (parse_number(&r, arg, &v) < 0) return -1;
         cfg->track.finest_level = (int)v;
         cfg->fuse_level = (int)v;

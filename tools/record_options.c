@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "number_option.h"
 #include "option_error.h"
 #include "pipeline_options.h"
 
@@ -35,13 +36,9 @@ void kr_record_options_help(FILE *out)
 
 static bool parse_count(const char *who, const char *arg, int *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(arg, &end, 10);
-    if (end == arg || *end || errno == ERANGE || v < 1 || v > INT_MAX) {
-        fprintf(stderr, "%s: --frames '%s' is not allowed: expected a whole number of frames >= 1\n", who, arg);
-        return false;
-    }
+    static const kr_number_rule rule = {"--frames", 1, INT_MAX, false, true, "frames", NULL};
+    double v;
+    if (!kr_number_option(who, &rule, arg, &v)) return false;
     *out = (int)v;
     return true;
 }

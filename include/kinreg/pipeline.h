@@ -140,6 +140,14 @@ typedef struct {
     uint64_t refine_failures;   /* windows whose refinement failed (poses kept as tracked) */
     bool refine_in_flight;      /* a window is being refined now */
     double refine_ms_last;      /* wall time of the last refinement */
+    /* Outputs: poses in the trajectory file so far; whether a write to it
+     * failed (a full disk, a file-size limit, an I/O error: the file then
+     * holds the poses_written first poses, whole lines only, and the run's
+     * error says the path and the cause) and whether the model could not be
+     * saved at the end. Poses are published either way. */
+    uint64_t poses_written;
+    bool trajectory_failed;
+    bool model_save_failed;
 } kr_pipeline_stats;
 
 typedef void (*kr_frame_callback)(const kr_frame_result *result, const kr_pipeline_stats *stats, void *user);
@@ -189,10 +197,16 @@ KR_API void kr_pipeline_config_default(kr_pipeline_config *cfg);
 KR_API kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg);
 /* Runs to the end of the source or until kr_pipeline_stop(). Threads start
  * and stop inside this call. Every pose computed is written to the trajectory
- * file and published before it returns, also on error. Returns the first
- * error of any thread, else KR_OK. */
+ * file and published before it returns, also on error. A failed trajectory
+ * write does not stop the run: it is logged at once, writing stops (the file
+ * keeps whole lines), poses are still published, and it becomes the run's
+ * error (KR_ERR_IO; stats.trajectory_failed). The model is saved before the
+ * last status message, which is `stopped` on success and `error` otherwise
+ * (after `stalled` for a stall). Returns the first error of any thread, else
+ * KR_OK. */
 KR_API kr_status kr_pipeline_run(kr_pipeline *p);
-/* Asks a running pipeline to finish; async-signal-safe (for Ctrl-C). */
+/* Asks a running pipeline to finish; async-signal-safe (for Ctrl-C). A
+ * pipeline stopped before kr_pipeline_run runs no frame and ends cleanly. */
 KR_API void kr_pipeline_stop(kr_pipeline *p);
 KR_API void kr_pipeline_destroy(kr_pipeline **p);
 

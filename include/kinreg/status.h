@@ -20,7 +20,7 @@ extern "C" {
     X(KR_TIMEOUT, 2, "timed out")                                                          \
     X(KR_ERR_INVALID_ARG, -1, "invalid argument")                                          \
     X(KR_ERR_NOMEM, -2, "out of memory")                                                   \
-    X(KR_ERR_IO, -3, "file or directory cannot be opened or read")                         \
+    X(KR_ERR_IO, -3, "file or directory cannot be opened, read or written")                \
     X(KR_ERR_FORMAT, -4, "malformed or corrupt input")                                     \
     X(KR_ERR_SIZE, -5, "wrong image size or bit depth")                                    \
     X(KR_ERR_ORDER, -6, "timestamps go backwards")                                         \
