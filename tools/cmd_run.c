@@ -12,7 +12,6 @@
 #include "stop_signals.h"
 #include "view.h"
 
-
 double kr_progress_interval_s = KR_PROGRESS_INTERVAL_S;
 
 int kr_progress_option(const char *arg)
