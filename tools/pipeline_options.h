@@ -28,7 +28,7 @@
         {"jumps", required_argument, 0, 1031}, {"jump-angle", required_argument, 0, 1032},         \
         {"jump-distance", required_argument, 0, 1033}, {"covered", required_argument, 0, 1034},    \
         {"covered-frames", required_argument, 0, 1035}, {"recover", required_argument, 0, 1036},  \
-        {"recover-after", required_argument, 0, 1037}
+        {"recover-after", required_argument, 0, 1037}, {"model-memory", required_argument, 0, 1060}
 
 #define KR_PIPELINE_SHORT_OPTIONS "s:b:p:t:m:r:n:"
 

@@ -125,6 +125,10 @@ typedef struct {
     int fuse_thread;               /* fusion on its own thread, overlapping the next frame's tracking:
                                       0 = with the CUDA backend (default), 1 = always, 2 = never */
     const char *trajectory_path;   /* TUM file written as poses are computed; NULL = none */
+    size_t trajectory_keep;        /* poses kr_pipeline_trajectory keeps in memory: 0 = all
+                                      (default), else at least the last N and at most 2N, so
+                                      a long session that streams to trajectory_path stays
+                                      bounded (`kinreg run` keeps 1024) */
     const char *model_path;        /* PLY written at the end; NULL = none */
     bool deterministic;            /* repeatable results (default false): model snapshots are
                                       built on the tracker thread when requested, so frame k
@@ -153,7 +157,8 @@ KR_API void kr_pipeline_stop(kr_pipeline *p);
 KR_API void kr_pipeline_destroy(kr_pipeline **p);
 
 KR_API void kr_pipeline_get_stats(const kr_pipeline *p, kr_pipeline_stats *out);
-/* Poses computed so far (valid until destroy). */
+/* Poses computed so far, or the last ones with trajectory_keep (valid until
+ * destroy). */
 KR_API const kr_trajectory *kr_pipeline_trajectory(const kr_pipeline *p);
 KR_API const kr_source *kr_pipeline_source(const kr_pipeline *p);
 KR_API const kr_device *kr_pipeline_device(const kr_pipeline *p);
