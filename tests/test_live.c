@@ -191,7 +191,21 @@ KR_TEST(live, fr1_through_fakenect_matches_tum_replay_and_groundtruth)
     tmp_path(live, sizeof live, "fr1_live.txt");
     snprintf(args, sizeof args, "run -q -b cpu kinect --intrinsics fr1 -t '%s'", live);
     CHECK_EQ(kr_test_run_tool(fakenect_env(dump), args, out, sizeof out), 0);
+#ifdef KINREG_SANITIZED
+    /* Under ASan/TSan tracking is several times slower than the sensor's
+     * 30 Hz, so a live replay drops frames by design: every frame must be
+     * tracked or counted as dropped, and at least a third tracked (the
+     * comparisons below hold over the tracked ones). */
+    unsigned long tracked = 0, dropped = 0;
+    for (const char *at = strstr(out, "kinreg: "); at; at = strstr(at + 1, "kinreg: "))
+        if (sscanf(at, "kinreg: %lu frames in %*f s (%*f frames/s), lost %*u, dropped %lu", &tracked,
+                   &dropped) == 2)
+            break;
+    CHECK_EQ(tracked + dropped, 400);
+    CHECK_GE(tracked, 400 / 3);
+#else
     CHECK_CONTAINS(out, "400 frames");
+#endif
 
     tmp_path(direct, sizeof direct, "fr1_direct.txt");
     snprintf(args, sizeof args, "run -q -b cpu '%s' --intrinsics fr1 -t '%s'", uri, direct);
