@@ -52,8 +52,8 @@ for pass in "${passes[@]}"; do
         echo "== sanitize: ASan+UBSan build in $dir"
         if configure "$dir" address,undefined -DKINREG_FUZZ=ON && cmake --build "$dir" -j "$jobs" > "$dir.log" 2>&1; then
             rc=0
-            (cd "$dir" && ASAN_OPTIONS=$asan_strict ctest --output-on-failure --timeout 900 -E '^(live|tools)$') || rc=1
-            (cd "$dir" && ASAN_OPTIONS=$asan_fakenect ctest --output-on-failure --timeout 900 -R '^(live|tools)$') || rc=1
+            (cd "$dir" && ASAN_OPTIONS=$asan_strict ctest --output-on-failure --timeout 1800 -E '^(live|tools)$') || rc=1
+            (cd "$dir" && ASAN_OPTIONS=$asan_fakenect ctest --output-on-failure --timeout 1800 -R '^(live|tools)$') || rc=1
             [ $rc -eq 0 ] || status=1
             echo "== sanitize: ASan+UBSan suite $([ $rc -eq 0 ] && echo passed || echo FAILED)"
         else
