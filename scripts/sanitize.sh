@@ -70,17 +70,18 @@ for pass in "${passes[@]}"; do
         # kinreg's own threads (capture, tracker, fuser, publisher, snapshot).
         if configure "$dir" thread && cmake --build "$dir" -j "$jobs" --target kinreg_tests > "$dir.log" 2>&1; then
             rc=0
-            # The threaded modules whole, except the long accuracy runs
-            # (900-frame synthetic, 400-frame fr1), which exercise the same
-            # threads as the short ones and under TSan's 5-15x slowdown would
-            # take most of an hour on 2 cores.
+            # The threaded modules, without the long accuracy runs (900-frame
+            # synthetic, 400-frame fr1: the same threads as the short ones,
+            # most of an hour under TSan's 5-15x slowdown on 2 cores) and
+            # without three tests whose deadlines TSan's slowness misses
+            # (pipeline.subscriber_receives_every_pose and the live stall and
+            # Ctrl-C tests: they ran without a race report, but their timing
+            # assertions failed on the 2-core VM).
             for t in queue transport \
                 "pipeline fusion_thread_tracks_as_well" "pipeline stop_flushes_every_computed_pose" \
-                "pipeline subscriber_receives_every_pose" "pipeline bad_endpoint_and_source_fail_before_starting" \
+                "pipeline bad_endpoint_and_source_fail_before_starting" \
                 "pipeline corrupt_frame_stops_with_poses_kept" \
-                "live planes_every_frame_delivered_tracked_published" \
-                "live stalled_sensor_flushes_every_pose_and_exits_3" "live ctrl_c_flushes_every_pose_and_exits_0" \
-                "live no_sensor_is_a_clear_error"; do
+                "live planes_every_frame_delivered_tracked_published" "live no_sensor_is_a_clear_error"; do
                 log="$dir/tsan-${t// /.}.log"
                 # shellcheck disable=SC2086 # module and test name
                 OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$here/tests/tsan.supp" \
