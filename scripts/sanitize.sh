@@ -50,14 +50,14 @@ for pass in "${passes[@]}"; do
     asan)
         dir="$build-asan"
         echo "== sanitize: ASan+UBSan build in $dir"
-        if configure "$dir" address,undefined -DKINREG_FUZZ=ON && cmake --build "$dir" -j "$jobs" > "$dir.log" 2>&1; then
+        if configure "$dir" address,undefined -DKINREG_FUZZ=ON && cmake --build "$dir" -j "$jobs" > "$dir/sanitize-build.log" 2>&1; then
             rc=0
             (cd "$dir" && ASAN_OPTIONS=$asan_strict ctest --output-on-failure --timeout 1800 -E '^(live|tools)$') || rc=1
             (cd "$dir" && ASAN_OPTIONS=$asan_fakenect ctest --output-on-failure --timeout 1800 -R '^(live|tools)$') || rc=1
             [ $rc -eq 0 ] || status=1
             echo "== sanitize: ASan+UBSan suite $([ $rc -eq 0 ] && echo passed || echo FAILED)"
         else
-            tail -30 "$dir.log"
+            tail -30 "$dir/sanitize-build.log"
             echo "== sanitize: ASan+UBSan build FAILED"
             status=1
         fi
@@ -68,7 +68,7 @@ for pass in "${passes[@]}"; do
         # OpenMP's runtime is not instrumented: its own barriers would read
         # as races, so TSan runs the OpenMP parts on one thread and watches
         # kinreg's own threads (capture, tracker, fuser, publisher, snapshot).
-        if configure "$dir" thread && cmake --build "$dir" -j "$jobs" --target kinreg_tests > "$dir.log" 2>&1; then
+        if configure "$dir" thread && cmake --build "$dir" -j "$jobs" --target kinreg_tests > "$dir/sanitize-build.log" 2>&1; then
             rc=0
             # The threaded modules, without the long accuracy runs (900-frame
             # synthetic, 400-frame fr1: the same threads as the short ones,
@@ -91,7 +91,7 @@ for pass in "${passes[@]}"; do
             [ $rc -eq 0 ] || status=1
             echo "== sanitize: TSan modules $([ $rc -eq 0 ] && echo passed || echo FAILED)"
         else
-            tail -30 "$dir.log"
+            tail -30 "$dir/sanitize-build.log"
             echo "== sanitize: TSan build FAILED"
             status=1
         fi
@@ -101,7 +101,7 @@ for pass in "${passes[@]}"; do
         secs=${FUZZ_SECONDS:-10}
         echo "== sanitize: fuzz smoke, ${secs} s per harness"
         if [ ! -x "$dir/tests/fuzz/fuzz_wire" ]; then
-            configure "$dir" address,undefined -DKINREG_FUZZ=ON && cmake --build "$dir" -j "$jobs" > "$dir.log" 2>&1
+            configure "$dir" address,undefined -DKINREG_FUZZ=ON && cmake --build "$dir" -j "$jobs" > "$dir/sanitize-build.log" 2>&1
         fi
         if JOBS=$jobs tests/fuzz/run.sh "$dir" "$secs"; then
             echo "== sanitize: fuzz smoke passed"
