@@ -1,7 +1,13 @@
 /* ASCII PLY vertex reader. The header is read generically (any elements, any
  * scalar properties, in any order); only the vertex element's rows are parsed,
  * elements before it are skipped line by line and elements after it are not
- * read at all. One item per line, as every ASCII PLY writer produces. */
+ * read at all. One item per line, as every ASCII PLY writer produces.
+ *
+ * The header's counts are claims, not facts: before anything is allocated
+ * they are checked against the bytes the file still holds (a vertex line of
+ * p values takes at least 2p bytes, any other item line at least 1), and the
+ * point array grows as vertices are actually read, so a 100-byte file that
+ * claims 200 million vertices costs nothing (found by tests/fuzz/fuzz_ply). */
 #include "capture/ply_read.h"
 
 #include <errno.h>
@@ -10,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define PLY_MAX_ELEMENTS 32
 #define PLY_MAX_PROPS 64
@@ -101,10 +108,31 @@ static kr_status read_header(FILE *f, const char *path, long *lineno, ply_elemen
     return KR_OK;
 }
 
-static kr_status read_vertices(FILE *f, const char *path, long *lineno, const ply_element *e,
-                               float *xyz, char **line, size_t *cap)
+/* Grows *xyz (3 floats per vertex) to hold at least `need` vertices. */
+static kr_status grow_points(float **xyz, size_t *have, size_t need, const char *path)
 {
+    if (need <= *have) return KR_OK;
+    size_t cap = *have ? *have : 4096;
+    while (cap < need)
+        cap *= 2;
+    float *p = realloc(*xyz, cap * 3 * sizeof *p);
+    if (!p) return kr_error(KR_ERR_NOMEM, "%s: no memory for %zu vertices", path, cap);
+    *xyz = p;
+    *have = cap;
+    return KR_OK;
+}
+
+static kr_status read_vertices(FILE *f, const char *path, long *lineno, const ply_element *e,
+                               float **out, char **line, size_t *cap)
+{
+    size_t have = 0;
+    float *xyz = NULL;
+    kr_status st = grow_points(&xyz, &have, 1, path);
+    if (st != KR_OK) return st;
+    *out = xyz;
     for (unsigned long long i = 0; i < e->count; i++) {
+        if ((st = grow_points(out, &have, (size_t)i + 1, path)) != KR_OK) return st;
+        xyz = *out;
         if (getline(line, cap, f) < 0)
             return kr_error(KR_ERR_FORMAT, "%s:%ld: file ends after %llu of %llu vertices", path,
                             *lineno, i, e->count);
@@ -127,6 +155,33 @@ static kr_status read_vertices(FILE *f, const char *path, long *lineno, const pl
             p = end;
         }
     }
+    return KR_OK;
+}
+
+/* Refuses element counts that the rest of the file cannot hold: items of
+ * elements before the vertex element take at least 1 byte (a line), vertices
+ * at least 2 bytes per property ("0 " or "0\n"), the very last newline may
+ * be missing. Files whose size is unknown (pipes) are not checked here; the
+ * reader then only allocates for vertices it has read. */
+static kr_status check_counts(FILE *f, const char *path, const ply_element *el, int v)
+{
+    struct stat sb;
+    long pos = ftell(f);
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || pos < 0) return KR_OK;
+    unsigned long long left = sb.st_size > pos ? (unsigned long long)(sb.st_size - pos) : 0;
+    unsigned long long need = 0; /* minimum bytes, saturating at left + 2 */
+    for (int i = 0; i <= v && need <= left + 1; i++) {
+        unsigned long long per = i == v ? 2ull * (unsigned)el[i].props : 1ull;
+        if (per == 0) continue;
+        unsigned long long room = left + 2 - need; /* > 0 here */
+        need = el[i].count >= room / per + 1 ? left + 2 : need + el[i].count * per;
+    }
+    if (need > left + 1)
+        return kr_error(KR_ERR_FORMAT,
+                        "%s: the header claims %llu vertices (element '%s' and those before it), "
+                        "but only %llu bytes follow the header: the file is truncated or its "
+                        "header is wrong",
+                        path, el[v].count, el[v].name, left);
     return KR_OK;
 }
 
@@ -153,6 +208,7 @@ kr_status kr_ply_read_points(const char *path, float **xyz, size_t *n)
     if (st == KR_OK && el[v].has_list)
         st = kr_error(KR_ERR_UNSUPPORTED,
                       "%s: list properties in the vertex element are not supported", path);
+    if (st == KR_OK) st = check_counts(f, path, el, v);
     if (st == KR_OK && el[v].count > ((size_t)-1) / (3 * sizeof(float)))
         st = kr_error(KR_ERR_FORMAT, "%s: vertex count %llu is too large", path, el[v].count);
     /* Skip the items of earlier elements, one line each. */
@@ -163,11 +219,7 @@ kr_status kr_ply_read_points(const char *path, float **xyz, size_t *n)
                               el[i].name);
             lineno++;
         }
-    if (st == KR_OK) {
-        pts = malloc((el[v].count ? el[v].count : 1) * 3 * sizeof *pts);
-        if (!pts) st = kr_error(KR_ERR_NOMEM, "%s: no memory for %llu vertices", path, el[v].count);
-    }
-    if (st == KR_OK) st = read_vertices(f, path, &lineno, &el[v], pts, &line, &cap);
+    if (st == KR_OK) st = read_vertices(f, path, &lineno, &el[v], &pts, &line, &cap);
     if (st == KR_OK && ferror(f)) st = kr_error(KR_ERR_IO, "%s: read error", path);
     free(line);
     fclose(f);

@@ -13,6 +13,17 @@ void kr_model_config_default(kr_model_config *cfg)
     cfg->max_weight = 64.0f;
     cfg->background = true;
     cfg->geometric_weight = true;
+    cfg->memory_mib = 512;
+    cfg->evict_after = 900;
+    cfg->evict_distance = 3.0f;
+}
+
+size_t kr_model_max_voxels(const kr_model_config *cfg)
+{
+    if (!cfg || !(cfg->memory_mib > 0)) return 0;
+    double n = cfg->memory_mib * 1048576.0 / KR_MODEL_BYTES_PER_VOXEL;
+    /* The map indexes records with 32 bits. */
+    return n >= 4.0e9 ? (size_t)4000000000u : (n < 1 ? 1 : (size_t)n);
 }
 
 kr_status kr_model_create(kr_model **out, const kr_model_config *cfg)
@@ -21,9 +32,18 @@ kr_status kr_model_create(kr_model **out, const kr_model_config *cfg)
     if (cfg->active_window < 1)
         return kr_error(KR_ERR_INVALID_ARG, "model active window must be at least 1 frame (got %d)",
                         cfg->active_window);
+    if (!(cfg->memory_mib >= 0) || !isfinite(cfg->memory_mib))
+        return kr_error(KR_ERR_INVALID_ARG, "model memory cap must be >= 0 MiB, 0 = none (got %g)",
+                        cfg->memory_mib);
+    if (cfg->memory_mib > 0 && (cfg->evict_after < 0 || !(cfg->evict_distance >= 0)))
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "model eviction needs evict_after >= 0 frames and evict_distance >= 0 m (got %d, %g)",
+                        cfg->evict_after, (double)cfg->evict_distance);
     kr_model *m = calloc(1, sizeof *m);
     if (!m) return kr_error(KR_ERR_NOMEM, "cannot allocate model");
     m->cfg = *cfg;
+    m->max_voxels = kr_model_max_voxels(cfg);
+    atomic_init(&m->evicted, 0);
     kr_voxel_map_config vcfg = {cfg->voxel_size, cfg->max_weight, cfg->geometric_weight};
     kr_status s = kr_voxel_map_create(&m->map, &vcfg);
     if (s != KR_OK) {
@@ -59,12 +79,40 @@ void kr_model_destroy(kr_model **mp)
     *mp = NULL;
 }
 
+/* The map is over its cap: evict down to 90 % of it (the slack keeps this
+ * from running on every frame), never touching the active window. */
+static kr_status evict(kr_model *m, const kr_pose *pose, uint64_t frame_index)
+{
+    uint64_t keep = (uint64_t)(m->cfg.evict_after > m->cfg.active_window ? m->cfg.evict_after : m->cfg.active_window);
+    uint64_t older_than = frame_index > keep ? frame_index - keep : 0;
+    float camera[3] = {(float)pose->t[0], (float)pose->t[1], (float)pose->t[2]};
+    size_t evicted = 0;
+    kr_status s = kr_voxel_map_evict(m->map, m->max_voxels, m->max_voxels - m->max_voxels / 10, older_than, camera,
+                                     m->cfg.evict_distance, &evicted);
+    if (s != KR_OK) return s;
+    atomic_fetch_add(&m->evicted, evicted);
+    if (kr_voxel_map_size(m->map) > m->max_voxels && !m->warned_full) {
+        m->warned_full = true;
+        kr_log(KR_LOG_WARN,
+               "model: %zu voxels seen in the last %llu frames exceed the memory cap of %g MiB (%zu voxels); "
+               "keeping them (raise --model-memory or --voxel)",
+               kr_voxel_map_size(m->map), (unsigned long long)keep, m->cfg.memory_mib, m->max_voxels);
+    }
+    return KR_OK;
+}
+
 kr_status kr_model_integrate(kr_model *m, const kr_cloud *cloud, const kr_pose *pose, uint64_t frame_index)
 {
     if (!m || !cloud || !pose) return kr_error(KR_ERR_INVALID_ARG, "kr_model_integrate: NULL argument");
     kr_status s = kr_voxel_map_integrate(m->map, cloud, pose, frame_index);
+    if (s == KR_OK && m->max_voxels && kr_voxel_map_size(m->map) > m->max_voxels) s = evict(m, pose, frame_index);
     atomic_store(&m->size, kr_voxel_map_size(m->map));
     return s;
+}
+
+uint64_t kr_model_evicted(const kr_model *m)
+{
+    return m ? atomic_load(&((kr_model *)m)->evicted) : 0;
 }
 
 size_t kr_model_size(const kr_model *m)

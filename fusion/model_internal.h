@@ -21,6 +21,9 @@ struct kr_model {
      * the map, so it needs no lock. */
     kr_voxel_map *map;
     atomic_size_t size; /* mirror of the map's size for readers on other threads */
+    size_t max_voxels;  /* from cfg.memory_mib; 0 = no cap */
+    atomic_uint_fast64_t evicted;
+    bool warned_full;   /* said once that the active window alone exceeds the cap */
 
     /* Gathered active voxels: written by the caller of request while no build
      * is in flight, read by the builder while one is (`busy` hands them over). */

@@ -360,3 +360,85 @@ kr_status kr_voxel_map_gather_scan(const kr_voxel_map *m, uint64_t since, float 
     *n = out;
     return KR_OK;
 }
+
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static inline bool far_from(const kr_voxel *v, const float c[3], float min_d2)
+{
+    float dx = v->point[0] - c[0], dy = v->point[1] - c[1], dz = v->point[2] - c[2];
+    return dx * dx + dy * dy + dz * dz > min_d2;
+}
+
+/* The last_seen value at or below which dropping the candidates (those older
+ * than `older_than`, far when `need_far`) removes at least `excess` voxels,
+ * found by sorting the candidates' ages; *found = false when there are not
+ * that many candidates (then every candidate goes). */
+static kr_status eviction_cutoff(const kr_voxel_map *m, size_t excess, uint64_t older_than, const float cam[3],
+                                 float min_d2, bool need_far, uint64_t *cutoff, bool *found)
+{
+    size_t nc = 0;
+    for (size_t i = 0; i < m->count; i++) {
+        const kr_voxel *v = &m->records[i];
+        nc += v->last_seen < older_than && (!need_far || far_from(v, cam, min_d2));
+    }
+    *found = nc >= excess;
+    *cutoff = older_than ? older_than - 1 : 0;
+    if (!*found || nc == 0) return KR_OK;
+    uint64_t *ages = malloc(nc * sizeof *ages);
+    if (!ages) return kr_error(KR_ERR_NOMEM, "cannot allocate %zu voxel ages for eviction", nc);
+    size_t k = 0;
+    for (size_t i = 0; i < m->count; i++) {
+        const kr_voxel *v = &m->records[i];
+        if (v->last_seen < older_than && (!need_far || far_from(v, cam, min_d2))) ages[k++] = v->last_seen;
+    }
+    /* A full sort: eviction runs once per cap crossing, and the list is the
+     * map's old part only. */
+    qsort(ages, nc, sizeof *ages, compare_u64);
+    *cutoff = ages[excess - 1];
+    free(ages);
+    return KR_OK;
+}
+
+kr_status kr_voxel_map_evict(kr_voxel_map *m, size_t max_voxels, size_t target, uint64_t older_than,
+                             const float camera[3], float min_distance, size_t *evicted)
+{
+    if (!m || !camera || !evicted) return kr_error(KR_ERR_INVALID_ARG, "kr_voxel_map_evict: NULL argument");
+    if (target > max_voxels) target = max_voxels;
+    *evicted = 0;
+    if (m->count <= max_voxels) return KR_OK;
+    size_t excess = m->count - target;
+    float min_d2 = min_distance > 0 ? min_distance * min_distance : 0;
+    uint64_t cutoff;
+    bool found, need_far = true;
+    kr_status s = eviction_cutoff(m, excess, older_than, camera, min_d2, true, &cutoff, &found);
+    if (s == KR_OK && !found) {
+        /* Not enough far voxels: near ones that are old go too. */
+        need_far = false;
+        s = eviction_cutoff(m, excess, older_than, camera, min_d2, false, &cutoff, &found);
+    }
+    if (s != KR_OK) return s;
+
+    /* Compact the records in place (insertion order kept), then rebuild the
+     * table and the active list over the survivors. */
+    size_t kept = 0, active = 0;
+    for (size_t i = 0; i < m->count; i++) {
+        const kr_voxel *v = &m->records[i];
+        bool drop = v->last_seen < older_than && v->last_seen <= cutoff && (!need_far || far_from(v, camera, min_d2));
+        if (drop) continue;
+        if (kept != i) m->records[kept] = *v;
+        kept++;
+    }
+    *evicted = m->count - kept;
+    m->count = kept;
+    memset(m->table, 0xff, m->table_cap * sizeof *m->table);
+    for (size_t i = 0; i < kept; i++) {
+        table_insert(m->table, m->table_cap, m->records[i].key, (uint32_t)i);
+        if (m->records[i].active) m->active[active++] = (uint32_t)i;
+    }
+    m->active_count = active;
+    return KR_OK;
+}

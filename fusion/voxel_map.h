@@ -63,6 +63,20 @@ kr_status kr_voxel_map_gather(kr_voxel_map *map, uint64_t since, float **points,
 kr_status kr_voxel_map_gather_scan(const kr_voxel_map *map, uint64_t since, float **points,
                                    float **normals, size_t *capacity, size_t *n);
 
+/* Bounded memory (DESIGN.md §3, --model-memory): when the map holds more
+ * than `max_voxels`, drops voxels until it holds at most `target` (<= max),
+ * oldest first, among those last seen before frame `older_than` and farther
+ * than `min_distance` metres from `camera` (world frame). If those are not
+ * enough, the distance condition is dropped (still only voxels older than
+ * `older_than`). Voxels seen at or after `older_than` are never dropped, so
+ * the tracker's active window stays whole; the map may then stay above
+ * max_voxels. Survivors keep their insertion order; the table and the active
+ * list are rebuilt. *evicted receives the number dropped (0 when the map was
+ * within bounds). Allocates a scratch array of the candidates' ages; on
+ * failure the map is unchanged. */
+kr_status kr_voxel_map_evict(kr_voxel_map *map, size_t max_voxels, size_t target, uint64_t older_than,
+                             const float camera[3], float min_distance, size_t *evicted);
+
 /* Unit normal of a voxel's mean, or false when the normals cancel out. */
 bool kr_voxel_unit_normal(const kr_voxel *v, float out[3]);
 

@@ -15,6 +15,7 @@
 #include "pipeline/fuser.h"
 #include "pipeline/model_feed.h"
 #include "pipeline/live_refine.h"
+#include "pipeline/latency_hist.h"
 #include "pipeline/outbox.h"
 #include "pipeline/recover.h"
 #include "pipeline/trajectory_writer.h"
@@ -67,9 +68,9 @@ struct kr_pipeline {
     kr_pipeline_stats stats;
     double start_time, last_status_time;
 
-    /* Capture → publish latency of every pose, in ms (publisher thread). */
-    double *latency;
-    size_t latency_count, latency_cap;
+    /* Capture → publish latencies, in ms (publisher thread): a histogram,
+     * so that a session of any length keeps the same few kB. */
+    kr_latency_hist latency;
 };
 
 void kr_pipeline_config_default(kr_pipeline_config *cfg)
@@ -197,7 +198,6 @@ void kr_pipeline_destroy(kr_pipeline **pp)
     kr_device_destroy(&p->device);
     kr_source_destroy(&p->source);
     kr_trajectory_free(&p->trajectory);
-    free(p->latency);
     pthread_mutex_destroy(&p->error_lock);
     pthread_mutex_destroy(&p->stats_lock);
     pthread_mutex_destroy(&p->pace_lock);
@@ -313,14 +313,7 @@ static void *capture_main(void *arg)
 
 static void record_latency(kr_pipeline *p, double ms)
 {
-    if (p->latency_count == p->latency_cap) {
-        size_t cap = p->latency_cap ? 2 * p->latency_cap : 1024;
-        double *grown = realloc(p->latency, cap * sizeof *grown);
-        if (!grown) return; /* statistics only: keep publishing */
-        p->latency = grown;
-        p->latency_cap = cap;
-    }
-    p->latency[p->latency_count++] = ms;
+    kr_latency_hist_add(&p->latency, ms);
     pthread_mutex_lock(&p->stats_lock);
     p->stats.latency_last_ms = ms;
     pthread_mutex_unlock(&p->stats_lock);
@@ -356,22 +349,13 @@ static void *publisher_main(void *arg)
     return NULL;
 }
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median and 99th percentile (nearest rank) of the recorded latencies. */
 static void latency_percentiles(kr_pipeline *p)
 {
-    size_t n = p->latency_count;
-    if (!n) return;
-    qsort(p->latency, n, sizeof *p->latency, compare_double);
-    size_t p99 = (size_t)ceil(0.99 * (double)n);
+    if (!p->latency.count) return;
     pthread_mutex_lock(&p->stats_lock);
-    p->stats.latency_median_ms = n % 2 ? p->latency[n / 2] : 0.5 * (p->latency[n / 2 - 1] + p->latency[n / 2]);
-    p->stats.latency_p99_ms = p->latency[(p99 ? p99 : 1) - 1];
+    p->stats.latency_median_ms = kr_latency_hist_quantile(&p->latency, 0.5);
+    p->stats.latency_p99_ms = kr_latency_hist_quantile(&p->latency, 0.99);
     pthread_mutex_unlock(&p->stats_lock);
 }
 
@@ -689,6 +673,10 @@ static void emit_pose(kr_pipeline *p, const kr_frame_result *r, double capture_t
     kr_outbox_put(&p->outbox, &item);
 
     kr_trajectory_push(&p->trajectory, r->timestamp, &r->track.pose);
+    /* The live refiner corrects every frame's pose at the end of the run, so
+     * with it on the whole trajectory stays in memory. */
+    if (p->cfg.trajectory_keep && !p->refine)
+        kr_trajectory_keep_last(&p->trajectory, p->cfg.trajectory_keep);
     if (p->trajectory_file.fd >= 0 || p->trajectory_file.failed) write_pose(p, r);
 }
 

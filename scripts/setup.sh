@@ -3,11 +3,16 @@
 # runs the demo on the embedded synthetic scan or runs the whole test suite.
 #
 #   scripts/setup.sh demo    install + build + `kinreg demo`
-#   scripts/setup.sh test    install + build + ctest (what CI runs)
+#   scripts/setup.sh test    install + build + ctest, then the CPU-only
+#                            sanitizer and fuzzing passes (scripts/sanitize.sh:
+#                            ASan+UBSan suite, TSan threaded modules, 10 s of
+#                            each fuzz harness); what CI runs
 #
 # Environment: BUILD_DIR (default build), KINREG_CUDA=OFF to skip the CUDA
 # backend even when nvcc is installed, JOBS (default: all cores), KINREG_DATA
-# (the test data folder; default ../shared/data beside the checkout).
+# (the test data folder; default ../shared/data beside the checkout),
+# SANITIZE (test mode: the passes to run after the suite, default
+# "asan tsan fuzz"; "none" for none).
 # Both modes configure with the same flags, so running one after the other
 # builds once.
 set -euo pipefail
@@ -34,6 +39,9 @@ packages=(build-essential cmake pkg-config libpng-dev libzmq3-dev libfreenect-de
 # The live view's test loads its page in headless Chromium: a browser only
 # where the tests run, not for using kinreg.
 if [ "$mode" = test ]; then packages+=(chromium); fi
+# The sanitizer and fuzzing passes: clang with its runtimes (libFuzzer, ASan,
+# UBSan, TSan: libclang-rt-14-dev) and OpenMP (libomp-14-dev); ccache.
+if [ "$mode" = test ]; then packages+=(clang-14 libclang-rt-14-dev libomp-14-dev ccache); fi
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -49,8 +57,10 @@ fi
 # ---- 2. Build ---------------------------------------------------------------
 # nvcc usually lives outside PATH on Debian CUDA installs.
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH="$PATH:/usr/local/cuda/bin"
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKINREG_WERROR=ON \
-    -DKINREG_CUDA="${KINREG_CUDA:-ON}" >/dev/null
+    -DKINREG_CUDA="${KINREG_CUDA:-ON}" "${launcher[@]}" >/dev/null
 cmake --build "$build" -j "$jobs"
 
 # ---- 3. Run -------------------------------------------------------------------
@@ -60,7 +70,15 @@ else
     # ctest's own closing lines stay as they are; one line after them counts
     # test cases, skipped ones included, and names the skipped cases.
     status=0
+    t0=$(date +%s)
     (cd "$build" && ctest --output-on-failure --timeout 900 "$@") || status=$?
+    echo "== suite took $(($(date +%s) - t0)) s"
+    sanitize=${SANITIZE:-asan tsan fuzz}
+    if [ "$sanitize" != none ]; then
+        # shellcheck disable=SC2086 # a list of pass names
+        BUILD_DIR="$build" JOBS="$jobs" scripts/sanitize.sh $sanitize || status=1
+    fi
+    # The case count stays the last line (CI reads it).
     scripts/test_summary.sh "$build"
     exit "$status"
 fi

@@ -1,6 +1,8 @@
 /* The install rules, the pkg-config file and the CMake package: install
  * into a fresh prefix, build a small program against it with pkg-config
- * alone and with find_package(kinreg) alone, run both. */
+ * alone and with find_package(kinreg) alone, run both. In a sanitizer build
+ * (KINREG_SANITIZE) the consumers link the sanitizer runtime the installed
+ * library needs (KINREG_CONSUMER_FLAGS); otherwise that is empty. */
 #include "kr_test.h"
 
 #include <stdlib.h>
@@ -37,9 +39,9 @@ KR_TEST(install, pkg_config_consumer_builds_and_runs)
     fclose(f);
     snprintf(cmd, sizeof cmd,
              "cd '%s' && export PKG_CONFIG_PATH='%s/prefix/" KINREG_INSTALL_LIBDIR "/pkgconfig'${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} && "
-             "'%s' -std=c11 -Wall -Werror consumer.c -o consumer $(pkg-config --cflags --libs kinreg) && "
+             "'%s' -std=c11 -Wall -Werror %s consumer.c -o consumer $(pkg-config --cflags --libs kinreg) && "
              "LD_LIBRARY_PATH='%s/prefix/" KINREG_INSTALL_LIBDIR "'${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ./consumer > out.txt",
-             tmp, tmp, KINREG_C_COMPILER, tmp);
+             tmp, tmp, KINREG_C_COMPILER, KINREG_CONSUMER_FLAGS, tmp);
     CHECK_EQ(sh(cmd), 0);
     snprintf(cmd, sizeof cmd, "%s/out.txt", tmp);
     f = fopen(cmd, "r");
@@ -86,9 +88,9 @@ KR_TEST(install, cmake_package_consumer_builds_and_runs)
      * installed library is found at run time through the build's RPATH. */
     snprintf(cmd, sizeof cmd,
              "cd '%s/cmake_consumer' && '%s' -S . -B build -DCMAKE_PREFIX_PATH='%s/cmake_prefix' "
-             "-DCMAKE_C_COMPILER='%s' > cmake.log 2>&1 && '%s' --build build >> cmake.log 2>&1 && "
+             "-DCMAKE_C_COMPILER='%s' -DCMAKE_EXE_LINKER_FLAGS='%s' > cmake.log 2>&1 && '%s' --build build >> cmake.log 2>&1 && "
              "./build/consumer > out.txt",
-             tmp, KINREG_CMAKE_COMMAND, tmp, KINREG_C_COMPILER, KINREG_CMAKE_COMMAND);
+             tmp, KINREG_CMAKE_COMMAND, tmp, KINREG_C_COMPILER, KINREG_CONSUMER_FLAGS, KINREG_CMAKE_COMMAND);
     CHECK_MSG(sh(cmd) == 0, "see %s/cmake_consumer/cmake.log", tmp);
     snprintf(cmd, sizeof cmd, "%s/cmake_consumer/out.txt", tmp);
     f = fopen(cmd, "r");

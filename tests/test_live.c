@@ -133,9 +133,27 @@ KR_TEST(live, planes_every_frame_delivered_tracked_published)
     listen_join(&l);
     CHECK_EQ(rc, 0);
     CHECK_CONTAINS(out, "fakenect replay");
+    CHECK_CONTAINS(out, "latency capture -> publish: median");
+    bool every_frame = true; /* no frame dropped */
+#ifdef KINREG_SANITIZED
+    /* Under ASan/TSan the tracker is slower than the sensor: frames may be
+     * dropped, but each one is tracked or counted, and every tracked one is
+     * written and received, GOOD. */
+    unsigned long tracked = 0, dropped = 0;
+    for (const char *at = strstr(out, "kinreg: "); at; at = strstr(at + 1, "kinreg: "))
+        if (sscanf(at, "kinreg: %lu frames in %*f s (%*f frames/s), lost %*u, dropped %lu", &tracked,
+                   &dropped) == 2)
+            break;
+    CHECK_EQ(tracked + dropped, (unsigned long)frames);
+    CHECK_GE(tracked, 1);
+    every_frame = dropped == 0;
+    frames = (int)tracked;
+    CHECK_EQ(count_poses(traj), (size_t)frames);
+    CHECK_EQ(l.poses, frames);
+    CHECK_EQ(l.good, frames);
+#else
     CHECK_CONTAINS(out, "36 frames");
     CHECK_CONTAINS(out, "dropped 0");
-    CHECK_CONTAINS(out, "latency capture -> publish: median");
 
     /* Every frame tracked, written and received, in order, all GOOD. */
     CHECK_EQ(count_poses(traj), (size_t)frames);
@@ -143,13 +161,14 @@ KR_TEST(live, planes_every_frame_delivered_tracked_published)
     CHECK_EQ(l.in_order, frames);
     CHECK_EQ(l.gaps, 0);
     CHECK_EQ(l.good, frames);
+#endif
     CHECK_EQ(l.stopped, 1);
     CHECK_GT(l.max_latency_ms, 0);
 
     /* Timestamps follow the sensor's 60 MHz frame counter exactly. */
     kr_trajectory t = {0};
-    REQUIRE_OK(kr_trajectory_read_tum(traj, &t));
-    for (size_t i = 1; i < t.count && (int)i < frames; i++)
+    CHECK_OK(kr_trajectory_read_tum(traj, &t)); /* not REQUIRE: t must be freed (LeakSanitizer) */
+    for (size_t i = 1; every_frame && i < t.count && (int)i < frames; i++)
         CHECK_NEAR(t.stamps[i] - t.stamps[i - 1], (double)(uint32_t)(ticks[i] - ticks[i - 1]) / 60e6, 2e-6);
     kr_trajectory_free(&t);
 }
@@ -191,7 +210,21 @@ KR_TEST(live, fr1_through_fakenect_matches_tum_replay_and_groundtruth)
     tmp_path(live, sizeof live, "fr1_live.txt");
     snprintf(args, sizeof args, "run -q -b cpu kinect --intrinsics fr1 -t '%s'", live);
     CHECK_EQ(kr_test_run_tool(fakenect_env(dump), args, out, sizeof out), 0);
+#ifdef KINREG_SANITIZED
+    /* Under ASan/TSan tracking is several times slower than the sensor's
+     * 30 Hz, so a live replay drops frames by design: every frame must be
+     * tracked or counted as dropped, and at least a third tracked (the
+     * comparisons below hold over the tracked ones). */
+    unsigned long tracked = 0, dropped = 0;
+    for (const char *at = strstr(out, "kinreg: "); at; at = strstr(at + 1, "kinreg: "))
+        if (sscanf(at, "kinreg: %lu frames in %*f s (%*f frames/s), lost %*u, dropped %lu", &tracked,
+                   &dropped) == 2)
+            break;
+    CHECK_EQ(tracked + dropped, 400);
+    CHECK_GE(tracked, 400 / 3);
+#else
     CHECK_CONTAINS(out, "400 frames");
+#endif
 
     tmp_path(direct, sizeof direct, "fr1_direct.txt");
     snprintf(args, sizeof args, "run -q -b cpu '%s' --intrinsics fr1 -t '%s'", uri, direct);

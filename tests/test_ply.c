@@ -76,7 +76,7 @@ KR_TEST(ply, bad_inputs_name_file_and_line)
         {"short.ply",
          "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty "
          "float z\nend_header\n"
-         "1 2 3\n4 5 6\n",
+         "1.0 2.0 3.0\n4.0 5.0 6.0\n", /* long enough for 3 short lines: read, then cut */
          KR_ERR_FORMAT, "short.ply:9: file ends after 2 of 3 vertices"},
         {"text.ply",
          "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\nproperty "
@@ -111,4 +111,72 @@ KR_TEST(ply, bad_inputs_name_file_and_line)
     CHECK_STATUS(kr_ply_read_points(missing, &xyz, &n), KR_ERR_IO);
     CHECK_CONTAINS(kr_last_error(), "does-not-exist.ply");
     CHECK_STATUS(kr_ply_read_points(NULL, &xyz, &n), KR_ERR_INVALID_ARG);
+}
+
+/* Found by tests/fuzz/fuzz_ply: a 114-byte file whose header claims 200
+ * million vertices made the reader ask for 2.4 GB before reading a line.
+ * Counts are now checked against the bytes after the header, and refused
+ * with a message that says so, before any allocation. */
+KR_TEST(ply, header_counts_capped_by_file_size)
+{
+    static const char header[] = "ply\nformat ascii 1.0\nelement vertex %s\nproperty float x\n"
+                                 "property float y\nproperty float z\nend_header\n%s";
+    static const struct {
+        const char *count, *body;
+        bool ok;
+    } cases[] = {
+        {"200000000", "1 2 3\n4 5 6\n", false},            /* the fuzzer's finding */
+        {"18446744073709551615", "1 2 3\n", false},         /* the largest count */
+        {"3", "1 2 3\n4 5 6\n", false},                     /* 12 bytes cannot hold 3 vertices */
+        {"2", "1 2 3\n4 5 6", true},                        /* exactly enough, no last newline */
+        {"2", "1 2 3\n4 5 6\n", true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char text[512];
+        snprintf(text, sizeof text, header, cases[i].count, cases[i].body);
+        const char *path = write_file("claims.ply", text);
+        REQUIRE(path != NULL);
+        float *xyz = NULL;
+        size_t n = 0;
+        if (cases[i].ok) {
+            CHECK_OK(kr_ply_read_points(path, &xyz, &n));
+            CHECK_EQ(n, 2);
+            if (xyz) CHECK_NEAR(xyz[5], 6.0, 0);
+            free(xyz);
+        } else {
+            CHECK_STATUS(kr_ply_read_points(path, &xyz, &n), KR_ERR_FORMAT);
+            CHECK_CONTAINS(kr_last_error(), "bytes follow the header");
+            CHECK(xyz == NULL && n == 0);
+        }
+    }
+    /* An earlier element's claim counts too: its items come first. */
+    const char *path = write_file("claims_face.ply",
+                                  "ply\nformat ascii 1.0\nelement camera 4000000000\n"
+                                  "property float a\nelement vertex 1\nproperty float x\n"
+                                  "property float y\nproperty float z\nend_header\n1\n1 2 3\n");
+    REQUIRE(path != NULL);
+    float *xyz = NULL;
+    size_t n = 0;
+    CHECK_STATUS(kr_ply_read_points(path, &xyz, &n), KR_ERR_FORMAT);
+    CHECK_CONTAINS(kr_last_error(), "bytes follow the header");
+}
+
+/* A reader fed through a pipe cannot know the size ahead: it must still read
+ * a well-formed file and refuse a lying header by its end, not by its claim. */
+KR_TEST(ply, pipe_input_allocates_as_it_reads)
+{
+    char cmd[2048], path[512];
+    snprintf(path, sizeof path, "%s/pipe.ply", kr_test_tmpdir());
+    snprintf(cmd, sizeof cmd, "rm -f '%s' && mkfifo '%s'", path, path);
+    if (system(cmd) != 0) SKIP("mkfifo is not available");
+    /* A writer in the background: the header lies (a billion vertices). */
+    snprintf(cmd, sizeof cmd,
+             "(printf 'ply\\nformat ascii 1.0\\nelement vertex 1000000000\\nproperty float x\\n"
+             "property float y\\nproperty float z\\nend_header\\n1 2 3\\n' > '%s') &",
+             path);
+    REQUIRE(system(cmd) == 0);
+    float *xyz = NULL;
+    size_t n = 0;
+    CHECK_STATUS(kr_ply_read_points(path, &xyz, &n), KR_ERR_FORMAT);
+    CHECK_CONTAINS(kr_last_error(), "file ends after 1 of 1000000000 vertices");
 }

@@ -153,6 +153,9 @@ int kr_cmd_run(int argc, char **argv)
 {
     kr_pipeline_config cfg;
     kr_pipeline_config_default(&cfg);
+    /* The trajectory streams to -t: memory keeps only the last poses, so
+     * hours of tracking do not grow the process (docs/SECURITY.md). */
+    cfg.trajectory_keep = 1024;
     run_options ro = {0};
     static const struct option own[] = {{"quiet", no_argument, 0, 'q'},
                                         {"progress", required_argument, 0, 'P'},

@@ -89,6 +89,11 @@ void kr_pipeline_options_help_for(FILE *out, bool outputs)
         d.track.iterations[1], d.track.iterations[2], (double)d.track.gate, d.model.active_window,
         d.rebuild_every);
     fprintf(out,
+            "      --model-memory MIB  cap on the model's voxel map (default %g MiB, 0 = none): past it\n"
+            "                          voxels unseen for %d frames and over %g m from the camera\n"
+            "                          are evicted, oldest first (--save-model has what is left)\n",
+            d.model.memory_mib, d.model.evict_after, (double)d.model.evict_distance);
+    fprintf(out,
             "      --recover M         after a loss: newton (wide-basin search from the last good "
             "pose\n"
             "                          and rotated seeds, default) | emicp | softassign | off\n"
@@ -148,6 +153,7 @@ static const kr_number_rule
     rule_model_points = {"--model-points", 1, 100000000, false, true, "points", NULL},
     rule_refine_every = {"--refine-every", 1, 64, false, true, "keyframes", "at most --refine-window"},
     rule_refine_window = {"--refine-window", 2, 64, false, true, "keyframes", NULL},
+    rule_model_memory = {"--model-memory", 0, 1048576, false, false, "MiB", "0 = no cap"},
     rule_rate = {
         "--rate", 0.001, 1000, false, false, "a speed factor", "or max; 1.0 = recorded timing"};
 
@@ -291,6 +297,10 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
         return 1;
     case 1023:
         cfg->deterministic = true;
+        return 1;
+    case 1060:
+        if (parse_number(&rule_model_memory, arg, &v) < 0) return -1;
+        cfg->model.memory_mib = v;
         return 1;
     case 1010:
         if (parse_number(&rule_active_window, arg, &v) < 0) return -1;

@@ -33,7 +33,7 @@
         {"model-points", required_argument, 0, 1041}, {"refine", required_argument, 0, 1050},       \
         {"refine-window", required_argument, 0, 1051},                                              \
         {"refine-every", required_argument, 0, 1052},                                               \
-        {"trajectory-refined", required_argument, 0, 1053}, KR_CURVE_LONG_OPTIONS
+        {"trajectory-refined", required_argument, 0, 1053}, {"model-memory", required_argument, 0, 1060}, KR_CURVE_LONG_OPTIONS
 
 #define KR_PIPELINE_SHORT_OPTIONS "s:b:p:t:m:r:n:"
 

@@ -29,7 +29,23 @@ typedef struct {
     bool geometric_weight;  /* weigh each point by |n·ray|/z² clipped to [0.05, 1] — Kinect
                                noise grows with depth and incidence (default true);
                                false: every point weighs 1 */
+    /* Bounded memory over a long session: the voxel map holds at most
+     * memory_mib MiB, counted as KR_MODEL_BYTES_PER_VOXEL per voxel (its
+     * record, hash slots and active-list entry with their growth slack;
+     * default 512 MiB, about 3.2 M voxels; 0 = no cap). Past the cap the
+     * oldest voxels are evicted (dropped, not merged) down to 90 % of it:
+     * first those unseen for evict_after frames (default 900, 30 s at
+     * 30 Hz; never fewer than active_window) AND farther than evict_distance
+     * metres from the camera (default 3), then, if that is not enough, the
+     * unseen ones near it too. Voxels in the active window are never
+     * evicted, so tracking is unaffected; kr_model_save_ply writes what the
+     * map still holds. */
+    double memory_mib;
+    int evict_after;
+    float evict_distance;
 } kr_model_config;
+
+#define KR_MODEL_BYTES_PER_VOXEL 168
 
 KR_API void kr_model_config_default(kr_model_config *cfg);
 KR_API kr_status kr_model_create(kr_model **out, const kr_model_config *cfg);
@@ -62,6 +78,10 @@ KR_API uint64_t kr_model_snapshot_frame(const kr_model_snapshot *snap);
 
 /* Voxels in the map (safe to read from any thread). */
 KR_API size_t kr_model_size(const kr_model *model);
+/* Voxels evicted so far under memory_mib (safe to read from any thread). */
+KR_API uint64_t kr_model_evicted(const kr_model *model);
+/* The voxel count memory_mib allows (0 = no cap). */
+KR_API size_t kr_model_max_voxels(const kr_model_config *cfg);
 /* Writes every voxel as a binary little-endian PLY with x y z nx ny nz (float);
  * a voxel whose normals cancel out gets normal (0, 0, 0). Call it from the
  * integrating thread (or once it has stopped). */

@@ -173,6 +173,11 @@ typedef struct {
     int fuse_thread;               /* fusion on its own thread, overlapping the next frame's tracking:
                                       0 = with the CUDA backend (default), 1 = always, 2 = never */
     const char *trajectory_path;   /* TUM file written as poses are computed; NULL = none */
+    size_t trajectory_keep;        /* poses kr_pipeline_trajectory keeps in memory: 0 = all
+                                      (default), else at least the last N and at most 2N, so
+                                      a long session that streams to trajectory_path stays
+                                      bounded (`kinreg run` keeps 1024); ignored with the
+                                      live refiner on, which corrects every frame at the end */
     const char *model_path;        /* PLY written at the end; NULL = none */
     kr_live_refine_config refine;  /* the live refiner (default off) */
     const char *trajectory_refined_path; /* TUM file of every frame's refined pose, written when
@@ -211,7 +216,8 @@ KR_API void kr_pipeline_stop(kr_pipeline *p);
 KR_API void kr_pipeline_destroy(kr_pipeline **p);
 
 KR_API void kr_pipeline_get_stats(const kr_pipeline *p, kr_pipeline_stats *out);
-/* Poses computed so far (valid until destroy). */
+/* Poses computed so far, or the last ones with trajectory_keep (valid until
+ * destroy). */
 KR_API const kr_trajectory *kr_pipeline_trajectory(const kr_pipeline *p);
 /* Every frame's pose corrected by its keyframe's refined motion, complete
  * once kr_pipeline_run has returned (empty before, and with the refiner off). */

@@ -26,6 +26,9 @@ KR_API kr_status kr_trajectory_read_tum(const char *path, kr_trajectory *traj);
 KR_API kr_status kr_trajectory_write_tum(const char *path, const kr_trajectory *traj);
 /* One TUM line (no newline) into buf. */
 KR_API void kr_trajectory_format_line(double stamp, const kr_pose *pose, char *buf, size_t size);
+/* Bounded history: once count reaches 2·keep, drops all but the last `keep`
+ * poses (amortised O(1) per pose; keep = 0 does nothing). */
+KR_API void kr_trajectory_keep_last(kr_trajectory *traj, size_t keep);
 KR_API void kr_trajectory_free(kr_trajectory *traj);
 
 #ifdef __cplusplus

@@ -1,0 +1,23 @@
+/* TUM depth.txt (capture/tum_source.c), through the public source API as
+ * `kinreg run tum:DIR` opens it: the listing is parsed whole at open; the
+ * first frame is read too (its PNG is usually missing: an error, not a crash). */
+#include "fuzz_input.h"
+#include "kinreg/source.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_write("depth.txt", data, size);
+    char uri[300];
+    snprintf(uri, sizeof uri, "tum:%s", fuzz_dir());
+    kr_source_config cfg;
+    kr_source_config_default(&cfg);
+    cfg.uri = uri;
+    cfg.intrinsics = "fr1";
+    kr_source *src = NULL;
+    if (kr_source_create(&src, &cfg) == KR_OK) {
+        kr_frame frame;
+        if (kr_source_read(src, &frame) == KR_OK) kr_frame_release(&frame);
+        kr_source_destroy(&src);
+    }
+    return 0;
+}
