@@ -29,6 +29,8 @@ jobs=${JOBS:-$(nproc)}
 
 # ---- 1. Debian packages that are missing ------------------------------------
 packages=(build-essential cmake pkg-config libpng-dev libzmq3-dev libfreenect-dev libfreenect-bin python3 python3-zmq)
+# Refinement: MPI ranks (mpirun kinreg refine) and CHOLMOD's sparse Cholesky.
+packages+=(libopenmpi-dev openmpi-bin libsuitesparse-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -127,3 +127,20 @@ KR_TEST(refine_mpi, without_mpi_the_program_says_how_to_get_it)
     CHECK_CONTAINS(out, "libopenmpi-dev");
 #endif
 }
+
+KR_TEST(refine_mpi, device_lists_are_checked)
+{
+    int d[KR_REFINE_MAX_DEVICES] = {7}, n = 7;
+    if (!kr_cuda_available()) {
+        /* No GPU here (CI): a clear error, outputs untouched. */
+        CHECK_STATUS(kr_refine_devices_parse("all", d, &n), KR_ERR_NO_DEVICE);
+        CHECK_EQ(n, 7);
+        CHECK_EQ(d[0], 7);
+        return;
+    }
+    CHECK_OK(kr_refine_devices_parse("0,0", d, &n));
+    CHECK_EQ(n, 2);
+    CHECK_STATUS(kr_refine_devices_parse("0,x", d, &n), KR_ERR_INVALID_ARG);
+    CHECK_STATUS(kr_refine_devices_parse("999", d, &n), KR_ERR_INVALID_ARG);
+    CHECK_EQ(n, 2);
+}
