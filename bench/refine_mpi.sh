@@ -57,8 +57,13 @@ def diff(a, b):
     mm = deg = 0.0
     for (ta, qa), (tb, qb) in zip(a, b):
         mm = max(mm, 1000 * math.dist(ta, tb))
-        dot = min(1.0, abs(sum(p * q for p, q in zip(qa, qb))))
-        deg = max(deg, 2 * math.degrees(math.acos(dot)))
+        # conj(qa)·qb: its vector part's length and w give the angle without acos's
+        # loss near 1 (the files carry 9 digits).
+        (x1, y1, z1, w1), (x2, y2, z2, w2) = qa, qb
+        w = w1 * w2 + x1 * x2 + y1 * y2 + z1 * z2
+        v = (w1 * x2 - x1 * w2 - y1 * z2 + z1 * y2, w1 * y2 - y1 * w2 - z1 * x2 + x1 * z2,
+             w1 * z2 - z1 * w2 - x1 * y2 + y1 * x2)
+        deg = max(deg, 2 * math.degrees(math.atan2(math.hypot(*v), abs(w))))
     return mm, deg
 first = None
 for r in runs:
