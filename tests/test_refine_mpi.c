@@ -31,7 +31,6 @@ static int run_mpi(const char *ranks_args, char *out, size_t size)
              ranks_args);
     return kr_test_shell(cmd, out, size);
 }
-#endif
 
 /* Largest difference between two pose files, in mm and degrees. */
 static void conf_difference(const char *a, const char *b, double *mm, double *deg)
@@ -52,6 +51,7 @@ static void conf_difference(const char *a, const char *b, double *mm, double *de
     kr_scan_conf_free(&ca);
     kr_scan_conf_free(&cb);
 }
+#endif
 
 KR_TEST(refine_mpi, ranks_match_the_single_process_run)
 {
