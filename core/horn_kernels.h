@@ -97,6 +97,103 @@ static inline KR_HD void kr_hd_eig4_top(const double A_in[16], double q[4])
         q[k] = v[4 * k + best] / nrm;
 }
 
+/* The same eigenvector by the quaternion characteristic polynomial (QCP,
+ * Theobald 2005): far fewer divisions and square roots than Jacobi, which
+ * matters where one GPU thread solves Horn between two kernels (the fused
+ * registration engine: a Jacobi solve took ~10 µs of each ~80 µs step).
+ *
+ * N is symmetric and traceless (its diagonal sums to zero), so with
+ * p_k = tr(Nᵏ) Newton's identities give the characteristic polynomial
+ *   P(λ) = λ⁴ − (p₂/2) λ² − (p₃/3) λ + det N.
+ * All its roots are real and Σλ² = p₂, so √p₂ bounds the largest from above;
+ * P is convex right of its largest root, so Newton's iteration from √p₂
+ * falls monotonically onto it. The eigenvector is then any non-zero column
+ * of adj(N − λI) = Π_{j≠max}(λ_j − λ) v vᵀ: the column of largest norm.
+ * When the top eigenvalue is (nearly) double that product vanishes and the
+ * direction is undetermined by this route; returns −1 and the caller falls
+ * back to Jacobi. Returns 0 with q set otherwise. */
+static inline KR_HD double kr_hd_det3(double a, double b, double c, double d, double e, double f,
+                                      double g, double h, double i)
+{
+    return a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g);
+}
+
+static inline KR_HD int kr_hd_qcp_top(const double N[16], double q[4])
+{
+    double p2 = 0, p3 = 0, N2[16];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            double v = 0;
+            for (int k = 0; k < 4; k++)
+                v += N[4 * i + k] * N[4 * k + j];
+            N2[4 * i + j] = v;
+        }
+    for (int i = 0; i < 4; i++) {
+        p2 += N2[5 * i];
+        for (int k = 0; k < 4; k++)
+            p3 += N2[4 * i + k] * N[4 * k + i];
+    }
+    if (!(p2 > 0) || !isfinite(p2)) return -1;
+    /* det N by cofactors along the first row. */
+    double det = 0;
+    for (int c = 0; c < 4; c++) {
+        double m[9];
+        int x = 0;
+        for (int r = 1; r < 4; r++)
+            for (int k = 0; k < 4; k++)
+                if (k != c) m[x++] = N[4 * r + k];
+        double minor = kr_hd_det3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]);
+        det += (c % 2 ? -1.0 : 1.0) * N[c] * minor;
+    }
+    const double c2 = -0.5 * p2, c1 = -p3 / 3.0, c0 = det;
+    double l = sqrt(p2);
+    int converged = 0;
+    for (int it = 0; it < 60; it++) {
+        double l2 = l * l;
+        double f = (l2 + c2) * l2 + c1 * l + c0;
+        double df = 4 * l2 * l + 2 * c2 * l + c1;
+        if (!(df > 0)) break; /* a double root at λ: leave it to Jacobi */
+        double step = f / df;
+        l -= step;
+        if (fabs(step) <= 1e-15 * sqrt(p2)) {
+            converged = 1;
+            break;
+        }
+    }
+    if (!converged) return -1;
+    /* adj(M) for M = N − λI, column by column (M and adj(M) are symmetric). */
+    double M[16];
+    for (int i = 0; i < 16; i++)
+        M[i] = N[i] - (i % 5 == 0 ? l : 0.0);
+    double best = 0, v[4] = {0, 0, 0, 0};
+    for (int col = 0; col < 4; col++) {
+        double a[4], n2 = 0;
+        for (int row = 0; row < 4; row++) {
+            double m[9];
+            int x = 0;
+            for (int r = 0; r < 4; r++)
+                if (r != col)
+                    for (int k = 0; k < 4; k++)
+                        if (k != row) m[x++] = M[4 * r + k];
+            a[row] = ((row + col) % 2 ? -1.0 : 1.0) *
+                     kr_hd_det3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]);
+            n2 += a[row] * a[row];
+        }
+        if (n2 > best) {
+            best = n2;
+            for (int k = 0; k < 4; k++)
+                v[k] = a[k];
+        }
+    }
+    /* |adj column| ~ Π gaps to the other eigenvalues (times N's scale³):
+     * below this the gap to the second eigenvalue is too small to trust. */
+    if (!(best > 1e-18 * p2 * p2 * p2)) return -1;
+    double nrm = sqrt(best);
+    for (int k = 0; k < 4; k++)
+        q[k] = v[k] / nrm;
+    return 0;
+}
+
 /* Rotation (row-major) of the unit quaternion q = (w, x, y, z). */
 static inline KR_HD void kr_hd_quat_to_rot(const double q[4], double R[9])
 {
@@ -136,7 +233,7 @@ static inline KR_HD int kr_hd_horn_from_moments(const double mom[16], double R[9
         for (int i = 0; i < 9; i++)
             S[i] /= scale;
         kr_hd_horn_matrix(S, N);
-        kr_hd_eig4_top(N, q);
+        if (kr_hd_qcp_top(N, q) != 0) kr_hd_eig4_top(N, q);
     } else {
         q[0] = 1;
         q[1] = q[2] = q[3] = 0;

@@ -6,6 +6,7 @@
 #include "kinreg/refine.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -131,8 +132,14 @@ static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_co
         level_free(L);
         return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
     }
+    /* The views' fields are independent, and building them (mostly host work
+     * even with the CUDA engine: the sparse grid's bricks and the collection
+     * of influenced grid points) was most of a refinement's time, so one
+     * thread per view. A failure's message is thread-local: carried over. */
     kr_status s = KR_OK;
-    for (int k = 0; k < V && s == KR_OK; k++) {
+    char why[512] = "";
+#pragma omp parallel for schedule(dynamic)
+    for (int k = 0; k < V; k++) {
         /* Level `coarseness` has cells 2^coarseness times the finest: a
          * quarter of the points per step keeps points per cell area alike
          * (the corners a point updates grow with the band, not the cell). */
@@ -141,12 +148,18 @@ static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_co
         m >>= 2 * coarseness;
         if (m < 2000) m = 2000;
         size_t stride = views[k].n > m ? (views[k].n + m - 1) / m : 1;
-        s = kr_refine_engine_field(eng, &L->fields[k], views[k].xyz, views[k].n, stride, (float)h,
-                                   band, cfg->subset, cfg->seed + (unsigned)k);
+        kr_status sk = kr_refine_engine_field(eng, &L->fields[k], views[k].xyz, views[k].n, stride,
+                                              (float)h, band, cfg->subset, cfg->seed + (unsigned)k);
+        if (sk != KR_OK)
+#pragma omp critical(kr_refine_field_error)
+            if (s == KR_OK) {
+                s = sk;
+                snprintf(why, sizeof why, "%s", kr_last_error());
+            }
     }
     if (s != KR_OK) {
         level_free(L);
-        return s;
+        return kr_error(s, "%s", why);
     }
     /* Influence-based partitioning: every process holds every field and
      * evaluates its own share of each view's grid points. */

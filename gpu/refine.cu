@@ -8,7 +8,13 @@
  * one thread per grid point and pair; each block reduces its 30 sums (the
  * 21 of Σ w J Jᵀ, 6 of Σ w J e, cost, Σ e², count) with warp shuffles and
  * adds them to the pair's totals with one double atomicAdd per sum. The small
- * dense solve stays on the host (fusion/refine.c). */
+ * dense solve stays on the host (fusion/refine.c).
+ *
+ * Device memory comes from the stream-ordered allocator (cudaMallocAsync on
+ * the context's stream) with a pool that keeps what it is given back: a
+ * refinement builds a field per view and level and loads every level, so
+ * hundreds of buffers come and go, and plain cudaMalloc/cudaFree (cudaFree
+ * waits for the whole device) cost more than the kernels. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,15 +135,21 @@ struct kr_gpu_refine {
     int pairs_capacity;
 };
 
+/* Device buffers on the context's stream, from its pool (see the top). */
+static void release(kr_gpu_refine *g, void *ptr)
+{
+    if (ptr) (void)cudaFreeAsync(ptr, g->ctx->stream);
+}
+
 static void free_level(kr_gpu_refine *g)
 {
     if (g->blocks)
         for (int i = 0; i < 5 * g->views; i++)
-            cudaFree(g->blocks[i]);
+            release(g, g->blocks[i]);
     free(g->blocks);
     free(g->host_views);
-    cudaFree(g->d_views);
-    cudaFree(g->d_poses);
+    release(g, g->d_views);
+    release(g, g->d_poses);
     g->blocks = NULL;
     g->host_views = NULL;
     g->d_views = NULL;
@@ -148,6 +160,13 @@ static void free_level(kr_gpu_refine *g)
 kr_status kr_gpu_refine_create(kr_gpu_refine **out, kr_gpu_context *ctx)
 {
     if (!out || !ctx) return kr_error(KR_ERR_INVALID_ARG, "refine: needs a CUDA context");
+    kr_status s = kr_gpu_enter(ctx);
+    if (s != KR_OK) return s;
+    /* Keep freed blocks in the pool for the next level's fields. */
+    cudaMemPool_t pool;
+    KR_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, ctx->device));
+    uint64_t keep = UINT64_MAX;
+    KR_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     kr_gpu_refine *g = (kr_gpu_refine *)calloc(1, sizeof *g);
     if (!g) return kr_error(KR_ERR_NOMEM, "refine: no memory for the CUDA engine");
     g->ctx = ctx;
@@ -160,18 +179,21 @@ void kr_gpu_refine_destroy(kr_gpu_refine **g)
     if (!g || !*g) return;
     (void)kr_gpu_enter((*g)->ctx);
     free_level(*g);
-    cudaFree((*g)->d_pairs);
-    cudaFree((*g)->d_acc);
+    release(*g, (*g)->d_pairs);
+    release(*g, (*g)->d_acc);
+    (void)cudaStreamSynchronize((*g)->ctx->stream);
     free(*g);
     *g = NULL;
 }
 
-static kr_status upload(void **dst, const void *src, size_t bytes)
+/* A pageable source: cudaMemcpyAsync returns once it has been staged, so the
+ * caller may free it. */
+static kr_status upload(kr_gpu_refine *g, void **dst, const void *src, size_t bytes)
 {
     *dst = NULL;
     if (!bytes) return KR_OK;
-    KR_CUDA_CHECK(cudaMalloc(dst, bytes));
-    KR_CUDA_CHECK(cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice));
+    KR_CUDA_CHECK(cudaMallocAsync(dst, bytes, g->ctx->stream));
+    KR_CUDA_CHECK(cudaMemcpyAsync(*dst, src, bytes, cudaMemcpyHostToDevice, g->ctx->stream));
     return KR_OK;
 }
 
@@ -187,10 +209,10 @@ kr_status kr_gpu_refine_fill(kr_gpu_refine *g, const kr_df_field *field, int bri
         memcpy(pts + 3 * k, xyz + 3 * k * stride, sizeof(float) * 3);
     void *d_keys = NULL, *d_slots = NULL, *d_values = NULL, *d_pts = NULL;
     uint32_t cap = field->mask + 1;
-    if (s == KR_OK) s = upload(&d_keys, field->keys, sizeof(uint64_t) * cap);
-    if (s == KR_OK) s = upload(&d_slots, field->slots, sizeof(int) * cap);
-    if (s == KR_OK) s = upload(&d_values, values, sizeof(float) * cells); /* +∞ from the host */
-    if (s == KR_OK) s = upload(&d_pts, pts, sizeof(float) * 3 * m);
+    if (s == KR_OK) s = upload(g, &d_keys, field->keys, sizeof(uint64_t) * cap);
+    if (s == KR_OK) s = upload(g, &d_slots, field->slots, sizeof(int) * cap);
+    if (s == KR_OK) s = upload(g, &d_values, values, sizeof(float) * cells); /* +∞ from the host */
+    if (s == KR_OK) s = upload(g, &d_pts, pts, sizeof(float) * 3 * m);
     if (s == KR_OK && m && cells) {
         kr_df_field f = *field;
         f.keys = (const uint64_t *)d_keys;
@@ -205,10 +227,10 @@ kr_status kr_gpu_refine_fill(kr_gpu_refine *g, const kr_df_field *field, int bri
             s = KR_CUDA_STATUS(
                 cudaMemcpy(values, d_values, sizeof(float) * cells, cudaMemcpyDeviceToHost));
     }
-    cudaFree(d_keys);
-    cudaFree(d_slots);
-    cudaFree(d_values);
-    cudaFree(d_pts);
+    release(g, d_keys);
+    release(g, d_slots);
+    release(g, d_values);
+    release(g, d_pts);
     free(pts);
     return s;
 }
@@ -227,13 +249,13 @@ kr_status kr_gpu_refine_load(kr_gpu_refine *g, const kr_gpu_refine_view *views, 
         const kr_gpu_refine_view *v = &views[k];
         void **b = g->blocks + 5 * k;
         size_t cap = (size_t)v->field.mask + 1;
-        s = upload(&b[0], v->field.keys, sizeof(uint64_t) * cap);
-        if (s == KR_OK) s = upload(&b[1], v->field.slots, sizeof(int) * cap);
+        s = upload(g, &b[0], v->field.keys, sizeof(uint64_t) * cap);
+        if (s == KR_OK) s = upload(g, &b[1], v->field.slots, sizeof(int) * cap);
         if (s == KR_OK)
-            s = upload(&b[2], v->field.values,
+            s = upload(g, &b[2], v->field.values,
                        sizeof(float) * (size_t)v->bricks * KR_DF_BRICK_CELLS);
-        if (s == KR_OK) s = upload(&b[3], v->grid, sizeof(float) * 3 * v->n_grid);
-        if (s == KR_OK) s = upload(&b[4], v->grid_val, sizeof(float) * v->n_grid);
+        if (s == KR_OK) s = upload(g, &b[3], v->grid, sizeof(float) * 3 * v->n_grid);
+        if (s == KR_OK) s = upload(g, &b[4], v->grid_val, sizeof(float) * v->n_grid);
         DevView *d = &g->host_views[k];
         d->field = v->field;
         d->field.keys = (const uint64_t *)b[0];
@@ -244,9 +266,10 @@ kr_status kr_gpu_refine_load(kr_gpu_refine *g, const kr_gpu_refine_view *views, 
         d->n_grid = (long)v->n_grid;
     }
     if (s == KR_OK)
-        s = upload((void **)&g->d_views, g->host_views, sizeof(DevView) * (size_t)n_views);
+        s = upload(g, (void **)&g->d_views, g->host_views, sizeof(DevView) * (size_t)n_views);
     if (s == KR_OK)
-        s = KR_CUDA_STATUS(cudaMalloc((void **)&g->d_poses, sizeof(kr_df_pose) * (size_t)n_views));
+        s = KR_CUDA_STATUS(cudaMallocAsync((void **)&g->d_poses,
+                                           sizeof(kr_df_pose) * (size_t)n_views, g->ctx->stream));
     return s;
 }
 
@@ -258,17 +281,17 @@ kr_status kr_gpu_refine_eval(kr_gpu_refine *g, int star, int gauge, float huber,
     for (int p = 0; p < npairs; p++)
         kr_df_acc_zero(&acc[p]);
     if (npairs == 0) return KR_OK;
+    cudaStream_t st = g->ctx->stream;
     if (npairs > g->pairs_capacity) {
-        cudaFree(g->d_pairs);
-        cudaFree(g->d_acc);
+        release(g, g->d_pairs);
+        release(g, g->d_acc);
         g->d_pairs = NULL;
         g->d_acc = NULL;
         g->pairs_capacity = 0;
-        KR_CUDA_CHECK(cudaMalloc((void **)&g->d_pairs, sizeof(int) * 2 * (size_t)npairs));
-        KR_CUDA_CHECK(cudaMalloc((void **)&g->d_acc, sizeof(kr_df_acc) * (size_t)npairs));
+        KR_CUDA_CHECK(cudaMallocAsync((void **)&g->d_pairs, sizeof(int) * 2 * (size_t)npairs, st));
+        KR_CUDA_CHECK(cudaMallocAsync((void **)&g->d_acc, sizeof(kr_df_acc) * (size_t)npairs, st));
         g->pairs_capacity = npairs;
     }
-    cudaStream_t st = g->ctx->stream;
     KR_CUDA_CHECK(cudaMemcpyAsync(g->d_poses, poses, sizeof(kr_df_pose) * (size_t)g->views,
                                   cudaMemcpyHostToDevice, st));
     KR_CUDA_CHECK(cudaMemcpyAsync(g->d_pairs, pairs, sizeof(int) * 2 * (size_t)npairs,

@@ -7,7 +7,7 @@
  * thread keeps the row's streaming sums (core/softreg_kernels.h: the shifted
  * EM-ICP sums, or a log-sum-exp for Softassign's Sinkhorn). A second kernel
  * merges the chunks of each row, turns them into the row's Horn pair and
- * reduces the 16 Horn moments (double) over the grid; a one-thread kernel
+ * reduces the 16 Horn moments (double) over the grid (a warp per row); a one-thread kernel
  * solves Horn, updates the pose and advances the schedule — all on the device.
  * The kernels of a batch of steps are captured once in a CUDA graph; every
  * kernel returns at once when the schedule is done, and the host reads the
@@ -21,6 +21,16 @@
 #define ROWS 128 /* threads (rows) per block */
 #define TILE 128 /* columns staged in shared memory at a time */
 #define REDUCE_THREADS 256
+/* Independent accumulators per thread in Softassign's log-sum-exp loop: each
+ * streaming sum is a chain of dependent updates (an exp, then adds), so one
+ * accumulator leaves the SM waiting on latency; interleaved ones overlap. */
+#define ILP 4
+/* Fewest columns in one chunk: smaller chunks mean more blocks to fill the
+ * device, and more partials for the finishing warp to merge. Softassign's
+ * small problems (2000 × 2000) gain from 32; EM-ICP measured best with a
+ * whole tile. */
+#define MIN_CHUNK_SOFTASSIGN 32
+#define MIN_CHUNK_EMICP TILE
 
 static __device__ void pose_float(const kr_gpu_reg_state *S, float R[9], float t[3])
 {
@@ -50,6 +60,28 @@ static __device__ void block_moments(double mom[16], double *out)
     }
 }
 
+/* The finishing kernels give each row one warp: its lanes merge the row's
+ * chunk partials (every 32nd), then the warp merges the lanes' results by
+ * shuffles. One thread per row merging up to 64 partials in a chain was
+ * latency-bound (~12 µs a pass on an H100 with a few thousand rows). */
+#define FINISH_WARPS (REDUCE_THREADS / 32)
+
+static __device__ size_t finish_row(void)
+{
+    return (size_t)blockIdx.x * FINISH_WARPS + (threadIdx.x >> 5);
+}
+
+static __device__ kr_hd_emicp_row shfl_emicp(const kr_hd_emicp_row *r, int o)
+{
+    kr_hd_emicp_row b;
+    b.mu = __shfl_down_sync(0xffffffffu, r->mu, o);
+    b.s1 = __shfl_down_sync(0xffffffffu, r->s1, o);
+    b.sh = __shfl_down_sync(0xffffffffu, r->sh, o);
+    for (int k = 0; k < 3; k++)
+        b.sx[k] = __shfl_down_sync(0xffffffffu, r->sx[k], o);
+    return b;
+}
+
 /* ---- EM-ICP ---------------------------------------------------------------- */
 
 static __global__ void emicp_partial(const kr_gpu_reg_state *S, const float *src, size_t n,
@@ -65,6 +97,9 @@ static __global__ void emicp_partial(const kr_gpu_reg_state *S, const float *src
     const float half_inv = (float)(0.5 / S->st.temp);
     bool active = i < n;
     if (active) kr_hd_move(R, t, src + 3 * i, q);
+    /* One accumulator: the EM-ICP sums' state is six floats, and four
+     * interleaved copies (as lse_partial keeps) measured slower here
+     * (H100, 5000 × 5000: 55 µs against 49 µs a pass). */
     kr_hd_emicp_row row;
     kr_hd_emicp_row_init(&row);
     for (size_t b = j0; b < j1; b += TILE) {
@@ -89,16 +124,27 @@ static __global__ void emicp_finish(kr_hd_reg_params p, kr_gpu_reg_state *S, con
 {
     if (S->st.done) return;
     double mom[16] = {0};
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
+    int lane = threadIdx.x & 31;
+    /* Grid-stride over rows, whole warps: few blocks, so that few atomic
+     * adds of the moments contend for the same 16 addresses. */
+    for (size_t i = finish_row(); i < n; i += (size_t)gridDim.x * FINISH_WARPS) {
         const double temp = S->st.temp;
         const float half_inv = (float)(0.5 / temp);
-        kr_hd_emicp_row row = part[i];
-        for (int c = 1; c < chunks; c++)
-            kr_hd_emicp_row_merge(&row, &part[(size_t)c * n + i], half_inv);
-        double w, pt[3], s[3] = {src[3 * i], src[3 * i + 1], src[3 * i + 2]};
-        kr_hd_emicp_row_finish(&row, p.d02, 1.0 / temp, &w, pt);
-        kr_hd_moments_add(mom, w, s, pt);
+        kr_hd_emicp_row row;
+        kr_hd_emicp_row_init(&row);
+        for (int c = lane; c < chunks; c += 32) {
+            const kr_hd_emicp_row b = part[(size_t)c * n + i]; /* by value: see lse_finish */
+            kr_hd_emicp_row_merge(&row, &b, half_inv);
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            kr_hd_emicp_row b = shfl_emicp(&row, o);
+            kr_hd_emicp_row_merge(&row, &b, half_inv);
+        }
+        if (lane == 0) {
+            double w, pt[3], s[3] = {src[3 * i], src[3 * i + 1], src[3 * i + 2]};
+            kr_hd_emicp_row_finish(&row, p.d02, 1.0 / temp, &w, pt);
+            kr_hd_moments_add(mom, w, s, pt);
+        }
     }
     block_moments(mom, S->mom);
 }
@@ -141,9 +187,12 @@ static __global__ void lse_partial(kr_hd_reg_params p, const kr_gpu_reg_state *S
         q[1] = py[i];
         q[2] = pz[i];
     }
-    kr_hd_lse l;
-    l.mx = -INFINITY;
-    l.sum = 0;
+    kr_hd_lse l[ILP];
+#pragma unroll
+    for (int a = 0; a < ILP; a++) {
+        l[a].mx = -INFINITY;
+        l[a].sum = 0;
+    }
     for (size_t b = j0; b < j1; b += TILE) {
         int len = (int)(j1 - b < TILE ? j1 - b : TILE);
         __syncthreads();
@@ -154,26 +203,59 @@ static __global__ void lse_partial(kr_hd_reg_params p, const kr_gpu_reg_state *S
             to[k] = off[b + k];
         }
         __syncthreads();
-        if (active)
-            for (int k = 0; k < len; k++)
-                kr_hd_lse_add(
-                    &l, kr_hd_softassign_logk(kr_hd_sqdist(q, tx[k], ty[k], tz[k]), alpha, inv_t) +
-                            to[k]);
+        if (active) {
+            int k = 0;
+            for (; k + ILP <= len; k += ILP)
+#pragma unroll
+                for (int a = 0; a < ILP; a++)
+                    kr_hd_lse_add(
+                        &l[a], kr_hd_softassign_logk(
+                                   kr_hd_sqdist(q, tx[k + a], ty[k + a], tz[k + a]), alpha, inv_t) +
+                                   to[k + a]);
+            for (; k < len; k++)
+                kr_hd_lse_add(&l[0], kr_hd_softassign_logk(kr_hd_sqdist(q, tx[k], ty[k], tz[k]),
+                                                           alpha, inv_t) +
+                                         to[k]);
+        }
     }
-    if (active) part[(size_t)blockIdx.y * n + i] = l;
+#pragma unroll
+    for (int a = 1; a < ILP; a++)
+        kr_hd_lse_merge(&l[0], &l[a]);
+    if (active) part[(size_t)blockIdx.y * n + i] = l[0];
 }
 
 static __global__ void lse_finish(kr_hd_reg_params p, const kr_gpu_reg_state *S,
                                   const kr_hd_lse *part, size_t n, int chunks, float *out)
 {
     if (S->st.done) return;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
+    size_t i = finish_row();
+    if (i >= n) return; /* whole warps; no block-wide step follows */
+    int lane = threadIdx.x & 31;
     kr_hd_lse l;
-    kr_hd_lse_init(&l, (float)p.log_m_outlier);
-    for (int c = 0; c < chunks; c++)
-        kr_hd_lse_merge(&l, &part[(size_t)c * n + i]);
-    out[i] = -kr_hd_lse_value(&l);
+    l.mx = -INFINITY;
+    l.sum = 0;
+    /* Each partial is copied into registers before the merge. nvcc 13.0
+     * (V13.0.88, -O3, sm_90) miscompiled the merge through a pointer into
+     * global memory: in the unrolled loop's second and later copies both
+     * loads (`sum` and `mx`) read the address of `sum`, so mx became a sum of
+     * exponentials (around 20) and every row scaling was off by ~24 — the
+     * fused Softassign then landed 70° from the CPU engine. */
+    for (int c = lane; c < chunks; c += 32) {
+        const kr_hd_lse b = part[(size_t)c * n + i];
+        kr_hd_lse_merge(&l, &b);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        kr_hd_lse b;
+        b.mx = __shfl_down_sync(0xffffffffu, l.mx, o);
+        b.sum = __shfl_down_sync(0xffffffffu, l.sum, o);
+        kr_hd_lse_merge(&l, &b);
+    }
+    if (lane == 0) {
+        kr_hd_lse all;
+        kr_hd_lse_init(&all, (float)p.log_m_outlier);
+        kr_hd_lse_merge(&all, &l);
+        out[i] = -kr_hd_lse_value(&all);
+    }
 }
 
 typedef struct {
@@ -229,19 +311,23 @@ static __global__ void mass_finish(kr_gpu_reg_state *S, const float *src, size_t
 {
     if (S->st.done) return;
     double mom[16] = {0};
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        double r = 0, z[3] = {0, 0, 0};
-        for (int c = 0; c < chunks; c++) {
-            const mass_sum *ps = &part[(size_t)c * n + i];
-            r += ps->r;
+    size_t i = finish_row();
+    int lane = threadIdx.x & 31;
+    if (i < n) {                      /* whole warps */
+        double acc[4] = {0, 0, 0, 0}; /* r, z */
+        for (int c = lane; c < chunks; c += 32) {
+            const mass_sum ps = part[(size_t)c * n + i];
+            acc[0] += ps.r;
             for (int k = 0; k < 3; k++)
-                z[k] += ps->z[k];
+                acc[1 + k] += ps.z[k];
         }
-        if (r > 0) {
-            double pt[3] = {z[0] / r, z[1] / r, z[2] / r};
+        for (int o = 16; o > 0; o >>= 1)
+            for (int k = 0; k < 4; k++)
+                acc[k] += __shfl_down_sync(0xffffffffu, acc[k], o);
+        if (lane == 0 && acc[0] > 0) {
+            double pt[3] = {acc[1] / acc[0], acc[2] / acc[0], acc[3] / acc[0]};
             double s[3] = {src[3 * i], src[3 * i + 1], src[3 * i + 2]};
-            kr_hd_moments_add(mom, r, s, pt);
+            kr_hd_moments_add(mom, acc[0], s, pt);
         }
     }
     block_moments(mom, S->mom);
@@ -275,12 +361,12 @@ static unsigned blocks_for(size_t n, unsigned threads)
 }
 
 /* Column chunks per row: enough blocks to fill the device (about 16 per SM),
- * at most 64 and at least TILE columns each. */
-static int chunks_for(size_t rows, size_t cols, int sms)
+ * at most 64 and at least min_chunk columns each. */
+static int chunks_for(size_t rows, size_t cols, int sms, size_t min_chunk)
 {
     size_t row_blocks = (rows + ROWS - 1) / ROWS;
     size_t want = (size_t)(16 * sms) / (row_blocks ? row_blocks : 1) + 1;
-    size_t most = (cols + TILE - 1) / TILE;
+    size_t most = (cols + min_chunk - 1) / min_chunk;
     if (want > most) want = most;
     if (want > 64) want = 64;
     return want < 1 ? 1 : (int)want;
@@ -293,6 +379,7 @@ typedef struct {
     kr_gpu_reg_state *S;
     size_t n, m;
     int chunks_rows, chunks_cols;
+    unsigned moment_blocks; /* blocks of the kernels that add up Horn moments */
 } fused_buffers;
 
 /* One Horn step's kernels on ctx->stream. */
@@ -301,14 +388,16 @@ static kr_status enqueue_step(kr_gpu_context *ctx, const kr_hd_reg_params *p,
 {
     cudaStream_t st = ctx->stream;
     size_t n = b->n, m = b->m;
+    unsigned moment_blocks = blocks_for(n, FINISH_WARPS);
+    if (moment_blocks > b->moment_blocks) moment_blocks = b->moment_blocks;
     if (p->method == KR_HD_REG_EMICP) {
         int C = b->chunks_rows;
         size_t chunk = (m + C - 1) / C;
         emicp_partial<<<dim3(blocks_for(n, ROWS), C), ROWS, 0, st>>>(
             b->S, b->src, n, b->dx, b->dy, b->dz, m, chunk, (kr_hd_emicp_row *)b->part);
         KR_CUDA_CHECK_LAUNCH(emicp_partial);
-        emicp_finish<<<blocks_for(n, REDUCE_THREADS), REDUCE_THREADS, 0, st>>>(
-            *p, b->S, b->src, n, (const kr_hd_emicp_row *)b->part, C);
+        emicp_finish<<<moment_blocks, REDUCE_THREADS, 0, st>>>(*p, b->S, b->src, n,
+                                                               (const kr_hd_emicp_row *)b->part, C);
         KR_CUDA_CHECK_LAUNCH(emicp_finish);
     } else {
         int Cr = b->chunks_rows, Cc = b->chunks_cols;
@@ -321,23 +410,23 @@ static kr_status enqueue_step(kr_gpu_context *ctx, const kr_hd_reg_params *p,
                 *p, b->S, b->mx, b->my, b->mz, n, b->dx, b->dy, b->dz, b->v, m, chunk_r,
                 (kr_hd_lse *)b->part);
             KR_CUDA_CHECK_LAUNCH(lse_partial);
-            lse_finish<<<blocks_for(n, 256), 256, 0, st>>>(*p, b->S, (const kr_hd_lse *)b->part, n,
-                                                           Cr, b->u);
+            lse_finish<<<blocks_for(n, FINISH_WARPS), REDUCE_THREADS, 0, st>>>(
+                *p, b->S, (const kr_hd_lse *)b->part, n, Cr, b->u);
             KR_CUDA_CHECK_LAUNCH(lse_finish);
             lse_partial<<<dim3(blocks_for(m, ROWS), Cc), ROWS, 0, st>>>(
                 *p, b->S, b->dx, b->dy, b->dz, m, b->mx, b->my, b->mz, b->u, n, chunk_c,
                 (kr_hd_lse *)b->part);
             KR_CUDA_CHECK_LAUNCH(lse_partial);
-            lse_finish<<<blocks_for(m, 256), 256, 0, st>>>(*p, b->S, (const kr_hd_lse *)b->part, m,
-                                                           Cc, b->v);
+            lse_finish<<<blocks_for(m, FINISH_WARPS), REDUCE_THREADS, 0, st>>>(
+                *p, b->S, (const kr_hd_lse *)b->part, m, Cc, b->v);
             KR_CUDA_CHECK_LAUNCH(lse_finish);
         }
         mass_partial<<<dim3(blocks_for(n, ROWS), Cr), ROWS, 0, st>>>(
             *p, b->S, b->mx, b->my, b->mz, b->u, n, b->dx, b->dy, b->dz, b->v, m, chunk_r,
             (mass_sum *)b->part);
         KR_CUDA_CHECK_LAUNCH(mass_partial);
-        mass_finish<<<blocks_for(n, REDUCE_THREADS), REDUCE_THREADS, 0, st>>>(
-            b->S, b->src, n, (const mass_sum *)b->part, Cr);
+        mass_finish<<<moment_blocks, REDUCE_THREADS, 0, st>>>(b->S, b->src, n,
+                                                              (const mass_sum *)b->part, Cr);
         KR_CUDA_CHECK_LAUNCH(mass_finish);
     }
     horn_step<<<1, 1, 0, st>>>(*p, b->S);
@@ -372,8 +461,10 @@ static kr_status run_fused(kr_gpu_context *ctx, const kr_hd_reg_params *p,
     b.dx = pts->dst;
     b.dy = pts->dst + m;
     b.dz = pts->dst + 2 * m;
-    b.chunks_rows = chunks_for(n, m, sms);
-    b.chunks_cols = chunks_for(m, n, sms);
+    size_t min_chunk = p->method == KR_HD_REG_EMICP ? MIN_CHUNK_EMICP : MIN_CHUNK_SOFTASSIGN;
+    b.chunks_rows = chunks_for(n, m, sms, min_chunk);
+    b.chunks_cols = chunks_for(m, n, sms, min_chunk);
+    b.moment_blocks = 2 * (unsigned)sms;
     size_t part_elem =
         sizeof(kr_hd_emicp_row) > sizeof(mass_sum) ? sizeof(kr_hd_emicp_row) : sizeof(mass_sum);
     size_t part_bytes = part_elem * (size_t)b.chunks_rows * n;

@@ -1,8 +1,10 @@
 /* Growable mutex/condition FIFO between the tracker and the publisher thread. */
 #include "pipeline/outbox.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 kr_status kr_outbox_init(kr_outbox *box)
 {
@@ -68,4 +70,28 @@ void kr_outbox_close(kr_outbox *box)
     box->closed = true;
     pthread_cond_broadcast(&box->ready);
     pthread_mutex_unlock(&box->lock);
+}
+
+int kr_outbox_take_within(kr_outbox *box, kr_outbox_item *out, double timeout_s)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double whole = floor(timeout_s);
+    until.tv_sec += (time_t)whole;
+    until.tv_nsec += (long)((timeout_s - whole) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&box->lock);
+    int rc = 0;
+    while (box->count == 0 && !box->closed && rc == 0) rc = pthread_cond_timedwait(&box->ready, &box->lock, &until);
+    int got = box->count > 0 ? 1 : box->closed ? -1 : 0;
+    if (got == 1) {
+        *out = box->items[box->head];
+        box->head = (box->head + 1) % box->capacity;
+        box->count--;
+    }
+    pthread_mutex_unlock(&box->lock);
+    return got;
 }

@@ -29,6 +29,9 @@ void kr_outbox_destroy(kr_outbox *box);
 kr_status kr_outbox_put(kr_outbox *box, const kr_outbox_item *item);
 /* Blocks for the next item; false once closed and drained. */
 bool kr_outbox_take(kr_outbox *box, kr_outbox_item *out);
+/* Waits at most timeout_s for the next item: 1 taken, 0 none yet, -1 closed
+ * and drained (the publisher thread's loop, which also has timed work). */
+int kr_outbox_take_within(kr_outbox *box, kr_outbox_item *out, double timeout_s);
 void kr_outbox_close(kr_outbox *box);
 
 #endif

@@ -13,6 +13,8 @@
 
 #include "kinreg/queue.h"
 #include "pipeline/fuser.h"
+#include "pipeline/model_feed.h"
+#include "pipeline/live_refine.h"
 #include "pipeline/outbox.h"
 #include "pipeline/recover.h"
 
@@ -32,6 +34,10 @@ struct kr_pipeline {
     kr_pyramid fuse_pyramid;
     FILE *trajectory_file;
     kr_trajectory trajectory;
+    /* The live refiner (cfg.refine.enabled): its thread and the tracker's
+     * keyframe bookkeeping; the refined trajectory once the run has ended. */
+    kr_live_refine *refine;
+    kr_trajectory refined;
 
     /* Motion history for the constant-velocity seed: the last trusted pose
      * (its time bounds how far the camera can have moved since). */
@@ -76,6 +82,9 @@ void kr_pipeline_config_default(kr_pipeline_config *cfg)
     cfg->rate = 0;
     cfg->rebuild_every = 8;
     cfg->fuse_level = -1;
+    cfg->model_period_s = 1.0;
+    cfg->model_points = 100000;
+    kr_live_refine_config_default(&cfg->refine);
 }
 
 static void record_error(kr_pipeline *p, kr_status status)
@@ -93,6 +102,9 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     if (!out || !cfg) return kr_error(KR_ERR_INVALID_ARG, "kr_pipeline_create: NULL argument");
     if (cfg->queue_capacity < 1 || cfg->rebuild_every < 1 || cfg->rate < 0)
         return kr_error(KR_ERR_INVALID_ARG, "pipeline: queue capacity and rebuild interval must be >= 1, rate >= 0");
+    if (!(cfg->model_period_s >= 0) || cfg->model_points < 0)
+        return kr_error(KR_ERR_INVALID_ARG, "pipeline: model period %g s and model points %d must be >= 0",
+                        cfg->model_period_s, cfg->model_points);
     kr_pipeline *p = calloc(1, sizeof *p);
     if (!p) return kr_error(KR_ERR_NOMEM, "cannot allocate the pipeline");
     p->cfg = *cfg;
@@ -123,6 +135,25 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     qcfg.policy = kr_source_is_live(p->source) ? KR_QUEUE_DROP_OLDEST : KR_QUEUE_BLOCK;
     if ((s = kr_queue_create(&p->queue, &qcfg)) != KR_OK) goto fail;
     if ((s = kr_outbox_init(&p->outbox)) != KR_OK) goto fail;
+    if (cfg->trajectory_refined_path && *cfg->trajectory_refined_path && !cfg->refine.enabled) {
+        s = kr_error(KR_ERR_INVALID_ARG,
+                     "a refined trajectory (%s) needs the live refiner: turn it on (--refine on)",
+                     cfg->trajectory_refined_path);
+        goto fail;
+    }
+    if (cfg->refine.enabled) {
+        p->refine = calloc(1, sizeof *p->refine);
+        if (!p->refine) {
+            s = kr_error(KR_ERR_NOMEM, "cannot allocate the live refiner");
+            goto fail;
+        }
+        if ((s = kr_live_refine_init(p->refine, &cfg->refine, kr_device_backend(p->device),
+                                     cfg->device.cuda_device, cfg->deterministic)) != KR_OK) {
+            free(p->refine);
+            p->refine = NULL;
+            goto fail;
+        }
+    }
     if (cfg->trajectory_path && *cfg->trajectory_path) {
         p->trajectory_file = fopen(cfg->trajectory_path, "w");
         if (!p->trajectory_file) {
@@ -147,6 +178,9 @@ void kr_pipeline_destroy(kr_pipeline **pp)
     if (!pp || !*pp) return;
     kr_pipeline *p = *pp;
     if (p->trajectory_file) fclose(p->trajectory_file);
+    if (p->refine) kr_live_refine_free(p->refine); /* its thread first */
+    free(p->refine);
+    kr_trajectory_free(&p->refined);
     kr_outbox_destroy(&p->outbox);
     kr_queue_destroy(&p->queue);
     kr_publisher_destroy(&p->publisher);
@@ -174,6 +208,11 @@ void kr_pipeline_get_stats(const kr_pipeline *p, kr_pipeline_stats *out)
     pthread_mutex_lock((pthread_mutex_t *)&p->stats_lock);
     *out = p->stats;
     pthread_mutex_unlock((pthread_mutex_t *)&p->stats_lock);
+}
+
+const kr_trajectory *kr_pipeline_refined_trajectory(const kr_pipeline *p)
+{
+    return p ? &p->refined : NULL;
 }
 
 const kr_trajectory *kr_pipeline_trajectory(const kr_pipeline *p)
@@ -261,7 +300,16 @@ static void *publisher_main(void *arg)
 {
     kr_pipeline *p = arg;
     kr_outbox_item item;
-    while (kr_outbox_take(&p->outbox, &item)) {
+    kr_model_feed feed;
+    kr_model_feed_init(&feed, p->cfg.model_period_s, (size_t)p->cfg.model_points);
+    for (;;) {
+        /* Between messages, the model snapshot for viewers when it is due
+         * (only while someone subscribes to it). */
+        kr_status fs = kr_model_feed_tick(&feed, p->model, p->publisher);
+        if (fs != KR_OK) kr_log(KR_LOG_WARN, "model not published: %s (%s)", kr_strerror(fs), kr_last_error());
+        int got = kr_outbox_take_within(&p->outbox, &item, kr_model_feed_wait_s(&feed));
+        if (got < 0) break;
+        if (got == 0) continue;
         kr_status s;
         if (item.topic == KR_TOPIC_STATUS) {
             s = kr_publisher_send_status(p->publisher, &item.status);
@@ -270,10 +318,11 @@ static void *publisher_main(void *arg)
             double ms = 1e3 * (kr_now() - item.capture_time);
             item.pose.latency_ms = (float)ms;
             s = kr_publisher_send_pose(p->publisher, &item.pose);
-            record_latency(p, ms);
+            if (item.topic == KR_TOPIC_POSE) record_latency(p, ms); /* refine: not a frame's */
         }
         if (s != KR_OK) kr_log(KR_LOG_WARN, "publish failed: %s (%s)", kr_strerror(s), kr_last_error());
     }
+    kr_model_feed_free(&feed);
     return NULL;
 }
 
@@ -509,6 +558,17 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
         p->velocity = kr_pose_identity();
         p->previous_trusted = false;
     }
+    r->refined_pose = r->track.pose;
+    if (p->refine) {
+        /* Keyframes come from a mid level (dense enough for a 1 cm grid),
+         * read before the pyramid is handed to the fuser. */
+        int level = p->pyramid.levels > 1 ? 1 : 0;
+        bool good = r->track.state == KR_TRACK_GOOD && !r->recovered;
+        if ((s = kr_live_refine_frame(p->refine, &p->outbox, frame->index, frame->timestamp,
+                                      &r->track.pose, good, &p->pyramid.level[level],
+                                      &r->refined_pose)) != KR_OK)
+            return s;
+    }
     if (p->fuser) {
         if (!lost || snapshot_due) {
             /* Hand the frame's cloud over: the fuser owns fuse_pyramid until
@@ -588,18 +648,33 @@ static void update_stats(kr_pipeline *p, const kr_frame_result *r)
     st->frames_dropped = kr_queue_dropped(p->queue) + kr_source_dropped(p->source);
     st->frames_skipped = kr_source_skipped(p->source);
     st->model_points = kr_model_size(p->model);
+    st->messages_dropped = kr_publisher_dropped(p->publisher);
+    if (p->refine) {
+        st->keyframes = (uint64_t)p->refine->kf.n;
+        st->refinements = p->refine->refinements;
+        st->refine_corrections = p->refine->corrections;
+        st->refine_failures = p->refine->failures;
+        st->refine_in_flight = !kr_refiner_idle(p->refine->refiner);
+        st->refine_ms_last = p->refine->last_ms;
+    }
     st->elapsed_s = kr_now() - p->start_time;
     st->fps = st->elapsed_s > 0 ? (double)st->frames_out / st->elapsed_s : 0;
     st->input_fps = st->elapsed_s > 0 ? (double)st->frames_in / st->elapsed_s : 0;
     pthread_mutex_unlock(&p->stats_lock);
 }
 
-static void tracker_loop(kr_pipeline *p)
+/* True when the source ended (not a stop or an error). */
+static bool tracker_loop(kr_pipeline *p)
 {
     while (!atomic_load(&p->stop)) {
         kr_frame frame;
         kr_status s = kr_queue_pop(p->queue, &frame, 200);
-        if (s == KR_END) break;
+        if (s == KR_END) {
+            pthread_mutex_lock(&p->error_lock);
+            bool clean = p->error == KR_OK;
+            pthread_mutex_unlock(&p->error_lock);
+            return clean && !atomic_load(&p->stop);
+        }
         if (s != KR_OK) continue; /* timeout: check the stop flag */
         kr_frame_result r;
         memset(&r, 0, sizeof r);
@@ -622,6 +697,29 @@ static void tracker_loop(kr_pipeline *p)
             publish_status(p, KR_EVENT_PROGRESS, NULL);
         }
     }
+    return false;
+}
+
+/* Shutdown of the live refiner: the window in flight is waited for and its
+ * poses published (Ctrl-C included); at the end of the source the newest
+ * keyframes get one last window. Then every frame's refined pose is known
+ * and the refined trajectory is written. Errors are recorded, not fatal to
+ * the flush of what was computed. */
+static void finish_refinement(kr_pipeline *p, bool source_ended)
+{
+    kr_status s = kr_live_refine_finish(p->refine, &p->outbox, source_ended);
+    if (s == KR_OK) s = kr_live_refine_trajectory(p->refine, &p->trajectory, &p->refined);
+    const char *path = p->cfg.trajectory_refined_path;
+    if (s == KR_OK && path && *path) s = kr_trajectory_write_tum(path, &p->refined);
+    if (s != KR_OK) record_error(p, s);
+    pthread_mutex_lock(&p->stats_lock);
+    p->stats.keyframes = (uint64_t)p->refine->kf.n;
+    p->stats.refinements = p->refine->refinements;
+    p->stats.refine_corrections = p->refine->corrections;
+    p->stats.refine_failures = p->refine->failures;
+    p->stats.refine_in_flight = false;
+    p->stats.refine_ms_last = p->refine->last_ms;
+    pthread_mutex_unlock(&p->stats_lock);
 }
 
 kr_status kr_pipeline_run(kr_pipeline *p)
@@ -648,7 +746,7 @@ kr_status kr_pipeline_run(kr_pipeline *p)
     }
 
     /* The calling thread is the tracker. */
-    tracker_loop(p);
+    bool source_ended = tracker_loop(p);
 
     /* Shutdown: stop capture (a blocked push returns once the queue closes,
      * a read waiting for a sensor once the source is interrupted), then flush
@@ -662,6 +760,7 @@ kr_status kr_pipeline_run(kr_pipeline *p)
         if (f != KR_OK) record_error(p, f);
     }
     kr_model_wait_idle(p->model);
+    if (p->refine) finish_refinement(p, source_ended);
     pthread_mutex_lock(&p->stats_lock);
     p->stats.frames_dropped = kr_queue_dropped(p->queue) + kr_source_dropped(p->source);
     p->stats.frames_skipped = kr_source_skipped(p->source);
@@ -677,6 +776,9 @@ kr_status kr_pipeline_run(kr_pipeline *p)
     publish_status(p, end, err == KR_OK ? "end" : text);
     kr_outbox_close(&p->outbox);
     pthread_join(publisher, NULL);
+    pthread_mutex_lock(&p->stats_lock);
+    p->stats.messages_dropped = kr_publisher_dropped(p->publisher);
+    pthread_mutex_unlock(&p->stats_lock);
     latency_percentiles(p);
     if (p->trajectory_file) fflush(p->trajectory_file);
 

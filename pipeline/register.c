@@ -254,12 +254,9 @@ kr_status kr_register(kr_device *dev, const kr_register_config *cfg, const float
 
     kr_reg_engine engine = cfg->engine;
     kr_gpu_context *gpu = dev ? kr_device_gpu(dev) : NULL;
-    /* The fused Softassign engine does not yet agree with the CPU engine
-     * (parity_register on an H100, 2026-11-23: 70° apart), so AUTO gives
-     * Softassign the seed's cuBLAS formulation, which does. */
-    if (engine == KR_REG_ENGINE_AUTO)
-        engine = !gpu ? KR_REG_ENGINE_CPU
-                      : cfg->method == KR_REG_SOFTASSIGN ? KR_REG_ENGINE_CUBLAS : KR_REG_ENGINE_FUSED;
+    /* AUTO: the fused engine on a device (O(N + M) memory, faster than the
+     * cuBLAS one for both methods), else the CPU. */
+    if (engine == KR_REG_ENGINE_AUTO) engine = gpu ? KR_REG_ENGINE_FUSED : KR_REG_ENGINE_CPU;
     if (engine != KR_REG_ENGINE_CPU && !gpu)
         return kr_error(KR_ERR_NO_DEVICE,
                         "register: the %s engine needs a CUDA device; create the kr_device with "

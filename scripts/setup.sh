@@ -28,7 +28,12 @@ build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
 
 # ---- 1. Debian packages that are missing ------------------------------------
-packages=(build-essential cmake pkg-config libpng-dev libzmq3-dev libfreenect-dev libfreenect-bin python3 python3-zmq)
+# libmicrohttpd-dev and libjs-three: the live view (kinreg view, run --view).
+packages=(build-essential cmake pkg-config libpng-dev libzmq3-dev libfreenect-dev libfreenect-bin python3 python3-zmq
+    libmicrohttpd-dev libjs-three)
+# The live view's test loads its page in headless Chromium: a browser only
+# where the tests run, not for using kinreg.
+if [ "$mode" = test ]; then packages+=(chromium); fi
 # Refinement: MPI ranks (mpirun kinreg refine) and CHOLMOD's sparse Cholesky.
 packages+=(libopenmpi-dev openmpi-bin libsuitesparse-dev)
 missing=()

@@ -105,6 +105,34 @@ KR_TEST(register, eig4_matches_kr_eigen_sym)
     }
 }
 
+KR_TEST(register, qcp_matches_kr_eigen_sym_or_declines)
+{
+    /* Horn matrices of random cross-covariances: the polynomial route must
+     * give the top eigenvector of an independent symmetric eigensolver. */
+    unsigned s = 9;
+    int solved = 0;
+    for (int trial = 0; trial < 200; trial++) {
+        double S[9], N[16], ev[4], V[16], q[4];
+        for (int k = 0; k < 9; k++)
+            S[k] = kr_nrand(&s);
+        kr_hd_horn_matrix(S, N);
+        kr_eigen_sym(4, N, ev, V);
+        if (kr_hd_qcp_top(N, q) != 0) continue;
+        solved++;
+        double dot = 0;
+        for (int k = 0; k < 4; k++)
+            dot += q[k] * V[4 * k + 3];
+        CHECK_NEAR(fabs(dot), 1.0, 1e-9);
+    }
+    CHECK_EQ(solved, 200);
+    /* A double top eigenvalue (S = diag(1, 1, -1) gives N = diag(1, 1, 1, -3)):
+     * the direction is undetermined by cofactors, so QCP must decline and
+     * leave it to Jacobi. */
+    double S[9] = {1, 0, 0, 0, 1, 0, 0, 0, -1}, N[16], q[4];
+    kr_hd_horn_matrix(S, N);
+    CHECK_EQ(kr_hd_qcp_top(N, q), -1);
+}
+
 /* ---- one step against brute force ----------------------------------------- */
 
 /* The seed's EM-ICP E-step in double, literally, then kr_horn. */

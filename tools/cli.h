@@ -28,6 +28,7 @@ int kr_progress_option(const char *arg);
 int kr_cmd_run(int argc, char **argv);
 int kr_cmd_demo(int argc, char **argv);
 int kr_cmd_sub(int argc, char **argv);
+int kr_cmd_view(int argc, char **argv);
 int kr_cmd_eval(int argc, char **argv);
 int kr_cmd_bench(int argc, char **argv);
 int kr_cmd_record(int argc, char **argv);
@@ -35,5 +36,6 @@ int kr_cmd_convert(int argc, char **argv);
 int kr_cmd_devices(int argc, char **argv);
 int kr_cmd_register(int argc, char **argv);
 int kr_cmd_refine(int argc, char **argv);
+int kr_cmd_keygen(int argc, char **argv);
 
 #endif

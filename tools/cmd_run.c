@@ -3,11 +3,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "output_path.h"
 #include "pipeline_options.h"
 #include "status_line.h"
+#include "view.h"
 
 static kr_pipeline *running;
 
@@ -42,6 +44,10 @@ static void help(FILE *out)
     fprintf(out, "  -q, --quiet             no status line\n"
                  "      --progress SEC      when stderr is not a terminal, a progress line every SEC\n"
                  "                          seconds (default 5; 0 = none)\n"
+                 "      --view [ADDR:]PORT  serve the live view in the browser on PORT (ADDR defaults to\n"
+                 "                          127.0.0.1; PORT 0 = any free port); it subscribes to\n"
+                 "                          --publish, or to a private ipc:// socket without it\n"
+                 "      --view-public       allow a view ADDR other than loopback (e.g. 0.0.0.0:8080)\n"
                  "  -h, --help              this text\n\n"
                  "example: kinreg run tum:../shared/data/tum/fr1_xyz_head --intrinsics fr1 -t traj.txt -p tcp://*:5555\n");
 }
@@ -96,22 +102,72 @@ kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, bool quiet, 
     return s;
 }
 
+typedef struct {
+    bool quiet;
+    const char *view;  /* --view [ADDR:]PORT, NULL = none */
+    bool view_public;
+} run_options;
+
 static int run_option(int opt, const char *arg, void *user)
 {
+    run_options *o = user;
     if (opt == 'P') return kr_progress_option(arg);
+    if (opt == 'V') {
+        o->view = arg;
+        return 0;
+    }
+    if (opt == 'W') {
+        o->view_public = true;
+        return 0;
+    }
     if (opt != 'q') return -1;
-    *(bool *)user = true;
+    o->quiet = true;
     return 0;
+}
+
+/* Where the view subscribes: the --publish endpoint as seen from this
+ * machine, or a private ipc:// socket the pipeline then publishes on.
+ * Returns false after printing why the endpoint cannot be watched. */
+static bool view_endpoint(kr_pipeline_config *cfg, char *out, size_t size, char *ipc, size_t ipc_size)
+{
+    const char *ep = cfg->publish.endpoint;
+    if (!ep || !*ep) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(ipc, ipc_size, "ipc://%s/kinreg-view-%ld.sock", tmp && *tmp ? tmp : "/tmp", (long)getpid());
+        cfg->publish.endpoint = ipc;
+        snprintf(out, size, "%s", ipc);
+        return true;
+    }
+    const char *colon = strrchr(ep, ':');
+    if (!strncmp(ep, "tcp://", 6) && colon && colon > ep + 6) {
+        if (!strcmp(colon + 1, "*")) {
+            fprintf(stderr, "kinreg run: --view needs a fixed --publish port, not %s (or leave --publish out)\n",
+                    ep);
+            return false;
+        }
+        /* A wildcard or any-interface bind is reached on loopback here. */
+        const char *host = ep + 6;
+        size_t hn = (size_t)(colon - host);
+        bool any = (hn == 1 && host[0] == '*') || (hn == 7 && !strncmp(host, "0.0.0.0", 7));
+        if (any) snprintf(out, size, "tcp://127.0.0.1%s", colon);
+        else snprintf(out, size, "%s", ep);
+        return true;
+    }
+    snprintf(out, size, "%s", ep);
+    return true;
 }
 
 int kr_cmd_run(int argc, char **argv)
 {
     kr_pipeline_config cfg;
     kr_pipeline_config_default(&cfg);
-    bool quiet = false;
-    static const struct option own[] = {
-        {"quiet", no_argument, 0, 'q'}, {"progress", required_argument, 0, 'P'}, {0, 0, 0, 0}};
-    const kr_command_options opts = {own, "q", run_option, &quiet, help};
+    run_options ro = {0};
+    static const struct option own[] = {{"quiet", no_argument, 0, 'q'},
+                                        {"progress", required_argument, 0, 'P'},
+                                        {"view", required_argument, 0, 'V'},
+                                        {"view-public", no_argument, 0, 'W'},
+                                        {0, 0, 0, 0}};
+    const kr_command_options opts = {own, "q", run_option, &ro, help};
     int rc = kr_parse_command(argc, argv, &cfg, &opts);
     if (rc >= 0) return rc;
     if (optind < argc) cfg.source.uri = argv[optind++];
@@ -124,13 +180,32 @@ int kr_cmd_run(int argc, char **argv)
     if (cfg.trajectory_path && !kr_output_writable("kinreg run", "--trajectory", cfg.trajectory_path))
         return KR_EXIT_FAILURE;
     if (cfg.model_path && !kr_output_writable("kinreg run", "--save-model", cfg.model_path)) return KR_EXIT_FAILURE;
+    if (cfg.trajectory_refined_path &&
+        !kr_output_writable("kinreg run", "--trajectory-refined", cfg.trajectory_refined_path))
+        return KR_EXIT_FAILURE;
+
+    kr_view *view = NULL;
+    if (ro.view) {
+        char endpoint[300], ipc[300];
+        if (!view_endpoint(&cfg, endpoint, sizeof endpoint, ipc, sizeof ipc)) return KR_EXIT_USAGE;
+        kr_view_config vc = {.endpoint = endpoint, .http = ro.view, .public_bind = ro.view_public};
+        int vrc = kr_view_start(&view, &vc, "kinreg run");
+        if (vrc) return vrc;
+    }
 
     kr_pipeline_stats stats;
     kr_pipeline *p = NULL;
-    kr_status s = kr_run_pipeline(&cfg, "kinreg run", quiet, &p, &stats);
+    kr_status s = kr_run_pipeline(&cfg, "kinreg run", ro.quiet, &p, &stats);
+    if (view) {
+        /* Let the last poses and the final status reach the pages. */
+        if (p) usleep(500000);
+        kr_view_stop(&view);
+    }
     if (!p) return s == KR_ERR_INVALID_ARG ? KR_EXIT_USAGE : KR_EXIT_FAILURE;
     if (cfg.trajectory_path) fprintf(stderr, "kinreg run: trajectory written to %s\n", cfg.trajectory_path);
     if (cfg.model_path && s == KR_OK) fprintf(stderr, "kinreg run: model written to %s\n", cfg.model_path);
+    if (cfg.trajectory_refined_path && s == KR_OK)
+        fprintf(stderr, "kinreg run: refined trajectory written to %s\n", cfg.trajectory_refined_path);
     kr_pipeline_destroy(&p);
     return kr_exit_code(s);
 }

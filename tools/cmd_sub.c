@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "option_error.h"
+#include "terminal_text.h"
 #include "kinreg/transport.h"
 
 /* Receive in slices so a signal that lands just before a wait is noticed
@@ -32,11 +33,13 @@ typedef struct {
     uint64_t count;     /* 0 = unlimited */
     double timeout_s;   /* <= 0 = wait forever */
     const char *endpoint;
+    const char *curve_server, *curve_secret; /* key files, or NULL */
 } sub_options;
 
 typedef struct {
-    uint64_t received[4]; /* per kr_topic */
+    uint64_t received[5]; /* per kr_topic */
     uint64_t gaps, missed, malformed;
+    uint64_t nonfinite;   /* poses not printed as TUM lines: a value was NaN or infinite */
 } sub_totals;
 
 static void usage(FILE *out)
@@ -50,12 +53,17 @@ static void usage(FILE *out)
             "  -f, --format tum|json  tum (default): \"timestamp tx ty tz qx qy qz qw\" per pose or\n"
             "                         refine message on stdout, status messages on stderr;\n"
             "                         json: one JSON object per message with every field\n"
-            "  -t, --topics LIST      comma-separated pose,refine,status\n"
+            "  -t, --topics LIST      comma-separated pose,refine,status,model (model: one line\n"
+            "                         per chunk of a model snapshot, its header fields only)\n"
             "                         (default: pose,status for tum, all three for json)\n"
             "  -n, --count N          exit after N pose/refine messages\n"
             "  -T, --timeout SEC      exit when no message arrives for SEC seconds\n"
             "      --follow           keep going after a status \"stopped\" or \"error\" message\n"
             "                         (default: exit when the publisher says it has ended)\n"
+            "      --curve-server FILE  the publisher's public key (its NAME.key): encrypted,\n"
+            "                         authenticated stream (docs/SECURITY.md); needs --curve-secret\n"
+            "      --curve-secret FILE  this subscriber's key pair (NAME.key_secret from kinreg\n"
+            "                         keygen), whose public key the publisher must allow\n"
             "  -h, --help             this text\n"
             "\n"
             "Exit status: 0 done (count reached, stream stopped, idle timeout or Ctrl-C),\n"
@@ -72,7 +80,7 @@ static int parse_topics(const char *list, unsigned *mask)
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         kr_topic t = kr_topic_from_name(tok);
         if (!t) {
-            fprintf(stderr, "kinreg sub: unknown topic '%s' (expected pose, refine, status)\n", tok);
+            fprintf(stderr, "kinreg sub: unknown topic '%s' (expected pose, refine, status, model)\n", tok);
             return -1;
         }
         *mask |= 1u << t;
@@ -83,11 +91,13 @@ static int parse_topics(const char *list, unsigned *mask)
 /* Returns -1 to exit with `*code`, 0 to run. */
 static int parse_options(int argc, char **argv, sub_options *o, int *code)
 {
-    enum { OPT_FOLLOW = 256 };
+    enum { OPT_FOLLOW = 256, OPT_CURVE_SERVER, OPT_CURVE_SECRET };
     static const struct option longopts[] = {
         {"format", required_argument, NULL, 'f'}, {"topics", required_argument, NULL, 't'},
         {"count", required_argument, NULL, 'n'},  {"timeout", required_argument, NULL, 'T'},
         {"follow", no_argument, NULL, OPT_FOLLOW}, {"help", no_argument, NULL, 'h'},
+        {"curve-server", required_argument, NULL, OPT_CURVE_SERVER},
+        {"curve-secret", required_argument, NULL, OPT_CURVE_SECRET},
         {NULL, 0, NULL, 0}};
     const char *topics = NULL;
     memset(o, 0, sizeof *o);
@@ -126,6 +136,12 @@ static int parse_options(int argc, char **argv, sub_options *o, int *code)
         case OPT_FOLLOW:
             o->follow = true;
             break;
+        case OPT_CURVE_SERVER:
+            o->curve_server = optarg;
+            break;
+        case OPT_CURVE_SECRET:
+            o->curve_secret = optarg;
+            break;
         case 'h':
             usage(stdout);
             *code = KR_EXIT_OK;
@@ -141,6 +157,11 @@ static int parse_options(int argc, char **argv, sub_options *o, int *code)
         return -1;
     }
     o->endpoint = argv[optind];
+    if (!o->curve_server != !o->curve_secret) {
+        fprintf(stderr, "kinreg sub: CURVE needs both --curve-server (the publisher's NAME.key) and "
+                        "--curve-secret (this subscriber's NAME.key_secret)\n");
+        return -1;
+    }
     if (topics) {
         if (parse_topics(topics, &o->topics) != 0) {
             fprintf(stderr, "kinreg sub: bad --topics '%s'\n", topics);
@@ -177,13 +198,27 @@ static void json_array(FILE *f, const char *key, const double *v, int n)
     fputc(']', f);
 }
 
+/* A JSON string of untrusted text: control characters as \\u escapes, and
+ * each byte that is not part of valid UTF-8 as U+FFFD, so the line is valid
+ * JSON and valid UTF-8 whatever the publisher sent. */
 static void json_string(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        size_t n = kr_utf8_sequence(p);
+        if (n == 0) {
+            fputs("\\ufffd", f);
+            p++;
+        } else if (n > 1) {
+            fwrite(p, 1, n, f);
+            p += n;
+        } else {
+            if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+            else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
+            else fputc(*p, f);
+            p++;
+        }
     }
     fputc('"', f);
 }
@@ -212,25 +247,58 @@ static void print_status_json(const kr_status_msg *s, uint64_t gap)
            ",\"frames_lost\":%" PRIu64,
            s->frames_in, s->frames_out, s->frames_dropped, s->frames_lost);
     json_float(stdout, "fps", s->fps, 9);
-    printf(",\"model_points\":%" PRIu64 ",\"text\":", s->model_points);
+    printf(",\"model_points\":%" PRIu64 ",\"messages_dropped\":%" PRIu64 ",\"text\":", s->model_points,
+           s->messages_dropped);
     json_string(stdout, s->text);
     printf(",\"gap\":%" PRIu64 "}\n", gap);
 }
 
-static void print_pose_tum(const kr_pose_msg *p)
+/* A model chunk's header: what a viewer needs to check it got a snapshot
+ * whole (the packed points are for programs, not lines). */
+static void print_model_json(const kr_model_msg *m, uint64_t gap)
 {
-    printf("%.6f %.9f %.9f %.9f %.9f %.9f %.9f %.9f\n", p->timestamp, p->t[0], p->t[1], p->t[2],
-           p->q[0], p->q[1], p->q[2], p->q[3]);
+    printf("{\"topic\":\"model\",\"seq\":%" PRIu64 ",\"snapshot\":%" PRIu64 ",\"frame\":%" PRIu64
+           ",\"total_points\":%u,\"first_point\":%u,\"count\":%u,\"chunk\":%u,\"chunks\":%u",
+           m->seq, m->snapshot, m->frame, m->total_points, m->first_point, m->count, m->chunk, m->chunks);
+    json_float(stdout, "scale", m->scale, 9);
+    printf(",\"gap\":%" PRIu64 "}\n", gap);
+}
+
+/* A TUM line, or nothing when a value is NaN or infinite: kinreg's own
+ * trajectory reader (and most others) reject such lines, so one bad pose
+ * would spoil the whole file. Counted and said on stderr instead. */
+static void print_pose_tum(const kr_pose_msg *p, sub_totals *tot)
+{
+    double v[8] = {p->timestamp, p->t[0], p->t[1], p->t[2], p->q[0], p->q[1], p->q[2], p->q[3]};
+    for (int i = 0; i < 8; i++)
+        if (!isfinite(v[i])) {
+            tot->nonfinite++;
+            fprintf(stderr, "kinreg sub: %s seq %" PRIu64 " not written: a value is not finite\n",
+                    kr_topic_name(p->topic), p->seq);
+            return;
+        }
+    printf("%.6f %.9f %.9f %.9f %.9f %.9f %.9f %.9f\n", v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
 }
 
 static void print_status_text(const kr_status_msg *s)
 {
+    /* The text comes from the network: no escape sequence or line break
+     * of it reaches the terminal as such. */
+    char text[4 * sizeof s->text];
+    kr_terminal_text(text, sizeof text, s->text);
     fprintf(stderr,
             "status: %s, tracking %s, frames in %" PRIu64 " out %" PRIu64 " dropped %" PRIu64
-            " lost %" PRIu64 ", %.1f fps, model %" PRIu64 " points%s%s\n",
+            " lost %" PRIu64 ", %.1f fps, model %" PRIu64 " points",
             kr_event_name(s->event), kr_wire_state_name(s->state), s->frames_in, s->frames_out,
-            s->frames_dropped, s->frames_lost, s->fps, s->model_points, s->text[0] ? ": " : "",
-            s->text);
+            s->frames_dropped, s->frames_lost, s->fps, s->model_points);
+    if (s->messages_dropped) fprintf(stderr, ", publisher dropped %" PRIu64, s->messages_dropped);
+    fprintf(stderr, "%s%s\n", text[0] ? ": " : "", text);
+}
+
+/* a + b, held at UINT64_MAX: a publisher can claim any sequence jump. */
+static uint64_t add_saturating(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 /* Prints one message; returns true when the stream says it has ended: a
@@ -240,18 +308,26 @@ static bool print_message(const sub_options *o, const kr_message *m, sub_totals 
     tot->received[m->topic]++;
     if (m->gap) {
         tot->gaps++;
-        tot->missed += m->gap;
-        uint64_t seq = m->topic == KR_TOPIC_STATUS ? m->status.seq : m->pose.seq;
+        tot->missed = add_saturating(tot->missed, m->gap);
+        uint64_t seq = m->topic == KR_TOPIC_STATUS  ? m->status.seq
+                       : m->topic == KR_TOPIC_MODEL ? m->model.seq
+                                                    : m->pose.seq;
         fprintf(stderr, "gap: %" PRIu64 " %s message%s missed before seq %" PRIu64 "\n", m->gap,
                 kr_topic_name(m->topic), m->gap == 1 ? "" : "s", seq);
     }
     if (m->topic == KR_TOPIC_STATUS) {
         if (o->json) print_status_json(&m->status, m->gap);
         else print_status_text(&m->status);
+    } else if (m->topic == KR_TOPIC_MODEL) {
+        if (o->json) print_model_json(&m->model, m->gap);
+        else
+            fprintf(stderr, "model: snapshot %" PRIu64 " of frame %" PRIu64 ", chunk %u/%u, %u of %u points\n",
+                    m->model.snapshot, m->model.frame, m->model.chunk + 1, m->model.chunks, m->model.count,
+                    m->model.total_points);
     } else if (o->json) {
         print_pose_json(&m->pose, m->gap);
     } else {
-        print_pose_tum(&m->pose);
+        print_pose_tum(&m->pose, tot);
     }
     /* Flush per line: the reader is usually another program waiting on it. */
     fflush(stdout);
@@ -265,10 +341,12 @@ static void print_summary(const sub_totals *t)
                    t->received[KR_TOPIC_STATUS];
     fprintf(stderr,
             "kinreg sub: received %" PRIu64 " messages (%" PRIu64 " pose, %" PRIu64 " refine, %" PRIu64
-            " status), %" PRIu64 " gap%s, %" PRIu64 " missed, %" PRIu64 " malformed\n",
+            " status), %" PRIu64 " gap%s, %s%" PRIu64 " missed, %" PRIu64 " malformed",
             all, t->received[KR_TOPIC_POSE], t->received[KR_TOPIC_REFINE],
-            t->received[KR_TOPIC_STATUS], t->gaps, t->gaps == 1 ? "" : "s", t->missed,
-            t->malformed);
+            t->received[KR_TOPIC_STATUS], t->gaps, t->gaps == 1 ? "" : "s",
+            t->missed == UINT64_MAX ? "at least " : "", t->missed, t->malformed);
+    if (t->nonfinite) fprintf(stderr, ", %" PRIu64 " not finite", t->nonfinite);
+    fputc('\n', stderr);
 }
 
 static double now_s(void)
@@ -310,10 +388,12 @@ static int run(const sub_options *o, kr_subscriber *sub, sub_totals *tot)
         }
         any = true;
         bool stopped = print_message(o, &m, tot);
-        if (m.topic != KR_TOPIC_STATUS && o->count && ++poses >= o->count) return KR_EXIT_OK;
+        if ((m.topic == KR_TOPIC_POSE || m.topic == KR_TOPIC_REFINE) && o->count && ++poses >= o->count) return KR_EXIT_OK;
         if (stopped && !o->follow) {
             if (m.status.event != KR_EVENT_ERROR) return KR_EXIT_OK;
-            fprintf(stderr, "kinreg sub: the publisher stopped with an error: %s\n", m.status.text);
+            char text[4 * sizeof m.status.text];
+            kr_terminal_text(text, sizeof text, m.status.text);
+            fprintf(stderr, "kinreg sub: the publisher stopped with an error: %s\n", text);
             return KR_EXIT_FAILURE;
         }
     }
@@ -326,8 +406,24 @@ int kr_cmd_sub(int argc, char **argv)
     int code;
     if (parse_options(argc, argv, &o, &code) != 0) return code;
 
+    kr_subscriber_config cfg;
+    kr_subscriber_config_default(&cfg);
+    cfg.endpoint = o.endpoint;
+    cfg.topics = o.topics;
+    kr_curve_keypair pair;
+    char server_key[KR_CURVE_KEY_LEN + 1];
+    if (o.curve_server) {
+        if (kr_curve_public_load(o.curve_server, server_key) != KR_OK ||
+            kr_curve_keypair_load(o.curve_secret, &pair) != KR_OK) {
+            fprintf(stderr, "kinreg sub: %s\n", kr_last_error());
+            return KR_EXIT_USAGE;
+        }
+        cfg.curve_server_key = server_key;
+        cfg.curve_public_key = pair.public_key;
+        cfg.curve_secret_key = pair.secret_key;
+    }
     kr_subscriber *sub = NULL;
-    kr_status st = kr_subscriber_create(&sub, o.endpoint, o.topics);
+    kr_status st = kr_subscriber_open(&sub, &cfg);
     if (st != KR_OK) {
         fprintf(stderr, "kinreg sub: %s\n", kr_last_error());
         return st == KR_ERR_INVALID_ARG ? KR_EXIT_USAGE : KR_EXIT_FAILURE;

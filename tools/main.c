@@ -16,6 +16,7 @@ static const struct {
     {"run", kr_cmd_run, "track a source, publish poses, write trajectory and model"},
     {"demo", kr_cmd_demo, "track the built-in synthetic scan and report ATE and fps"},
     {"sub", kr_cmd_sub, "subscribe to a pose stream and print TUM or JSON lines"},
+    {"view", kr_cmd_view, "serve a live view of a pose stream in the browser"},
     {"eval", kr_cmd_eval, "ATE and RPE of an estimated trajectory against ground truth"},
     {"bench", kr_cmd_bench, "per-stage timings (medians) as a table and as JSON"},
     {"record", kr_cmd_record, "write a sensor's depth frames as a fakenect dump or TUM sequence"},
@@ -23,6 +24,7 @@ static const struct {
     {"convert", kr_cmd_convert, "rewrite a TUM sequence as a fakenect dump or the reverse"},
     {"devices", kr_cmd_devices, "list the Kinects libfreenect can see"},
     {"register", kr_cmd_register, "align two point sets (PLY) with EM-ICP or Softassign"},
+    {"keygen", kr_cmd_keygen, "make a CURVE key pair for encrypted, authenticated publishing"},
 };
 
 /* Which engines this build carries, for --version. */

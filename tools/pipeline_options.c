@@ -59,7 +59,14 @@ void kr_pipeline_options_help_for(FILE *out, bool outputs)
             "  -m, --save-model FILE   write the model (PLY, points and normals) at the end\n"
             "  -p, --publish ENDPOINT  ZeroMQ PUB endpoint, e.g. tcp://*:5555 (default: none)\n"
             "      --wait-subscriber SEC  before the first frame, wait up to SEC for a subscriber\n"
-            "                          (ZeroMQ drops what is sent before one has joined)\n");
+            "                          (ZeroMQ drops what is sent before one has joined)\n"
+            "      --model-period SEC  publish a model snapshot for viewers every SEC seconds, only\n"
+            "                          while one subscribes to `model` (default %g; 0 = never)\n"
+            "      --model-points N    at most N points per model snapshot (default %d)\n"
+            "      --trajectory-refined FILE  with --refine on: every frame's pose corrected by its\n"
+            "                          keyframe's refined motion (TUM), written when the run ends\n",
+            d.model_period_s, d.model_points);
+    if (outputs) kr_curve_options_help(out);
     fprintf(
         out,
         "compute:\n"
@@ -86,6 +93,14 @@ void kr_pipeline_options_help_for(FILE *out, bool outputs)
             "                          and rotated seeds, default) | emicp | softassign | off\n"
             "      --recover-after N   N POOR frames in a row count as a loss (default %d)\n",
             d.recover.after_poor);
+    fprintf(out,
+            "      --refine off|on     live refiner: keyframes every %g m or %g deg while tracking is\n"
+            "                          GOOD, refined jointly with distance fields on a thread of\n"
+            "                          its own; refined keyframe poses on the topic 'refine'\n"
+            "                          (default off: on 2 cores it takes a core from tracking)\n"
+            "      --refine-window K   keyframes refined together, the oldest fixed (default %d, 2..64)\n"
+            "      --refine-every M    a refinement every M new keyframes (default %d, 1..K)\n",
+            d.refine.keyframe_distance, d.refine.keyframe_angle_deg, d.refine.window, d.refine.every);
     fprintf(
         out,
         "      --depth-step A      depth noise that grows as z^2: the sensor's depth step at z is\n"
@@ -142,6 +157,11 @@ static const number_rule
     rule_depth_step = {"--depth-step", 0, 1, false, false, "a coefficient >= 0 (0 turns the noise model off)"},
     rule_stall = {"--stall-timeout", 0, 86400, true, false, "seconds > 0"},
     rule_wait = {"--wait-subscriber", 0, 86400, false, false, "seconds >= 0"},
+    rule_model_period = {"--model-period", 0, 86400, false, false, "seconds >= 0 (0 = no model snapshots)"},
+    rule_model_points = {"--model-points", 1, 100000000, false, true, "a whole number of points >= 1"},
+    rule_refine_every = {"--refine-every", 1, 64, false, true,
+                         "a whole number of keyframes 1..64, at most --refine-window"},
+    rule_refine_window = {"--refine-window", 2, 64, false, true, "a whole number of keyframes 2..64"},
     rule_rate = {"--rate", 0, 1000, true, false, "'max' or a positive speed factor (1.0 = recorded timing)"};
 
 int kr_intrinsics_option(kr_source_config *src, const char *arg)
@@ -172,6 +192,8 @@ int kr_intrinsics_option(kr_source_config *src, const char *arg)
 
 int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
 {
+    int curve = kr_curve_option(cfg, opt, arg); /* tools/curve_options.c */
+    if (curve) return curve;
     double v;
     switch (opt) {
     case 's':
@@ -321,6 +343,25 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
         if (parse_number(&rule_recover_after, arg, &v) < 0) return -1;
         cfg->recover.after_poor = (int)v;
         return 1;
+    case 1050:
+        if (strcmp(arg, "on") && strcmp(arg, "off")) {
+            fprintf(stderr, "kinreg: --refine '%s' is not allowed: expected on or off\n", arg);
+            return -1;
+        }
+        cfg->refine.enabled = !strcmp(arg, "on");
+        return 1;
+    case 1051:
+        if (parse_number(&rule_refine_window, arg, &v) < 0) return -1;
+        cfg->refine.window = (int)v;
+        return 1;
+    case 1052:
+        /* The pair (every <= window) is checked when the pipeline is created. */
+        if (parse_number(&rule_refine_every, arg, &v) < 0) return -1;
+        cfg->refine.every = (int)v;
+        return 1;
+    case 1053:
+        cfg->trajectory_refined_path = arg;
+        return 1;
     case 1020:
         if (kr_kinect_depth_mode_parse(arg, &cfg->source.depth_mode) != KR_OK) {
             fprintf(stderr, "kinreg: --depth-mode '%s' is not allowed: expected 11bit, mm or registered\n",
@@ -335,6 +376,14 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
     case 1022:
         if (parse_number(&rule_wait, arg, &v) < 0) return -1;
         cfg->publish_wait_s = v;
+        return 1;
+    case 1040:
+        if (parse_number(&rule_model_period, arg, &v) < 0) return -1;
+        cfg->model_period_s = v;
+        return 1;
+    case 1041:
+        if (parse_number(&rule_model_points, arg, &v) < 0) return -1;
+        cfg->model_points = (int)v;
         return 1;
     }
     return 0;

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "curve_options.h"
 #include "kinreg/pipeline.h"
 
 /* Long options understood by kr_pipeline_option(); each command appends its own. */
@@ -28,7 +29,11 @@
         {"jumps", required_argument, 0, 1031}, {"jump-angle", required_argument, 0, 1032},         \
         {"jump-distance", required_argument, 0, 1033}, {"covered", required_argument, 0, 1034},    \
         {"covered-frames", required_argument, 0, 1035}, {"recover", required_argument, 0, 1036},  \
-        {"recover-after", required_argument, 0, 1037}
+        {"recover-after", required_argument, 0, 1037}, {"model-period", required_argument, 0, 1040}, \
+        {"model-points", required_argument, 0, 1041}, {"refine", required_argument, 0, 1050},       \
+        {"refine-window", required_argument, 0, 1051},                                              \
+        {"refine-every", required_argument, 0, 1052},                                               \
+        {"trajectory-refined", required_argument, 0, 1053}, KR_CURVE_LONG_OPTIONS
 
 #define KR_PIPELINE_SHORT_OPTIONS "s:b:p:t:m:r:n:"
 

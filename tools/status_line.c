@@ -86,6 +86,13 @@ void kr_status_line_finish(kr_status_line *line, const kr_pipeline_stats *st)
             (unsigned long long)st->frames_out, st->elapsed_s, st->fps, (unsigned long long)st->frames_lost,
             (unsigned long long)st->frames_dropped, (unsigned long long)st->frames_skipped,
             (unsigned long long)st->model_points);
+    if (st->keyframes)
+        fprintf(stderr,
+                "kinreg: live refiner: %llu keyframes, %llu windows refined (%llu moved them, "
+                "%llu failed), the last in %.0f ms\n",
+                (unsigned long long)st->keyframes, (unsigned long long)st->refinements,
+                (unsigned long long)st->refine_corrections,
+                (unsigned long long)st->refine_failures, st->refine_ms_last);
     if (st->losses)
         fprintf(
             stderr,
@@ -100,4 +107,8 @@ void kr_status_line_finish(kr_status_line *line, const kr_pipeline_stats *st)
     if (st->frames_out)
         fprintf(stderr, "kinreg: latency capture -> publish: median %.2f ms, p99 %.2f ms\n", st->latency_median_ms,
                 st->latency_p99_ms);
+    if (st->messages_dropped)
+        fprintf(stderr,
+                "kinreg: publisher dropped %llu messages: a subscriber read too slowly (they see sequence gaps)\n",
+                (unsigned long long)st->messages_dropped);
 }

@@ -6,15 +6,26 @@
  *
  * The socket is an XPUB: to subscribers exactly a PUB, but it also hands the
  * publisher their subscriptions, so kr_publisher_wait_subscriber can hold the
- * start of a stream until someone listens. */
+ * start of a stream until someone listens, and the publisher can count them.
+ * With ZMQ_XPUB_NODROP a message that a subscriber's queue cannot take makes
+ * zmq_send fail with EAGAIN instead of vanishing, so every drop is counted.
+ *
+ * Defences (docs/SECURITY.md): CURVE with a ZAP allow-list, a cap on
+ * connections (publisher_guard.c) sized to the open-file limit, a cap on
+ * distinct subscriptions, and ZMQ_MAXMSGSIZE on what peers may send. */
 #include "kinreg/transport.h"
+
+#include "publisher_guard.h"
 
 #include "kinreg/frame.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -24,13 +35,36 @@
  * reach connected subscribers at shutdown, short enough that a dead
  * subscriber cannot hold up exit. */
 #define LINGER_MS 500
+/* File descriptors kept for the rest of kinreg (files, threads' pipes,
+ * libfreenect, CUDA) when sizing the connection cap to RLIMIT_NOFILE. */
+#define FD_RESERVE 256
+/* After dropping every connection for too many subscriptions, wait this
+ * long before doing it again (the count falls as the peers' go). */
+#define RESET_INTERVAL_S 1.0
+/* Subscriptions remembered for kr_publisher_has_subscriber: kinreg's topics
+ * need a handful; longer or more prefixes than this are still served by
+ * ZeroMQ, only not remembered (has_subscriber then answers true). */
+#define MAX_PREFIXES 32
+#define PREFIX_MAX 32
 
 struct kr_publisher {
     void *ctx, *sock;     /* both NULL: publishes nowhere */
     char endpoint[256];   /* as bound (ZMQ_LAST_ENDPOINT) */
-    uint64_t seq[4];      /* next sequence number, indexed by kr_topic */
-    uint64_t dropped;
+    uint64_t seq[5];      /* next sequence number, indexed by kr_topic */
+    atomic_ullong dropped; /* read by other threads (kr_pipeline_get_stats) */
     bool subscribed;      /* a subscription has arrived */
+    kr_pub_guard *guard;
+    long subscriptions;   /* distinct subscriptions held by the socket */
+    int max_subscriptions;
+    double last_reset;    /* kr_now() of the last drop-all, 0 = never */
+    /* The distinct subscription prefixes now active. A non-verbose XPUB
+     * passes a prefix's first subscribe and its last unsubscribe (also when
+     * a subscriber disconnects), so this set is exact. */
+    char prefixes[MAX_PREFIXES][PREFIX_MAX];
+    size_t prefix_len[MAX_PREFIXES];
+    int n_prefixes;
+    uint64_t model_snapshots; /* model snapshots sent, numbering the next */
+    uint8_t *chunk;           /* model chunk buffer (KR_WIRE_MODEL_CHUNK_POINTS points) */
 };
 
 void kr_publisher_config_default(kr_publisher_config *cfg)
@@ -38,6 +72,12 @@ void kr_publisher_config_default(kr_publisher_config *cfg)
     if (!cfg) return;
     cfg->endpoint = NULL;
     cfg->send_hwm = 1000;
+    cfg->curve_secret_key = NULL;
+    cfg->curve_allow = NULL;
+    cfg->curve_allow_count = 0;
+    cfg->max_connections = 64;
+    cfg->max_subscriptions = 256;
+    cfg->isolate_subscribers = false;
 }
 
 /* ZeroMQ's ipc:// bind silently unlinks an existing socket file, which would
@@ -102,12 +142,99 @@ static kr_status check_tcp_port(const char *endpoint)
 
 static void close_socket(kr_publisher *p)
 {
+    if (p->sock && p->guard) zmq_socket_monitor(p->sock, NULL, 0);
+    kr_pub_guard_stop(&p->guard);
     if (p->sock) zmq_close(p->sock);
     /* zmq_ctx_term waits for the linger period while messages are queued. */
     if (p->ctx)
         while (zmq_ctx_term(p->ctx) != 0 && errno == EINTR) {
         }
     p->sock = p->ctx = NULL;
+}
+
+/* The connection cap that fits the open-file limit: raises the soft limit
+ * toward the hard one when needed, else lowers the cap and says so. */
+static kr_status fit_connections(int wanted, const char *endpoint, int *out)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        *out = wanted;
+        return KR_OK;
+    }
+    rlim_t need = (rlim_t)wanted + FD_RESERVE;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        struct rlimit raised = rl;
+        raised.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) {
+        *out = wanted;
+        return KR_OK;
+    }
+    long fit = (long)rl.rlim_cur - FD_RESERVE;
+    if (fit < 1)
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "cannot publish on %s: the open-file limit (ulimit -n %ld) leaves no room for "
+                        "subscribers beside the %d files kinreg keeps; raise it (ulimit -n %ld)",
+                        endpoint, (long)rl.rlim_cur, FD_RESERVE, (long)need);
+    kr_log(KR_LOG_WARN,
+           "publisher on %s: at most %ld subscriber connections, not %d, under the open-file limit "
+           "(ulimit -n %ld); raise it to %ld for %d",
+           endpoint, fit, wanted, (long)rl.rlim_cur, (long)need, wanted);
+    *out = (int)fit;
+    return KR_OK;
+}
+
+/* Socket options before bind: queue bound, linger, counted drops, the size
+ * of what peers may send, and CURVE. */
+static kr_status set_options(kr_publisher *p, const kr_publisher_config *cfg)
+{
+    int hwm = cfg->send_hwm, linger = LINGER_MS, nodrop = !cfg->isolate_subscribers, one = 1;
+    /* Subscriptions are a topic name, but CURVE's handshake commands pass
+     * the same limit (INITIATE is about 300 bytes). */
+    int64_t max_in = KR_WIRE_MAX_SUBSCRIPTION;
+    if (zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0 ||
+        zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_setsockopt(p->sock, ZMQ_XPUB_NODROP, &nodrop, sizeof nodrop) != 0 ||
+        zmq_setsockopt(p->sock, ZMQ_MAXMSGSIZE, &max_in, sizeof max_in) != 0)
+        return kr_error(KR_ERR_TRANSPORT, "cannot set PUB socket options: %s", zmq_strerror(errno));
+    if (!cfg->curve_secret_key) return KR_OK;
+    if (zmq_setsockopt(p->sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
+        zmq_setsockopt(p->sock, ZMQ_CURVE_SECRETKEY, cfg->curve_secret_key, KR_CURVE_KEY_LEN) != 0)
+        return kr_error(KR_ERR_TRANSPORT, "cannot turn on CURVE on the publisher: %s", zmq_strerror(errno));
+    return KR_OK;
+}
+
+static kr_status check_curve(const kr_publisher_config *cfg)
+{
+    if (!cfg->curve_secret_key) {
+        if (cfg->curve_allow_count)
+            return kr_error(KR_ERR_INVALID_ARG,
+                            "an allow-list of subscriber keys needs the publisher's secret key too "
+                            "(--curve-secret NAME.key_secret)");
+        return KR_OK;
+    }
+    if (!kr_curve_available())
+        return kr_error(KR_ERR_UNSUPPORTED, "this libzmq has no CURVE support (zmq_has(\"curve\") is 0)");
+    uint8_t raw[32];
+    if (strlen(cfg->curve_secret_key) != KR_CURVE_KEY_LEN || !zmq_z85_decode(raw, cfg->curve_secret_key))
+        return kr_error(KR_ERR_INVALID_ARG, "the publisher's CURVE secret key is not 40 Z85 characters");
+    if (!cfg->curve_allow || !cfg->curve_allow_count)
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "CURVE publishing needs an allow-list of subscriber public keys "
+                        "(--curve-allow FILE: their NAME.key files joined with cat)");
+    for (size_t i = 0; i < cfg->curve_allow_count; i++)
+        if (!cfg->curve_allow[i] || strlen(cfg->curve_allow[i]) != KR_CURVE_KEY_LEN ||
+            !zmq_z85_decode(raw, cfg->curve_allow[i]))
+            return kr_error(KR_ERR_INVALID_ARG, "allow-list key %zu is not 40 Z85 characters", i + 1);
+    return KR_OK;
+}
+
+static int bound_port(const char *endpoint)
+{
+    if (strncmp(endpoint, "tcp://", 6) != 0) return 0;
+    const char *colon = strrchr(endpoint, ':');
+    return colon ? atoi(colon + 1) : 0;
 }
 
 kr_status kr_publisher_create(kr_publisher **out, const kr_publisher_config *cfg)
@@ -126,8 +253,18 @@ kr_status kr_publisher_create(kr_publisher **out, const kr_publisher_config *cfg
     const char *ep = cfg->endpoint;
     if (ep && strlen(ep) >= sizeof((kr_publisher *)0)->endpoint)
         return kr_error(KR_ERR_INVALID_ARG, "publish endpoint \"%.40s...\" is too long", ep);
+    if (cfg->max_connections < 0 || cfg->max_subscriptions < 0)
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "publisher max_connections %d and max_subscriptions %d must be >= 0 (0 = default)",
+                        cfg->max_connections, cfg->max_subscriptions);
+    /* 0 = the default, so a zeroed configuration from before these fields works. */
+    kr_publisher_config_default(&def);
+    int max_connections = cfg->max_connections ? cfg->max_connections : def.max_connections;
+    int max_subscriptions = cfg->max_subscriptions ? cfg->max_subscriptions : def.max_subscriptions;
     if (ep && *ep) {
         kr_status st = check_tcp_port(ep);
+        if (st == KR_OK) st = check_curve(cfg);
+        if (st == KR_OK) st = fit_connections(max_connections, ep, &max_connections);
         if (st != KR_OK) return st;
     }
 
@@ -143,7 +280,7 @@ kr_status kr_publisher_create(kr_publisher **out, const kr_publisher_config *cfg
     }
 
     kr_status st = KR_OK;
-    int hwm = cfg->send_hwm, linger = LINGER_MS;
+    p->max_subscriptions = max_subscriptions;
     p->ctx = zmq_ctx_new();
     if (!p->ctx) {
         st = kr_error(KR_ERR_TRANSPORT, "zmq_ctx_new failed: %s", zmq_strerror(errno));
@@ -154,11 +291,12 @@ kr_status kr_publisher_create(kr_publisher **out, const kr_publisher_config *cfg
         st = kr_error(KR_ERR_TRANSPORT, "cannot create a PUB socket: %s", zmq_strerror(errno));
         goto fail;
     }
-    if (zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0 ||
-        zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger) != 0) {
-        st = kr_error(KR_ERR_TRANSPORT, "cannot set PUB socket options: %s", zmq_strerror(errno));
-        goto fail;
-    }
+    if ((st = set_options(p, cfg)) != KR_OK) goto fail;
+    /* The guard (ZAP handler, connection monitor) must be up before bind,
+     * or the first peers would be admitted unchecked. */
+    st = kr_pub_guard_start(&p->guard, p->ctx, p->sock, cfg->curve_secret_key != NULL, cfg->curve_allow,
+                            cfg->curve_allow_count, max_connections);
+    if (st != KR_OK) goto fail;
     if (zmq_bind(p->sock, ep) != 0) {
         st = bind_error(ep, errno);
         goto fail;
@@ -166,6 +304,13 @@ kr_status kr_publisher_create(kr_publisher **out, const kr_publisher_config *cfg
     size_t len = sizeof p->endpoint;
     if (zmq_getsockopt(p->sock, ZMQ_LAST_ENDPOINT, p->endpoint, &len) != 0)
         snprintf(p->endpoint, sizeof p->endpoint, "%s", ep);
+    kr_pub_guard_set_port(p->guard, bound_port(p->endpoint));
+    if (!cfg->curve_secret_key && kr_endpoint_is_public(ep))
+        kr_log(KR_LOG_WARN,
+               "publishing on %s without encryption: the pose stream is readable by anyone who can "
+               "reach it; use a loopback or ipc:// endpoint, or CURVE keys (kinreg keygen, "
+               "docs/SECURITY.md)",
+               ep);
     *out = p;
     return KR_OK;
 
@@ -179,6 +324,7 @@ void kr_publisher_destroy(kr_publisher **pub)
 {
     if (!pub || !*pub) return;
     close_socket(*pub);
+    free((*pub)->chunk);
     free(*pub);
     *pub = NULL;
 }
@@ -190,19 +336,84 @@ const char *kr_publisher_endpoint(const kr_publisher *pub)
 
 uint64_t kr_publisher_dropped(const kr_publisher *pub)
 {
-    return pub ? pub->dropped : 0;
+    return pub ? atomic_load_explicit(&((kr_publisher *)pub)->dropped, memory_order_relaxed) : 0;
+}
+
+void kr_publisher_guard_get(const kr_publisher *pub, kr_publisher_guard_stats *out)
+{
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (pub) kr_pub_guard_get(pub->guard, out);
+}
+
+/* A prefix too long or too many to remember: treated as matching anything,
+ * so has_subscriber errs towards sending. */
+#define PREFIX_OVERFLOW (-1)
+
+static void note_subscription(kr_publisher *pub, const uint8_t *msg, int n)
+{
+    size_t len = (size_t)n - 1;
+    const uint8_t *prefix = msg + 1;
+    int found = -1;
+    for (int i = 0; i < pub->n_prefixes; i++)
+        if (pub->prefix_len[i] == len && !memcmp(pub->prefixes[i], prefix, len)) found = i;
+    if (msg[0] == 1 && found < 0) {
+        if (len >= PREFIX_MAX || pub->n_prefixes == MAX_PREFIXES || n > 64) {
+            pub->n_prefixes = PREFIX_OVERFLOW;
+            return;
+        }
+        memcpy(pub->prefixes[pub->n_prefixes], prefix, len);
+        pub->prefix_len[pub->n_prefixes++] = len;
+    } else if (msg[0] == 0 && found >= 0) {
+        pub->n_prefixes--;
+        memcpy(pub->prefixes[found], pub->prefixes[pub->n_prefixes], PREFIX_MAX);
+        pub->prefix_len[found] = pub->prefix_len[pub->n_prefixes];
+    }
 }
 
 /* Reads the subscription messages that have arrived (XPUB queues them for
- * the application); true when one of them subscribes. Never waits. */
+ * the application: each subscription that is new to the socket, and each
+ * that no peer holds any more) and keeps the set of active prefixes; true
+ * when one of them subscribes. Keeps the count of distinct subscriptions and
+ * drops every connection when it passes the cap, which frees their memory
+ * (the honest peers reconnect). Never waits. */
 static bool drain_subscriptions(kr_publisher *pub)
 {
     bool subscribed = false;
-    uint8_t msg[64];
+    uint8_t msg[KR_WIRE_MAX_SUBSCRIPTION];
     int n;
-    while ((n = zmq_recv(pub->sock, msg, sizeof msg, ZMQ_DONTWAIT)) > 0 || (n < 0 && errno == EINTR))
-        if (n > 0 && msg[0] == 1) subscribed = true;
+    while ((n = zmq_recv(pub->sock, msg, sizeof msg, ZMQ_DONTWAIT)) > 0 || (n < 0 && errno == EINTR)) {
+        if (n <= 0) continue;
+        if (msg[0] == 1) {
+            subscribed = true;
+            pub->subscriptions++;
+        } else if (msg[0] == 0 && pub->subscriptions > 0) {
+            pub->subscriptions--;
+        }
+        if ((msg[0] == 0 || msg[0] == 1) && pub->n_prefixes != PREFIX_OVERFLOW)
+            note_subscription(pub, msg, n);
+    }
+    if (pub->subscriptions > pub->max_subscriptions && kr_now() - pub->last_reset >= RESET_INTERVAL_S) {
+        pub->last_reset = kr_now();
+        kr_log(KR_LOG_WARN,
+               "publisher on %s: %ld distinct subscriptions, more than the %d allowed (kinreg has 4 "
+               "topics): dropping every connection to free them",
+               pub->endpoint, pub->subscriptions, pub->max_subscriptions);
+        kr_pub_guard_drop_all(pub->guard);
+    }
     return subscribed;
+}
+
+bool kr_publisher_has_subscriber(kr_publisher *pub, kr_topic topic)
+{
+    if (!pub || !pub->sock) return false;
+    if (drain_subscriptions(pub)) pub->subscribed = true;
+    if (pub->n_prefixes == PREFIX_OVERFLOW) return true;
+    const char *name = kr_topic_name(topic);
+    size_t len = strlen(name);
+    for (int i = 0; i < pub->n_prefixes; i++)
+        if (pub->prefix_len[i] <= len && !memcmp(pub->prefixes[i], name, pub->prefix_len[i])) return true;
+    return false;
 }
 
 kr_status kr_publisher_wait_subscriber(kr_publisher *pub, int timeout_ms)
@@ -248,7 +459,7 @@ static kr_status send_message(kr_publisher *pub, kr_topic topic, const uint8_t *
     int rc = send_frame(pub->sock, name, strlen(name), ZMQ_SNDMORE);
     if (rc == 1) rc = send_frame(pub->sock, buf, n, 0);
     if (rc == 0) {
-        pub->dropped++;
+        atomic_fetch_add_explicit(&pub->dropped, 1, memory_order_relaxed);
         return KR_OK;
     }
     if (rc < 0)
@@ -279,7 +490,56 @@ kr_status kr_publisher_send_status(kr_publisher *pub, const kr_status_msg *m)
         return kr_error(KR_ERR_INVALID_ARG, "kr_publisher_send_status: NULL argument");
     kr_status_msg copy = *m;
     copy.seq = pub->seq[KR_TOPIC_STATUS]++;
+    /* The publisher knows its own drops best: every status record says them. */
+    copy.messages_dropped = kr_publisher_dropped(pub);
     uint8_t buf[KR_WIRE_STATUS_SIZE];
     size_t n = kr_wire_encode_status(&copy, buf);
     return send_message(pub, KR_TOPIC_STATUS, buf, n);
+}
+
+kr_status kr_publisher_send_model(kr_publisher *pub, const float *points, const float *normals, size_t n,
+                                  uint64_t frame)
+{
+    if (!pub || (n && (!points || !normals)))
+        return kr_error(KR_ERR_INVALID_ARG, "kr_publisher_send_model: NULL argument");
+    if (n > UINT32_MAX)
+        return kr_error(KR_ERR_INVALID_ARG, "model snapshot of %zu points is too large to send: subsample it", n);
+    if (!pub->sock || n == 0) return KR_OK;
+    if (!pub->chunk && !(pub->chunk = malloc(kr_wire_model_size(KR_WIRE_MODEL_CHUNK_POINTS))))
+        return kr_error(KR_ERR_NOMEM, "cannot allocate the model chunk buffer");
+    /* One grid for the snapshot: the bounding box, cut into 65535 steps along
+     * its longest side (non-finite points are clamped by the packer). */
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++) {
+            float v = points[3 * i + k];
+            if (!isfinite(v)) continue;
+            if (v < lo[k]) lo[k] = v;
+            if (v > hi[k]) hi[k] = v;
+        }
+    float extent = 0;
+    for (int k = 0; k < 3; k++) {
+        if (lo[k] > hi[k]) lo[k] = hi[k] = 0; /* no finite coordinate */
+        if (hi[k] - lo[k] > extent) extent = hi[k] - lo[k];
+    }
+    kr_model_msg m;
+    memset(&m, 0, sizeof m);
+    m.snapshot = pub->model_snapshots++;
+    m.frame = frame;
+    m.total_points = (uint32_t)n;
+    m.chunks = (uint16_t)((n + KR_WIRE_MODEL_CHUNK_POINTS - 1) / KR_WIRE_MODEL_CHUNK_POINTS);
+    memcpy(m.origin, lo, sizeof m.origin);
+    m.scale = extent > 0 ? extent / 65535.f : 1e-6f;
+    for (uint32_t first = 0; first < n; first += KR_WIRE_MODEL_CHUNK_POINTS, m.chunk++) {
+        m.first_point = first;
+        m.count = (uint32_t)(n - first < KR_WIRE_MODEL_CHUNK_POINTS ? n - first : KR_WIRE_MODEL_CHUNK_POINTS);
+        m.seq = pub->seq[KR_TOPIC_MODEL]++;
+        uint8_t *out = pub->chunk + kr_wire_encode_model_header(&m, pub->chunk);
+        for (uint32_t i = 0; i < m.count; i++)
+            kr_wire_pack_model_point(points + 3 * (size_t)(first + i), normals + 3 * (size_t)(first + i), m.origin,
+                                     m.scale, out + (size_t)i * KR_WIRE_MODEL_POINT_SIZE);
+        kr_status s = send_message(pub, KR_TOPIC_MODEL, pub->chunk, kr_wire_model_size(m.count));
+        if (s != KR_OK) return s;
+    }
+    return KR_OK;
 }

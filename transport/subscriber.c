@@ -1,5 +1,8 @@
 /* ZeroMQ SUB subscriber: receives two-frame messages (topic, payload),
- * decodes them and turns per-topic sequence numbers into gap counts. */
+ * decodes them and turns per-topic sequence numbers into gap counts. It
+ * trusts nothing the publisher sends: frames over KR_WIRE_MAX_MESSAGE bytes
+ * are refused by ZeroMQ itself (ZMQ_MAXMSGSIZE), topics it does not know
+ * are skipped, and with CURVE only the expected publisher key is accepted. */
 #include "kinreg/transport.h"
 
 #include <ctype.h>
@@ -7,16 +10,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
-#define TOPIC_MAX 4 /* kr_topic values are 1..3 */
-#define ALL_TOPICS ((1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS) | (1u << KR_TOPIC_REFINE))
+#define TOPIC_MAX 5 /* kr_topic values are 1..4 */
+/* receive_one's answer for a message on an unknown topic (never returned). */
+#define KR_SKIPPED ((kr_status)100)
+/* What a mask of 0 subscribes to: the small topics. */
+#define DEFAULT_TOPICS ((1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS) | (1u << KR_TOPIC_REFINE))
+#define ALL_TOPICS (DEFAULT_TOPICS | (1u << KR_TOPIC_MODEL))
 
 struct kr_subscriber {
     void *ctx, *sock;
     bool seen[TOPIC_MAX];
     uint64_t last_seq[TOPIC_MAX];
     char endpoint[256];
+    uint8_t *payload; /* the last model payload (kr_message.model.points points into it) */
+    size_t payload_cap;
 };
 
 static void close_socket(kr_subscriber *s)
@@ -28,13 +38,54 @@ static void close_socket(kr_subscriber *s)
     s->sock = s->ctx = NULL;
 }
 
+void kr_subscriber_config_default(kr_subscriber_config *cfg)
+{
+    if (cfg) memset(cfg, 0, sizeof *cfg);
+}
+
+/* CURVE client options: all three keys or none. */
+static kr_status set_curve(void *sock, const kr_subscriber_config *cfg)
+{
+    const char *keys[3] = {cfg->curve_server_key, cfg->curve_public_key, cfg->curve_secret_key};
+    static const char *const names[3] = {"publisher's public", "subscriber's public", "subscriber's secret"};
+    int given = !!keys[0] + !!keys[1] + !!keys[2];
+    if (given == 0) return KR_OK;
+    if (given != 3)
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "CURVE needs the publisher's public key and this subscriber's key pair "
+                        "(--curve-server NAME.key and --curve-secret NAME.key_secret)");
+    if (!kr_curve_available())
+        return kr_error(KR_ERR_UNSUPPORTED, "this libzmq has no CURVE support");
+    for (int i = 0; i < 3; i++) {
+        uint8_t raw[32];
+        if (strlen(keys[i]) != KR_CURVE_KEY_LEN || !zmq_z85_decode(raw, keys[i]))
+            return kr_error(KR_ERR_INVALID_ARG, "the %s CURVE key is not 40 Z85 characters", names[i]);
+    }
+    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, keys[0], KR_CURVE_KEY_LEN) != 0 ||
+        zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, keys[1], KR_CURVE_KEY_LEN) != 0 ||
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, keys[2], KR_CURVE_KEY_LEN) != 0)
+        return kr_error(KR_ERR_TRANSPORT, "cannot set the subscriber's CURVE keys: %s", zmq_strerror(errno));
+    return KR_OK;
+}
+
 kr_status kr_subscriber_create(kr_subscriber **out, const char *endpoint, unsigned topics)
 {
-    if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_subscriber_create: out is NULL");
+    kr_subscriber_config cfg;
+    kr_subscriber_config_default(&cfg);
+    cfg.endpoint = endpoint;
+    cfg.topics = topics;
+    return kr_subscriber_open(out, &cfg);
+}
+
+kr_status kr_subscriber_open(kr_subscriber **out, const kr_subscriber_config *cfg)
+{
+    if (!out || !cfg) return kr_error(KR_ERR_INVALID_ARG, "kr_subscriber_open: NULL argument");
+    const char *endpoint = cfg->endpoint;
+    unsigned topics = cfg->topics;
     if (!endpoint || !*endpoint)
         return kr_error(KR_ERR_INVALID_ARG, "no endpoint to subscribe to (e.g. tcp://127.0.0.1:5555)");
     if (topics & ~ALL_TOPICS)
-        return kr_error(KR_ERR_INVALID_ARG, "topic mask 0x%x has bits outside pose, status, refine",
+        return kr_error(KR_ERR_INVALID_ARG, "topic mask 0x%x has bits outside pose, status, refine, model",
                         topics);
     kr_subscriber *s = calloc(1, sizeof *s);
     if (!s) return kr_error(KR_ERR_NOMEM, "cannot allocate the subscriber");
@@ -48,14 +99,19 @@ kr_status kr_subscriber_create(kr_subscriber **out, const char *endpoint, unsign
         st = kr_error(KR_ERR_TRANSPORT, "zmq_ctx_new failed: %s", zmq_strerror(errno));
         goto fail;
     }
+    /* A frame larger than any record is refused before it is buffered: a
+     * 200 MiB payload would otherwise be allocated whole. */
+    int64_t max_in = KR_WIRE_MAX_MESSAGE;
     s->sock = zmq_socket(s->ctx, ZMQ_SUB);
-    if (!s->sock || zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger) != 0) {
+    if (!s->sock || zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &max_in, sizeof max_in) != 0) {
         st = kr_error(KR_ERR_TRANSPORT, "cannot create a SUB socket: %s", zmq_strerror(errno));
         goto fail;
     }
+    if ((st = set_curve(s->sock, cfg)) != KR_OK) goto fail;
     /* Subscriptions are byte prefixes; no topic name is a prefix of another,
      * and receive() still matches the whole topic frame. */
-    unsigned mask = topics ? topics : ALL_TOPICS;
+    unsigned mask = topics ? topics : DEFAULT_TOPICS;
     for (int t = 1; t < TOPIC_MAX; t++) {
         if (!(mask & (1u << t))) continue;
         const char *name = kr_topic_name((kr_topic)t);
@@ -89,6 +145,7 @@ void kr_subscriber_destroy(kr_subscriber **sub)
 {
     if (!sub || !*sub) return;
     close_socket(*sub);
+    free((*sub)->payload);
     free(*sub);
     *sub = NULL;
 }
@@ -128,24 +185,36 @@ static kr_topic topic_of_frame(const uint8_t *data, size_t n)
 }
 
 /* Decodes one message into *out (fields other than gap). */
-static kr_status decode(const zmq_msg_t *topic_frame, const zmq_msg_t *payload, int frames,
+static kr_status decode(kr_subscriber *sub, const zmq_msg_t *topic_frame, const zmq_msg_t *payload, int frames,
                         kr_message *out)
 {
     const uint8_t *td = zmq_msg_data((zmq_msg_t *)topic_frame);
     size_t tn = zmq_msg_size((zmq_msg_t *)topic_frame);
     char name[40];
     printable(name, sizeof name, td, tn);
+    kr_topic topic = topic_of_frame(td, tn);
+    if (!topic) return KR_END; /* unknown topic: ignored (docs/PROTOCOL.md) */
     if (frames != 2)
         return kr_error(KR_ERR_FORMAT, "message on topic \"%s\" has %d frame%s, expected 2", name,
                         frames, frames == 1 ? "" : "s");
-    kr_topic topic = topic_of_frame(td, tn);
-    if (!topic) return kr_error(KR_ERR_FORMAT, "message on unknown topic \"%s\"", name);
 
     const uint8_t *pd = zmq_msg_data((zmq_msg_t *)payload);
     size_t pn = zmq_msg_size((zmq_msg_t *)payload);
     memset(out, 0, sizeof *out);
     out->topic = topic;
     if (topic == KR_TOPIC_STATUS) return kr_wire_decode_status(pd, pn, &out->status);
+    if (topic == KR_TOPIC_MODEL) {
+        /* The ZeroMQ frame is closed after this call: keep a copy the
+         * message's points can point into until the next receive. */
+        if (pn > sub->payload_cap) {
+            uint8_t *grown = realloc(sub->payload, pn);
+            if (!grown) return kr_error(KR_ERR_NOMEM, "cannot hold a model payload of %zu bytes", pn);
+            sub->payload = grown;
+            sub->payload_cap = pn;
+        }
+        if (pn) memcpy(sub->payload, pd, pn);
+        return kr_wire_decode_model(pn ? sub->payload : pd, pn, &out->model);
+    }
     kr_status st = kr_wire_decode_pose(pd, pn, &out->pose);
     if (st == KR_OK && out->pose.topic != topic)
         return kr_error(KR_ERR_FORMAT, "message on topic \"%s\" carries a %s payload", name,
@@ -165,9 +234,31 @@ static uint64_t update_gap(kr_subscriber *sub, kr_topic topic, uint64_t seq)
     return gap;
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+static kr_status receive_one(kr_subscriber *sub, int timeout_ms, kr_message *out);
+
 kr_status kr_subscriber_receive(kr_subscriber *sub, int timeout_ms, kr_message *out)
 {
     if (!sub || !out) return kr_error(KR_ERR_INVALID_ARG, "kr_subscriber_receive: NULL argument");
+    /* Messages on unknown topics are skipped within the same wait. */
+    double deadline = now_ms() + timeout_ms;
+    for (;;) {
+        int left = timeout_ms < 0 ? -1 : (int)(deadline - now_ms());
+        if (timeout_ms >= 0 && left < 0) left = 0;
+        kr_status st = receive_one(sub, left, out);
+        if (st != KR_SKIPPED) return st;
+        if (timeout_ms >= 0 && left == 0) return KR_END;
+    }
+}
+
+static kr_status receive_one(kr_subscriber *sub, int timeout_ms, kr_message *out)
+{
     zmq_pollitem_t item = {.socket = sub->sock, .events = ZMQ_POLLIN};
     int rc = zmq_poll(&item, 1, timeout_ms < 0 ? -1 : timeout_ms);
     if (rc < 0) {
@@ -203,9 +294,12 @@ kr_status kr_subscriber_receive(kr_subscriber *sub, int timeout_ms, kr_message *
         frames++;
     }
     kr_message m;
-    st = decode(&frame[0], &frame[1], frames, &m);
+    st = decode(sub, &frame[0], &frame[1], frames, &m);
+    if (st == KR_END) st = KR_SKIPPED;
     if (st == KR_OK) {
-        uint64_t seq = m.topic == KR_TOPIC_STATUS ? m.status.seq : m.pose.seq;
+        uint64_t seq = m.topic == KR_TOPIC_STATUS  ? m.status.seq
+                       : m.topic == KR_TOPIC_MODEL ? m.model.seq
+                                                   : m.pose.seq;
         m.gap = update_gap(sub, m.topic, seq);
         *out = m;
     }

@@ -40,16 +40,21 @@ enum {
     STATUS_FRAMES_DROPPED = 40,
     STATUS_FRAMES_LOST = 48,
     STATUS_MODEL_POINTS = 56,
-    STATUS_TEXT = 64,     /* NUL-padded UTF-8 to the end of the record */
+    STATUS_MESSAGES_DROPPED = 64, /* version 3 */
+    STATUS_TEXT = 72,     /* NUL-padded UTF-8 to the end of the record */
     STATUS_TEXT_LEN = 320,
-    STATUS_SIZE = 384,
-    STATUS_TEXT_LEN_V1 = 64, /* version 1: the same fields with a 64-byte text */
+    STATUS_SIZE = 392,
+    STATUS_TEXT_V12 = 64,    /* versions 1 and 2: no messages_dropped, the text at 64 */
+    STATUS_SIZE_V2 = 384,
+    STATUS_TEXT_LEN_V1 = 64, /* version 1: a 64-byte text */
     STATUS_SIZE_V1 = 128
 };
 
 _Static_assert(POSE_SIZE == KR_WIRE_POSE_SIZE, "pose layout and header disagree");
 _Static_assert(STATUS_SIZE == KR_WIRE_STATUS_SIZE, "status layout and header disagree");
 _Static_assert(STATUS_SIZE_V1 == KR_WIRE_STATUS_SIZE_V1, "status layout and header disagree");
+_Static_assert(STATUS_SIZE_V2 == KR_WIRE_STATUS_SIZE_V2, "status layout and header disagree");
+_Static_assert(STATUS_TEXT_V12 + STATUS_TEXT_LEN == STATUS_SIZE_V2, "version 2 text ends the record");
 _Static_assert(STATUS_TEXT + STATUS_TEXT_LEN == STATUS_SIZE, "status text ends the record");
 _Static_assert(STATUS_TEXT_LEN == sizeof(((kr_status_msg *)0)->text), "status text and header disagree");
 
@@ -107,6 +112,7 @@ size_t kr_wire_encode_status(const kr_status_msg *m, uint8_t *buf)
     kr_le_put_u64(buf + STATUS_FRAMES_DROPPED, m->frames_dropped);
     kr_le_put_u64(buf + STATUS_FRAMES_LOST, m->frames_lost);
     kr_le_put_u64(buf + STATUS_MODEL_POINTS, m->model_points);
+    kr_le_put_u64(buf + STATUS_MESSAGES_DROPPED, m->messages_dropped);
     /* Zero padding after the text, and the last byte always NUL, so a reader
      * can use the field as a C string without trusting the sender. */
     size_t n = strnlen(m->text, sizeof m->text);
@@ -116,14 +122,17 @@ size_t kr_wire_encode_status(const kr_status_msg *m, uint8_t *buf)
     return STATUS_SIZE;
 }
 
-/* Size, magic and version checks shared by both decoders. `size_v1` is the
- * record's size in version 1; *version receives the version read. */
-static kr_status check_header(const char *what, const uint8_t *buf, size_t len, size_t size, size_t size_v1,
+/* Size, magic and version checks shared by both decoders. sizes[v] is the
+ * record's size in version v (KR_WIRE_VERSION_MIN..KR_WIRE_VERSION);
+ * *version receives the version read. */
+static kr_status check_header(const char *what, const uint8_t *buf, size_t len, const size_t *sizes,
                               const uint8_t magic[4], unsigned *version_out)
 {
     if (!buf) return kr_error(KR_ERR_INVALID_ARG, "%s payload is NULL", what);
-    if (len != size && len != size_v1)
-        return kr_error(KR_ERR_FORMAT, "%s payload has %zu bytes, expected %zu", what, len, size);
+    size_t size = sizes[KR_WIRE_VERSION];
+    int known = 0;
+    for (int v = KR_WIRE_VERSION_MIN; v <= KR_WIRE_VERSION; v++) known |= len == sizes[v];
+    if (!known) return kr_error(KR_ERR_FORMAT, "%s payload has %zu bytes, expected %zu", what, len, size);
     if (memcmp(buf + HDR_MAGIC, magic, 4) != 0)
         return kr_error(KR_ERR_FORMAT,
                         "%s payload has magic %02x %02x %02x %02x, expected \"%.4s\" "
@@ -134,7 +143,7 @@ static kr_status check_header(const char *what, const uint8_t *buf, size_t len, 
     if (version < KR_WIRE_VERSION_MIN || version > KR_WIRE_VERSION)
         return kr_error(KR_ERR_FORMAT, "%s payload has wire version %u, this decoder reads %u to %u", what,
                         version, (unsigned)KR_WIRE_VERSION_MIN, (unsigned)KR_WIRE_VERSION);
-    size_t expect = version == 1 ? size_v1 : size;
+    size_t expect = sizes[version];
     if (len != expect)
         return kr_error(KR_ERR_FORMAT, "%s payload has %zu bytes, expected %zu (wire version %u)", what, len,
                         expect, version);
@@ -146,7 +155,8 @@ kr_status kr_wire_decode_pose(const uint8_t *buf, size_t len, kr_pose_msg *out)
 {
     if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_wire_decode_pose: out is NULL");
     unsigned version;
-    kr_status s = check_header("pose", buf, len, POSE_SIZE, POSE_SIZE, pose_magic, &version);
+    static const size_t sizes[KR_WIRE_VERSION + 1] = {0, POSE_SIZE, POSE_SIZE, POSE_SIZE};
+    kr_status s = check_header("pose", buf, len, sizes, pose_magic, &version);
     if (s != KR_OK) return s;
     unsigned kind = kr_le_get_u16(buf + HDR_KIND);
     if (kind != KR_TOPIC_POSE && kind != KR_TOPIC_REFINE)
@@ -175,7 +185,8 @@ kr_status kr_wire_decode_status(const uint8_t *buf, size_t len, kr_status_msg *o
 {
     if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_wire_decode_status: out is NULL");
     unsigned version;
-    kr_status s = check_header("status", buf, len, STATUS_SIZE, STATUS_SIZE_V1, status_magic, &version);
+    static const size_t sizes[KR_WIRE_VERSION + 1] = {0, STATUS_SIZE_V1, STATUS_SIZE_V2, STATUS_SIZE};
+    kr_status s = check_header("status", buf, len, sizes, status_magic, &version);
     if (s != KR_OK) return s;
     unsigned kind = kr_le_get_u16(buf + HDR_KIND);
     if (kind != KR_TOPIC_STATUS)
@@ -192,10 +203,12 @@ kr_status kr_wire_decode_status(const uint8_t *buf, size_t len, kr_status_msg *o
     m.frames_dropped = kr_le_get_u64(buf + STATUS_FRAMES_DROPPED);
     m.frames_lost = kr_le_get_u64(buf + STATUS_FRAMES_LOST);
     m.model_points = kr_le_get_u64(buf + STATUS_MODEL_POINTS);
+    if (version >= 3) m.messages_dropped = kr_le_get_u64(buf + STATUS_MESSAGES_DROPPED);
     /* Copy the field less its last byte and terminate: a sender that filled
      * it all (not ours) still yields a valid C string. */
     size_t text_len = version == 1 ? STATUS_TEXT_LEN_V1 : STATUS_TEXT_LEN;
-    memcpy(m.text, buf + STATUS_TEXT, text_len - 1);
+    size_t text_at = version >= 3 ? STATUS_TEXT : STATUS_TEXT_V12;
+    memcpy(m.text, buf + text_at, text_len - 1);
     m.text[text_len - 1] = '\0';
     *out = m;
     return KR_OK;

@@ -62,6 +62,31 @@ KR_API const char *kr_recover_method_name(kr_recover_method m);
 /* "off", "newton", "emicp", "softassign" → KR_OK and *out, else KR_ERR_INVALID_ARG. */
 KR_API kr_status kr_recover_method_parse(const char *name, kr_recover_method *out);
 
+/* The live refiner (DESIGN.md §2, §5): keyframes chosen by motion while
+ * tracking is GOOD; every `every` new keyframes a background thread refines
+ * the newest `window` of them jointly with multi-view distance fields (the
+ * oldest of the window is the gauge, so windows chain). Tracking never
+ * waits for it: the tracker hands over a copy of the keyframes and takes the
+ * result at a later frame. Refined keyframe poses are published on the topic
+ * `refine`; every frame's pose corrected by the refined motion of its
+ * keyframe (T_refined = P_kf,refined · P_kf,tracked⁻¹ · T_tracked) is the
+ * refined trajectory. The running model is not re-fused from refined
+ * keyframes (tracking stays in the frame of its model). */
+typedef struct {
+    bool enabled;              /* default false: tracking only, as before */
+    int window;                /* K: keyframes refined together (default 10, 2..64) */
+    int every;                 /* M: a refinement every M new keyframes (default 5, 1..window) */
+    double keyframe_distance;  /* metres since the last keyframe (default 0.10) */
+    double keyframe_angle_deg; /* or degrees since the last keyframe (default 10) */
+    int keyframe_points;       /* points kept per keyframe, evenly strided (default 20000) */
+    double cell;               /* finest distance-field grid, m (default 0.01, after 4 and 2 cm) */
+    int threads;               /* OpenMP threads of the refiner's CPU engine (default 1: the
+                                  tracker keeps the other cores) */
+    double min_correction;     /* a refinement that moves no keyframe of its window by this
+                                  much (m; a turn counts at 1 m) is below the method's resolution
+                                  and leaves the poses as they were (default 0.003, 0.3 cells) */
+} kr_live_refine_config;
+
 /* What the tracker produced for one frame. */
 typedef struct {
     uint64_t frame_index;
@@ -77,6 +102,8 @@ typedef struct {
     double recover_ms;       /* time recovery took (0 when it did not run) */
     double latency_ms;       /* frame capture → pose ready (publishing follows at once) */
     double preprocess_ms, track_ms, fuse_ms;
+    kr_pose refined_pose;    /* live refiner on: the pose corrected by the refined motion of the
+                                newest keyframe so far; else the published pose */
 } kr_frame_result;
 
 typedef struct {
@@ -102,7 +129,17 @@ typedef struct {
      * once kr_pipeline_run has returned. */
     double latency_last_ms, latency_median_ms, latency_p99_ms;
     uint64_t model_points;     /* voxels in the running model */
+    uint64_t messages_dropped; /* pose/status messages the publisher could not queue for a
+                                  slow subscriber (kr_publisher_dropped; also in every status) */
     kr_track_state last_state;
+    /* Live refiner (zero when off). */
+    uint64_t keyframes;         /* keyframes chosen so far */
+    uint64_t refinements;       /* windows refined */
+    uint64_t refine_corrections; /* ... that moved keyframes by refine.min_correction or more
+                                    (the others left the poses as they were) */
+    uint64_t refine_failures;   /* windows whose refinement failed (poses kept as tracked) */
+    bool refine_in_flight;      /* a window is being refined now */
+    double refine_ms_last;      /* wall time of the last refinement */
 } kr_pipeline_stats;
 
 typedef void (*kr_frame_callback)(const kr_frame_result *result, const kr_pipeline_stats *stats, void *user);
@@ -121,11 +158,18 @@ typedef struct {
     int queue_capacity;            /* frames between capture and tracker (default 4) */
     double rate;                   /* 0 = as fast as possible; 1.0 = recorded timing */
     int rebuild_every;             /* frames between model snapshot requests (default 8) */
+    double model_period_s;         /* seconds between `model` snapshots for viewers (default 1;
+                                      0 = none); sent only while someone subscribes to `model` */
+    int model_points;              /* points per `model` snapshot at most (default 100000) */
     int fuse_level;                /* pyramid level fused into the model (default = track.finest_level) */
     int fuse_thread;               /* fusion on its own thread, overlapping the next frame's tracking:
                                       0 = with the CUDA backend (default), 1 = always, 2 = never */
     const char *trajectory_path;   /* TUM file written as poses are computed; NULL = none */
     const char *model_path;        /* PLY written at the end; NULL = none */
+    kr_live_refine_config refine;  /* the live refiner (default off) */
+    const char *trajectory_refined_path; /* TUM file of every frame's refined pose, written when
+                                            the run ends (Ctrl-C included): later refinements
+                                            correct earlier frames; needs refine.enabled */
     bool deterministic;            /* repeatable results (default false): model snapshots are
                                       built on the tracker thread when requested, so frame k
                                       always tracks against the snapshot of frame
@@ -155,6 +199,9 @@ KR_API void kr_pipeline_destroy(kr_pipeline **p);
 KR_API void kr_pipeline_get_stats(const kr_pipeline *p, kr_pipeline_stats *out);
 /* Poses computed so far (valid until destroy). */
 KR_API const kr_trajectory *kr_pipeline_trajectory(const kr_pipeline *p);
+/* Every frame's pose corrected by its keyframe's refined motion, complete
+ * once kr_pipeline_run has returned (empty before, and with the refiner off). */
+KR_API const kr_trajectory *kr_pipeline_refined_trajectory(const kr_pipeline *p);
 KR_API const kr_source *kr_pipeline_source(const kr_pipeline *p);
 KR_API const kr_device *kr_pipeline_device(const kr_pipeline *p);
 

@@ -15,12 +15,15 @@ extern "C" {
 #endif
 
 /* Version 2 (kinreg 0.1, issue 11): the status text grew from 64 to 320 bytes
- * so an error reason arrives whole; pose records are unchanged. Decoders
- * accept versions 1 and 2 (docs/PROTOCOL.md). */
-#define KR_WIRE_VERSION 2
+ * so an error reason arrives whole. Version 3 (issue 14): the status record
+ * carries the publisher's dropped-message count before the text. Pose
+ * records are unchanged. Decoders accept versions 1 to 3 (docs/PROTOCOL.md). */
+#define KR_WIRE_VERSION 3
 #define KR_WIRE_VERSION_MIN 1
 
-typedef enum { KR_TOPIC_POSE = 1, KR_TOPIC_STATUS = 2, KR_TOPIC_REFINE = 3 } kr_topic;
+/* KR_TOPIC_MODEL (issue 12) is a topic beside the others, not a new wire
+ * version: readers that do not know it ignore it (docs/PROTOCOL.md). */
+typedef enum { KR_TOPIC_POSE = 1, KR_TOPIC_STATUS = 2, KR_TOPIC_REFINE = 3, KR_TOPIC_MODEL = 4 } kr_topic;
 
 typedef enum {
     KR_METHOD_NEWTON = 0,
@@ -65,13 +68,53 @@ typedef struct {
     uint64_t frames_in, frames_out, frames_dropped, frames_lost;
     float fps;
     uint64_t model_points;
+    uint64_t messages_dropped; /* messages the publisher could not queue so far
+                                  (kr_publisher_dropped; 0 from a version 1 or 2 sender) */
     char text[320];           /* NUL-terminated detail, e.g. an error message
                                  (at most 319 bytes; 63 from a version 1 sender) */
 } kr_status_msg;
 
+/* One chunk of a `model` message: a subsampled snapshot of the running model
+ * for viewers, split into chunks of at most KR_WIRE_MODEL_CHUNK_POINTS points.
+ * Positions travel as three u16 quanta from `origin` in steps of `scale`
+ * metres, normals octahedrally as two u8 (docs/PROTOCOL.md). */
+typedef struct {
+    uint64_t seq;             /* per-topic sequence number (one per chunk), set by the publisher */
+    uint64_t snapshot;        /* snapshot number (from 0); every chunk of a snapshot shares it */
+    uint64_t frame;           /* frame index the model snapshot was taken at */
+    uint32_t total_points;    /* points in the whole snapshot (all chunks) */
+    uint32_t first_point;     /* index of this chunk's first point in the snapshot */
+    uint32_t count;           /* points in this chunk */
+    uint16_t chunk, chunks;   /* this chunk's index, and the snapshot's number of chunks */
+    float origin[3];          /* m: the snapshot's bounding-box minimum */
+    float scale;              /* m per quantum */
+    const uint8_t *points;    /* count × KR_WIRE_MODEL_POINT_SIZE packed bytes (decoders point into
+                                 the payload: valid as long as it is) */
+} kr_model_msg;
+
+#define KR_WIRE_MODEL_HEADER_SIZE 64
+#define KR_WIRE_MODEL_POINT_SIZE 8       /* u16 x, y, z quanta; u8 u, v octahedral normal */
+#define KR_WIRE_MODEL_CHUNK_POINTS 16384 /* a chunk is at most 64 + 16384 × 8 bytes (128 KiB) */
+/* Payload bytes of a model chunk of `count` points. */
+KR_API size_t kr_wire_model_size(uint32_t count);
+/* Writes the header of *m (its points are not touched; pack them with
+ * kr_wire_pack_model_point after it). Returns the header size. */
+KR_API size_t kr_wire_encode_model_header(const kr_model_msg *m, uint8_t *buf);
+/* Quantises one point: position to the nearest quantum of the (origin, scale)
+ * grid, clamped to 0..65535; normal octahedrally, a missing (NaN or zero)
+ * normal as +z. */
+KR_API void kr_wire_pack_model_point(const float p[3], const float n[3], const float origin[3], float scale,
+                                     uint8_t out[KR_WIRE_MODEL_POINT_SIZE]);
+KR_API void kr_wire_unpack_model_point(const uint8_t in[KR_WIRE_MODEL_POINT_SIZE], const float origin[3],
+                                       float scale, float p[3], float n[3]);
+/* Checks size, magic, version, kind and that the chunk lies inside its
+ * snapshot; out->points points into buf. */
+KR_API kr_status kr_wire_decode_model(const uint8_t *buf, size_t len, kr_model_msg *out);
+
 /* Encoded sizes on the wire (docs/PROTOCOL.md), for static buffers. */
 #define KR_WIRE_POSE_SIZE 112
-#define KR_WIRE_STATUS_SIZE 384    /* version 2; a version 1 status record has 128 */
+#define KR_WIRE_STATUS_SIZE 392    /* version 3; version 2 has 384, version 1 128 */
+#define KR_WIRE_STATUS_SIZE_V2 384
 #define KR_WIRE_STATUS_SIZE_V1 128
 KR_API size_t kr_wire_pose_size(void);
 KR_API size_t kr_wire_status_size(void);
@@ -102,7 +145,62 @@ typedef struct kr_publisher kr_publisher;
 typedef struct {
     const char *endpoint;     /* e.g. "tcp://127.0.0.1:5555"; NULL or "" = publish nowhere */
     int send_hwm;             /* messages queued per subscriber before dropping (default 1000) */
+    /* CURVE (docs/SECURITY.md): the publisher's secret key (Z85, 40
+     * characters) turns on encryption; then only subscribers whose public
+     * key is among curve_allow (Z85 each) may connect. NULL = plain text. */
+    const char *curve_secret_key;
+    const char *const *curve_allow;
+    size_t curve_allow_count;
+    /* Connections beyond this are closed as they arrive (0 = default 64;
+     * lowered to fit the open-file limit, RLIMIT_NOFILE). */
+    int max_connections;
+    /* Distinct subscriptions (topic prefixes) beyond this make the publisher
+     * drop every connection so the subscriptions' memory is freed; honest
+     * subscribers reconnect by themselves (0 = default 256). */
+    int max_subscriptions;
+    /* false (default): a message that any subscriber's queue cannot take is
+     * refused for all and counted (kr_publisher_dropped); true: each
+     * subscriber drops on its own, uncounted (ZeroMQ's plain PUB). */
+    bool isolate_subscribers;
 } kr_publisher_config;
+
+/* Largest frame a kinreg socket accepts from a peer (ZMQ_MAXMSGSIZE): the
+ * largest record, a whole model chunk (128 KiB), so a peer cannot make a
+ * reader allocate more.
+ * What subscribers send the publisher is held to KR_WIRE_MAX_SUBSCRIPTION
+ * bytes: a subscription is a topic name, but CURVE's handshake commands
+ * pass the same limit (its INITIATE is about 300 bytes). A peer that sends
+ * a larger frame is disconnected (ZeroMQ's protocol error). */
+#define KR_WIRE_MAX_MESSAGE \
+    (KR_WIRE_MODEL_HEADER_SIZE + KR_WIRE_MODEL_CHUNK_POINTS * KR_WIRE_MODEL_POINT_SIZE)
+#define KR_WIRE_MAX_SUBSCRIPTION 512
+
+/* ---- CURVE keys (ZeroMQ's Z85 text, 40 characters for 32 bytes) ---------- */
+#define KR_CURVE_KEY_LEN 40
+typedef struct {
+    char public_key[KR_CURVE_KEY_LEN + 1];
+    char secret_key[KR_CURVE_KEY_LEN + 1];
+} kr_curve_keypair;
+
+/* Whether the linked libzmq supports CURVE (zmq_has("curve")). */
+KR_API bool kr_curve_available(void);
+/* A fresh key pair; KR_ERR_UNSUPPORTED without CURVE. */
+KR_API kr_status kr_curve_keypair_new(kr_curve_keypair *out);
+/* Writes BASE.key (public key, mode 0644) and BASE.key_secret (both keys,
+ * mode 0600), in czmq's certificate text (docs/SECURITY.md); refuses to
+ * overwrite either (KR_ERR_EXISTS). */
+KR_API kr_status kr_curve_keypair_save(const kr_curve_keypair *kp, const char *base);
+/* Reads a secret key file (BASE.key_secret): both keys, checked to belong
+ * together; a file readable by group or others is refused. */
+KR_API kr_status kr_curve_keypair_load(const char *path, kr_curve_keypair *out);
+/* Reads the public key of a key file (BASE.key or BASE.key_secret). */
+KR_API kr_status kr_curve_public_load(const char *path, char out[KR_CURVE_KEY_LEN + 1]);
+/* Reads an allow-list: every public-key line of a file (e.g. `cat a.key b.key
+ * > allowed`). *keys is one allocation of *count keys; free() it. */
+KR_API kr_status kr_curve_allow_load(const char *path, char (**keys)[KR_CURVE_KEY_LEN + 1], size_t *count);
+/* Whether a bind endpoint is reachable from other hosts (tcp on anything but
+ * a loopback address; ipc and inproc are local). */
+KR_API bool kr_endpoint_is_public(const char *endpoint);
 
 KR_API void kr_publisher_config_default(kr_publisher_config *cfg);
 /* Binds; an endpoint already in use is KR_ERR_ADDR_IN_USE naming it, a
@@ -115,6 +213,7 @@ KR_API void kr_publisher_destroy(kr_publisher **pub);
  * takes topic KR_TOPIC_POSE or KR_TOPIC_REFINE (0, as in a zeroed message,
  * counts as pose). */
 KR_API kr_status kr_publisher_send_pose(kr_publisher *pub, const kr_pose_msg *m);
+/* send_status fills in seq and messages_dropped (kr_publisher_dropped). */
 KR_API kr_status kr_publisher_send_status(kr_publisher *pub, const kr_status_msg *m);
 /* Waits up to timeout_ms (-1 = forever) until a subscriber has subscribed:
  * KR_OK (also at once for a publisher that publishes nowhere, or once any
@@ -124,15 +223,51 @@ KR_API kr_status kr_publisher_wait_subscriber(kr_publisher *pub, int timeout_ms)
 /* The endpoint actually bound (ZMQ_LAST_ENDPOINT: a "tcp://127.0.0.1:*"
  * wildcard resolved to its port); "" for a publisher that publishes nowhere. */
 KR_API const char *kr_publisher_endpoint(const kr_publisher *pub);
-/* Messages refused by the socket without blocking (counted, never retried).
- * A PUB socket also drops silently per subscriber at its HWM; subscribers see
- * both kinds as sequence gaps. */
+/* Messages the socket could not queue (counted, never retried): with the
+ * default ZMQ_XPUB_NODROP, a message that some subscriber's queue (send_hwm)
+ * cannot take is refused for all and counted here; subscribers see it as a
+ * sequence gap. With isolate_subscribers, each subscriber drops on its own
+ * and those drops are not counted. Safe to call from any thread. */
 KR_API uint64_t kr_publisher_dropped(const kr_publisher *pub);
+/* What the publisher refused to protect itself: connections over
+ * max_connections, subscription messages over max_subscriptions (each time
+ * it dropped every connection), and CURVE clients not on the allow-list. */
+typedef struct {
+    uint64_t connections_refused;
+    uint64_t subscription_resets;
+    uint64_t clients_denied;
+    int connections;          /* open now */
+    int max_connections;      /* in force (after the open-file limit) */
+} kr_publisher_guard_stats;
+KR_API void kr_publisher_guard_get(const kr_publisher *pub, kr_publisher_guard_stats *out);
+/* Whether some subscriber now subscribes to `topic` (a subscription whose
+ * prefix matches its name). Never waits. Lets a sender skip building a
+ * message nobody would receive (the `model` topic). */
+KR_API bool kr_publisher_has_subscriber(kr_publisher *pub, kr_topic topic);
+/* Sends a model snapshot of n points (3 floats each) and normals (3 floats
+ * each, NaN x = none) taken at `frame`, quantised and split into chunks of
+ * at most KR_WIRE_MODEL_CHUNK_POINTS (docs/PROTOCOL.md). The caller
+ * subsamples; n must be below 2^32. Sends nothing for n = 0. Like every send,
+ * never blocks: a chunk refused is counted by kr_publisher_dropped. */
+KR_API kr_status kr_publisher_send_model(kr_publisher *pub, const float *points, const float *normals,
+                                         size_t n, uint64_t frame);
 
 typedef struct kr_subscriber kr_subscriber;
 
-/* Connects and subscribes to the given topics (bitmask of 1 << kr_topic; 0 = all). */
+/* Connects and subscribes to the given topics (bitmask of 1 << kr_topic;
+ * 0 = pose, status and refine: the `model` topic, large, only when asked). */
 KR_API kr_status kr_subscriber_create(kr_subscriber **out, const char *endpoint, unsigned topics);
+
+typedef struct {
+    const char *endpoint;
+    unsigned topics;            /* as for kr_subscriber_create */
+    /* CURVE: the publisher's public key and this subscriber's pair (Z85);
+     * all NULL = plain text. */
+    const char *curve_server_key;
+    const char *curve_public_key, *curve_secret_key;
+} kr_subscriber_config;
+KR_API void kr_subscriber_config_default(kr_subscriber_config *cfg);
+KR_API kr_status kr_subscriber_open(kr_subscriber **out, const kr_subscriber_config *cfg);
 KR_API void kr_subscriber_destroy(kr_subscriber **sub);
 
 /* One received message. */
@@ -140,14 +275,18 @@ typedef struct {
     kr_topic topic;
     kr_pose_msg pose;         /* pose and refine */
     kr_status_msg status;     /* status */
+    kr_model_msg model;       /* model; model.points is valid until the next receive */
     uint64_t gap;             /* messages of this topic missed just before this one */
 } kr_message;
 
 /* Waits up to timeout_ms (-1 = forever) for a message: KR_OK, KR_END on
  * timeout, or an error. Tracks per-topic sequence numbers to fill `gap`.
- * A message with an unknown topic or a malformed payload is consumed and
- * reported as KR_ERR_FORMAT (detail in kr_last_error()); the next call goes
- * on with the stream. A signal that interrupts the wait gives
+ * A message on a topic this decoder does not know (e.g. "posex", which
+ * matches the "pose" prefix subscription) is skipped silently, as
+ * docs/PROTOCOL.md promises. A malformed payload on a known topic is consumed
+ * and reported as KR_ERR_FORMAT (detail in kr_last_error()); the next call
+ * goes on with the stream. Frames over KR_WIRE_MAX_MESSAGE bytes never reach
+ * the application: ZeroMQ drops the connection that sent them. A signal that interrupts the wait gives
  * KR_ERR_INTERRUPTED. Like the publisher, use a subscriber from one thread. */
 KR_API kr_status kr_subscriber_receive(kr_subscriber *sub, int timeout_ms, kr_message *out);
 

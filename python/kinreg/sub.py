@@ -1,10 +1,30 @@
 """kinreg-sub: print a kinreg pose stream as TUM or JSON lines, as `kinreg sub` does."""
 import argparse
 import json
+import math
 import os
 import sys
 
 from .wire import TOPICS, json_safe
+
+
+def terminal_text(text):
+    """Status text from the network, safe for a terminal: control characters
+    (C0, DEL, C1) as \\n \\r \\t \\e or \\xNN and backslashes doubled, as
+    `kinreg sub` prints them (bytes that were not UTF-8 arrive as U+FFFD)."""
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\x1b": "\\e", "\\": "\\\\"}
+    out = []
+    for ch in text:
+        o = ord(ch)
+        if ch in named:
+            out.append(named[ch])
+        elif o < 0x20 or o == 0x7f:
+            out.append(f"\\x{o:02x}")
+        elif 0x80 <= o < 0xa0:
+            out.append("".join(f"\\x{b:02x}" for b in ch.encode("utf-8")))
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def main(argv=None, prog=None):
@@ -18,7 +38,14 @@ def main(argv=None, prog=None):
     ap.add_argument("--timeout", type=float, default=0, help="exit after SEC seconds without a message")
     ap.add_argument("--follow", action="store_true",
                     help="keep going after a 'stopped' or 'error' status")
+    ap.add_argument("--curve-server", metavar="FILE",
+                    help="the publisher's public key (its NAME.key): encrypted, authenticated stream")
+    ap.add_argument("--curve-secret", metavar="FILE",
+                    help="this subscriber's key pair (NAME.key_secret from kinreg keygen)")
     args = ap.parse_args(argv)
+    if bool(args.curve_server) != bool(args.curve_secret):
+        ap.error("CURVE needs both --curve-server (the publisher's NAME.key) and "
+                 "--curve-secret (this subscriber's NAME.key_secret)")
 
     if args.topics:
         topics = args.topics.split(",")
@@ -33,15 +60,25 @@ def main(argv=None, prog=None):
     except ImportError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
+    curve = {}
+    if args.curve_server:
+        from .keys import KeyFileError, load_pair, load_public
+        try:
+            public, secret = load_pair(args.curve_secret)
+            curve = {"server_key": load_public(args.curve_server), "public_key": public,
+                     "secret_key": secret}
+        except KeyFileError as e:
+            print(f"{prog}: {e}", file=sys.stderr)
+            return 2
     try:
-        sub = Subscriber(args.endpoint, topics)
+        sub = Subscriber(args.endpoint, topics, **curve)
     except EndpointError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
     sub.on_malformed = lambda e: print(f"{prog}: skipped a malformed message: {e}", file=sys.stderr)
 
     received = {"pose": 0, "refine": 0, "status": 0}
-    n_gaps = missed = poses = 0
+    n_gaps = missed = poses = nonfinite = 0
     code = 0
     try:
         while True:
@@ -65,7 +102,12 @@ def main(argv=None, prog=None):
                 print(f"status: {msg['event']}, tracking {msg['state']}, frames in {msg['frames_in']} "
                       f"out {msg['frames_out']} dropped {msg['frames_dropped']} lost {msg['frames_lost']}, "
                       f"{msg['fps']:.1f} fps, model {msg['model_points']} points"
-                      + (f": {msg['text']}" if msg["text"] else ""), file=sys.stderr)
+                      + (f", publisher dropped {msg['messages_dropped']}" if msg["messages_dropped"] else "")
+                      + (f": {terminal_text(msg['text'])}" if msg["text"] else ""), file=sys.stderr)
+            elif not all(math.isfinite(v) for v in (msg["timestamp"], *msg["t"], *msg["q"])):
+                # kinreg's trajectory reader rejects nan/inf lines: say so, write none.
+                nonfinite += 1
+                print(f"{prog}: {topic} seq {msg['seq']} not written: a value is not finite", file=sys.stderr)
             else:
                 print("%.6f %.9f %.9f %.9f %.9f %.9f %.9f %.9f"
                       % (msg["timestamp"], *msg["t"], *msg["q"]))
@@ -77,7 +119,8 @@ def main(argv=None, prog=None):
             elif msg["event"] in ("stopped", "error") and not args.follow:
                 # A failed run ends with "error" and sends no "stopped" after it.
                 if msg["event"] == "error":
-                    print(f"{prog}: the publisher stopped with an error: {msg['text']}", file=sys.stderr)
+                    print(f"{prog}: the publisher stopped with an error: {terminal_text(msg['text'])}",
+                          file=sys.stderr)
                     code = 1
                 break
     except KeyboardInterrupt:
@@ -86,7 +129,8 @@ def main(argv=None, prog=None):
         sub.close()
     print(f"{prog}: received {sum(received.values())} messages ({received['pose']} pose, "
           f"{received['refine']} refine, {received['status']} status), {n_gaps} gap"
-          f"{'' if n_gaps == 1 else 's'}, {missed} missed, {sub.malformed} malformed", file=sys.stderr)
+          f"{'' if n_gaps == 1 else 's'}, {missed} missed, {sub.malformed} malformed"
+          + (f", {nonfinite} not finite" if nonfinite else ""), file=sys.stderr)
     return code
 
 

@@ -12,15 +12,27 @@ class EndpointError(ValueError):
     """An endpoint ZeroMQ cannot connect to (names it and says why)."""
 
 
+# Largest frame accepted from the publisher (ZMQ_MAXMSGSIZE), as in the C
+# library (KR_WIRE_MAX_MESSAGE): a larger one drops the connection instead
+# of being buffered.
+MAX_MESSAGE = 64 + 16384 * 8  # a whole model chunk, the largest record
+
+
 class Subscriber:
     """Connects a SUB socket to `endpoint` for `topics` (default all three).
 
     messages(timeout) yields decoded dicts (see kinreg.decode_pose and
     decode_status) with "gap": messages of that topic missed just before.
-    Malformed messages are counted in .malformed and skipped.
+    Malformed messages are counted in .malformed and skipped; messages on a
+    topic this decoder does not know are ignored (docs/PROTOCOL.md).
+
+    CURVE (docs/SECURITY.md): server_key is the publisher's public key,
+    public_key and secret_key this subscriber's pair (Z85 str, see
+    kinreg.keys.load_public and load_pair); all None for a plain stream.
     """
 
-    def __init__(self, endpoint, topics=("pose", "refine", "status")):
+    def __init__(self, endpoint, topics=("pose", "refine", "status"), server_key=None,
+                 public_key=None, secret_key=None):
         bad = [t for t in topics if t not in TOPICS]
         if bad:
             raise ValueError(f"unknown topic {bad[0]!r} (expected pose, refine, status)")
@@ -31,6 +43,15 @@ class Subscriber:
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.SUB)
         self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
+        keys = (server_key, public_key, secret_key)
+        if any(keys):
+            if not all(keys):
+                self.close()
+                raise ValueError("CURVE needs the publisher's public key and this subscriber's key pair")
+            self._sock.setsockopt(zmq.CURVE_SERVERKEY, server_key.encode("ascii"))
+            self._sock.setsockopt(zmq.CURVE_PUBLICKEY, public_key.encode("ascii"))
+            self._sock.setsockopt(zmq.CURVE_SECRETKEY, secret_key.encode("ascii"))
         for t in topics:
             self._sock.setsockopt(zmq.SUBSCRIBE, t.encode())
         try:
@@ -48,6 +69,8 @@ class Subscriber:
             if not self._poller.poll(None if timeout is None or timeout <= 0 else timeout * 1000):
                 return None
             frames = self._sock.recv_multipart()
+            if frames[0].decode("ascii", "replace") not in TOPICS:
+                continue  # a topic of a later version (e.g. "posex" matches "pose")
             try:
                 if len(frames) != 2:
                     raise FormatError(f"message has {len(frames)} frames, expected 2")

@@ -2,25 +2,26 @@
 
 Little-endian, no padding ("<"): the layouts of docs/PROTOCOL.md byte for byte.
 Version 2 changed only the status record (its text grew from 64 to 320
-bytes); both versions decode.
+bytes), version 3 too (messages_dropped before the text); all three decode.
 """
 import math
 import struct
 
-WIRE_VERSION = 2
+WIRE_VERSION = 3
 WIRE_VERSION_MIN = 1
 
-# pose/refine (112 bytes, versions 1 and 2): magic, version, kind, seq, frame,
+# pose/refine (112 bytes, versions 1 to 3): magic, version, kind, seq, frame,
 # timestamp, tx ty tz, qx qy qz qw, state, method, iterations,
 # inlier_fraction, rms, condition, latency_ms, reserved.
 POSE = struct.Struct("<4sHHQQd3d4dBBHffffI")
 POSE_MAGIC = b"KRPS"
 # status: magic, version, kind, seq, event, state, reserved, fps, frames_in,
-# frames_out, frames_dropped, frames_lost, model_points, text
-# (320 bytes in version 2, 64 in version 1).
-STATUS = {2: struct.Struct("<4sHHQBBHfQQQQQ320s"), 1: struct.Struct("<4sHHQBBHfQQQQQ64s")}
+# frames_out, frames_dropped, frames_lost, model_points, [messages_dropped
+# from version 3], text (320 bytes from version 2, 64 in version 1).
+STATUS = {3: struct.Struct("<4sHHQBBHfQQQQQQ320s"), 2: struct.Struct("<4sHHQBBHfQQQQQ320s"),
+          1: struct.Struct("<4sHHQBBHfQQQQQ64s")}
 STATUS_MAGIC = b"KRST"
-assert POSE.size == 112 and STATUS[2].size == 384 and STATUS[1].size == 128
+assert POSE.size == 112 and STATUS[3].size == 392 and STATUS[2].size == 384 and STATUS[1].size == 128
 
 TOPICS = {"pose": 1, "status": 2, "refine": 3}
 STATES = ["good", "poor", "lost"]
@@ -37,7 +38,7 @@ def _name(table, i):
 
 
 def _check_header(what, payload, layouts, magic):
-    if len(payload) not in (layouts(WIRE_VERSION).size, layouts(WIRE_VERSION_MIN).size):
+    if len(payload) not in {layouts(v).size for v in range(WIRE_VERSION_MIN, WIRE_VERSION + 1)}:
         raise FormatError(f"{what} payload has {len(payload)} bytes, expected {layouts(WIRE_VERSION).size}")
     head_magic, version = struct.unpack_from("<4sH", payload)
     if head_magic != magic:
@@ -76,7 +77,7 @@ def decode_pose(payload):
 
 
 def decode_status(payload):
-    """status payload (version 1 or 2) -> dict."""
+    """status payload (version 1, 2 or 3) -> dict."""
     f = _check_header("status", payload, lambda v: STATUS[v], STATUS_MAGIC)
     if f[2] != TOPICS["status"]:
         raise FormatError(f"status payload has kind {f[2]}, expected 2 (status)")
@@ -91,9 +92,10 @@ def decode_status(payload):
         "frames_lost": f[11],
         "fps": f[7],
         "model_points": f[12],
+        "messages_dropped": f[13] if len(f) == 15 else 0,  # version 3 on
         # The last byte of the field is a terminator: a sender that filled it
         # all (not kinreg) yields one byte less, as the C decoder does.
-        "text": f[13][:-1].split(b"\0", 1)[0].decode("utf-8", "replace"),
+        "text": f[-1][:-1].split(b"\0", 1)[0].decode("utf-8", "replace"),
     }
 
 

@@ -1,0 +1,289 @@
+/* The tracker's side of the live refiner (pipeline/live_refine.h).
+ *
+ * Keyframe k keeps its tracked pose A_k and its current pose P_k. A refined
+ * window sets P_k for its keyframes; the newest of them, w, gives the world
+ * correction C = P_w·A_w⁻¹, and every later keyframe gets P_k = C·A_k (it was
+ * tracked in the same model frame as w, so it moves with it). A frame f whose
+ * newest keyframe is a gets T_f,refined = P_a·A_a⁻¹·T_f,tracked: its motion
+ * relative to its keyframe is kept, the keyframe's error is removed. With
+ * windows overlapping (every < window), the next window's gauge is a
+ * keyframe the previous window refined, so the corrections chain. */
+#include "pipeline/live_refine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kinreg/transport.h"
+
+void kr_live_refine_config_default(kr_live_refine_config *cfg)
+{
+    *cfg = (kr_live_refine_config){.enabled = false,
+                                   .window = 10,
+                                   .every = 5,
+                                   .keyframe_distance = 0.10,
+                                   .keyframe_angle_deg = 10,
+                                   .keyframe_points = 20000,
+                                   .cell = 0.01,
+                                   .threads = 1,
+                                   .min_correction = 0.003};
+}
+
+kr_status kr_live_refine_init(kr_live_refine *lr, const kr_live_refine_config *cfg,
+                              kr_backend backend, int cuda_device, bool in_step)
+{
+    memset(lr, 0, sizeof *lr);
+    if (cfg->every > cfg->window && cfg->window >= 2)
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "live refiner: a refinement every %d keyframes (--refine-every) with a "
+                        "window of %d (--refine-window) would leave keyframes unrefined: give "
+                        "--refine-every at most the window",
+                        cfg->every, cfg->window);
+    if (cfg->window < 2 || cfg->window > 64 || cfg->every < 1 || cfg->every > cfg->window ||
+        !(cfg->keyframe_distance > 0) || !(cfg->keyframe_angle_deg > 0) ||
+        cfg->keyframe_points < 100 || !(cfg->cell > 0) || cfg->threads < 0 ||
+        !(cfg->min_correction >= 0))
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "live refiner: window %d (2..64), every %d (1..window), keyframe spacing "
+                        "%g m / %g deg (> 0), %d points (>= 100), cell %g m (> 0), threads %d "
+                        "(>= 0), min correction %g m (>= 0): a value is out of range",
+                        cfg->window, cfg->every, cfg->keyframe_distance, cfg->keyframe_angle_deg,
+                        cfg->keyframe_points, cfg->cell, cfg->threads, cfg->min_correction);
+    lr->cfg = *cfg;
+    lr->in_step = in_step;
+    kr_keyframes_config kc;
+    kr_keyframes_config_default(&kc);
+    kc.min_translation = cfg->keyframe_distance;
+    kc.min_angle = cfg->keyframe_angle_deg * M_PI / 180;
+    kc.max_points = (size_t)cfg->keyframe_points;
+    kr_keyframes_init(&lr->kf, &kc);
+    kr_device_config dc;
+    kr_device_config_default(&dc);
+    dc.backend = backend;
+    dc.cuda_device = cuda_device;
+    dc.cpu_threads = cfg->threads;
+    kr_status s = kr_device_create(&lr->device, &dc);
+    kr_refine_config rc;
+    kr_refine_config_default(&rc);
+    /* Room-sized scenes have far more grid points than the bunny: at most 10
+     * LM steps per grid keep a window of ten keyframes to seconds on one
+     * core. Real depth is noisy: a Huber loss of half a cell. Measured on
+     * fr1_xyz (docs/BENCHMARKS.md): a 2 cm finest grid made the trajectory
+     * worse, 1 cm better; 20000 points, three grids and the Huber loss
+     * better still. */
+    rc.cell = cfg->cell;
+    rc.levels = 3;
+    rc.max_iterations = 10;
+    rc.huber = 0.5;
+    if (s == KR_OK) s = kr_refiner_create(&lr->refiner, &rc, lr->device, cfg->threads);
+    if (s != KR_OK) kr_device_destroy(&lr->device);
+    return s;
+}
+
+void kr_live_refine_free(kr_live_refine *lr)
+{
+    if (!lr) return;
+    kr_refiner_destroy(&lr->refiner); /* before the device its thread uses */
+    kr_device_destroy(&lr->device);
+    kr_keyframes_free(&lr->kf);
+    free(lr->tracked);
+    free(lr->stamps);
+    free(lr->anchor);
+    memset(lr, 0, sizeof *lr);
+}
+
+/* A rotation's move is counted at this distance from the camera (a typical
+ * depth of what it sees). */
+#define MOVE_RADIUS_M 1.0
+
+static void publish_keyframe(kr_live_refine *lr, kr_outbox *box, int k, const kr_refine_job *j)
+{
+    kr_outbox_item item = {.topic = KR_TOPIC_REFINE, .capture_time = kr_now()};
+    kr_pose_msg *m = &item.pose;
+    const kr_pose *pose = &lr->kf.items[k].pose;
+    kr_quat q = kr_pose_to_quat(pose);
+    m->topic = KR_TOPIC_REFINE;
+    m->frame_index = lr->kf.items[k].frame;
+    m->timestamp = lr->stamps[k];
+    memcpy(m->t, pose->t, sizeof m->t);
+    m->q[0] = q.x;
+    m->q[1] = q.y;
+    m->q[2] = q.z;
+    m->q[3] = q.w;
+    m->state = KR_TRACK_GOOD;
+    m->method = KR_METHOD_REFINE;
+    m->iterations = (uint16_t)(j->result.iterations > 65535 ? 65535 : j->result.iterations);
+    m->inlier_fraction = NAN; /* no inliers in a distance-field fit */
+    m->rms = (float)j->result.rms_after;
+    m->condition = NAN;
+    kr_outbox_put(box, &item);
+}
+
+/* A finished window: its poses replace the keyframes' (the window's poses
+ * were theirs when posted: only results change keyframe poses, and one
+ * window is in flight at a time), later keyframes follow its newest one,
+ * and the refined poses leave on `refine`. A failed window changes nothing. */
+static void apply(kr_live_refine *lr, kr_outbox *box, kr_refine_job *j)
+{
+    lr->last_ms = 1e3 * j->result.seconds;
+    if (j->status != KR_OK) {
+        lr->failures++;
+        kr_log(KR_LOG_WARN, "live refiner: keyframes %d..%d kept as tracked: %s", j->first,
+               j->first + j->count - 1, j->error);
+        return;
+    }
+    lr->refinements++;
+    /* Below the refinement's resolution a move is noise, not a correction:
+     * the window keeps its poses (still published: they are the best). */
+    double moved = 0;
+    for (int k = 0; k < j->count; k++) {
+        kr_pose inv = kr_pose_inv(&lr->kf.items[j->first + k].pose);
+        kr_pose d = kr_pose_mul(&inv, &j->poses[k]);
+        moved = fmax(moved, kr_pose_translation_norm(&d) + kr_pose_angle(&d) * MOVE_RADIUS_M);
+    }
+    lr->last_moved = moved;
+    kr_log(KR_LOG_DEBUG, "live refiner: keyframes %d..%d moved up to %.1f mm: %s", j->first,
+           j->first + j->count - 1, 1e3 * moved,
+           moved >= lr->cfg.min_correction ? "applied" : "below the resolution, kept");
+    if (moved >= lr->cfg.min_correction) {
+        lr->corrections++;
+        for (int k = 0; k < j->count; k++)
+            lr->kf.items[j->first + k].pose = j->poses[k];
+    }
+    int w = j->first + j->count - 1;
+    kr_pose inv = kr_pose_inv(&lr->tracked[w]);
+    kr_pose correction = kr_pose_mul(&lr->kf.items[w].pose, &inv);
+    for (int k = w + 1; k < lr->kf.n; k++)
+        lr->kf.items[k].pose = kr_pose_mul(&correction, &lr->tracked[k]);
+    for (int k = 0; k < j->count; k++)
+        publish_keyframe(lr, box, j->first + k, j);
+}
+
+static kr_status post_window(kr_live_refine *lr)
+{
+    int count = lr->kf.n < lr->cfg.window ? lr->kf.n : lr->cfg.window;
+    int first = lr->kf.n - count;
+    const float *xyz[64];
+    size_t n[64];
+    kr_pose poses[64];
+    for (int k = 0; k < count; k++) {
+        xyz[k] = lr->kf.items[first + k].xyz;
+        n[k] = lr->kf.items[first + k].n;
+        poses[k] = lr->kf.items[first + k].pose;
+    }
+    kr_refine_job *job = NULL;
+    kr_status s = kr_refine_job_create(&job, first, count, xyz, n, poses);
+    if (s == KR_OK) s = kr_refiner_post(lr->refiner, &job);
+    kr_refine_job_free(&job);
+    if (s != KR_OK) return s;
+    lr->since_post = 0;
+    /* Keyframes before this window are never refined again: their points go. */
+    for (int k = 0; k < first; k++) {
+        free(lr->kf.items[k].xyz);
+        lr->kf.items[k].xyz = NULL;
+        lr->kf.items[k].n = 0;
+    }
+    return KR_OK;
+}
+
+static kr_status add_keyframe(kr_live_refine *lr, uint64_t frame, double stamp,
+                              const kr_pose *tracked, const kr_cloud *cloud)
+{
+    if (lr->kf.n == lr->capacity) {
+        int cap = lr->capacity ? 2 * lr->capacity : 64;
+        kr_pose *t = realloc(lr->tracked, sizeof *t * (size_t)cap);
+        if (t) lr->tracked = t;
+        double *st = t ? realloc(lr->stamps, sizeof *st * (size_t)cap) : NULL;
+        if (st) lr->stamps = st;
+        if (!t || !st)
+            return kr_error(KR_ERR_NOMEM, "live refiner: no memory for %d keyframes", cap);
+        lr->capacity = cap;
+    }
+    /* The pose it starts from: the tracked one moved like the newest keyframe. */
+    kr_pose pose = *tracked;
+    if (lr->kf.n > 0) {
+        int last = lr->kf.n - 1;
+        kr_pose inv = kr_pose_inv(&lr->tracked[last]);
+        kr_pose correction = kr_pose_mul(&lr->kf.items[last].pose, &inv);
+        pose = kr_pose_mul(&correction, tracked);
+    }
+    kr_status s = kr_keyframes_add(&lr->kf, frame, &pose, cloud->points,
+                                   (size_t)cloud->width * (size_t)cloud->height);
+    if (s == KR_ERR_EMPTY) return KR_OK; /* no depth: not a keyframe after all */
+    if (s != KR_OK) return s;
+    lr->tracked[lr->kf.n - 1] = *tracked;
+    lr->stamps[lr->kf.n - 1] = stamp;
+    lr->since_post++;
+    return KR_OK;
+}
+
+static kr_pose correct(const kr_live_refine *lr, int k, const kr_pose *tracked)
+{
+    if (k < 0) return *tracked;
+    kr_pose inv = kr_pose_inv(&lr->tracked[k]);
+    kr_pose correction = kr_pose_mul(&lr->kf.items[k].pose, &inv);
+    return kr_pose_mul(&correction, tracked);
+}
+
+kr_status kr_live_refine_frame(kr_live_refine *lr, kr_outbox *box, uint64_t frame, double stamp,
+                               const kr_pose *tracked, bool good, const kr_cloud *cloud,
+                               kr_pose *refined)
+{
+    kr_refine_job *done = kr_refiner_take(lr->refiner, false);
+    if (done) apply(lr, box, done);
+    kr_refine_job_free(&done);
+
+    kr_status s;
+    kr_pose corrected = correct(lr, lr->kf.n - 1, tracked);
+    if (cloud && kr_keyframes_due(&lr->kf, &corrected, good) &&
+        (s = add_keyframe(lr, frame, stamp, tracked, cloud)) != KR_OK)
+        return s;
+    if (lr->frames == lr->frames_cap) {
+        size_t cap = lr->frames_cap ? 2 * lr->frames_cap : 1024;
+        int *grown = realloc(lr->anchor, sizeof *grown * cap);
+        if (!grown) return kr_error(KR_ERR_NOMEM, "live refiner: no memory for %zu frames", cap);
+        lr->anchor = grown;
+        lr->frames_cap = cap;
+    }
+    lr->anchor[lr->frames++] = lr->kf.n - 1;
+    if (lr->since_post >= lr->cfg.every && lr->kf.n >= 2 && kr_refiner_idle(lr->refiner) &&
+        (s = post_window(lr)) != KR_OK)
+        return s;
+    if (lr->in_step) {
+        done = kr_refiner_take(lr->refiner, true);
+        if (done) apply(lr, box, done);
+        kr_refine_job_free(&done);
+    }
+    *refined = correct(lr, lr->kf.n - 1, tracked);
+    return KR_OK;
+}
+
+kr_status kr_live_refine_finish(kr_live_refine *lr, kr_outbox *box, bool final)
+{
+    kr_refine_job *done = kr_refiner_take(lr->refiner, true);
+    if (done) apply(lr, box, done);
+    kr_refine_job_free(&done);
+    if (!final || lr->since_post == 0 || lr->kf.n < 2) return KR_OK;
+    kr_status s = post_window(lr);
+    if (s != KR_OK) return s;
+    done = kr_refiner_take(lr->refiner, true);
+    if (done) apply(lr, box, done);
+    kr_refine_job_free(&done);
+    return KR_OK;
+}
+
+kr_status kr_live_refine_trajectory(const kr_live_refine *lr, const kr_trajectory *tracked,
+                                    kr_trajectory *out)
+{
+    /* A frame whose fusion failed after it was seen here has no tracked pose:
+     * it is the run's last, and the poses before it still line up. */
+    if (tracked->count > lr->frames)
+        return kr_error(KR_ERR_INVALID_ARG, "live refiner: %zu tracked poses for %zu frames seen",
+                        tracked->count, lr->frames);
+    for (size_t f = 0; f < tracked->count; f++) {
+        kr_pose pose = correct(lr, lr->anchor[f], &tracked->poses[f]);
+        kr_status s = kr_trajectory_push(out, tracked->stamps[f], &pose);
+        if (s != KR_OK) return s;
+    }
+    return KR_OK;
+}

@@ -1,0 +1,66 @@
+/* The tracker's side of the live refiner (kinreg/pipeline.h,
+ * kr_live_refine_config): chooses keyframes, posts windows of them to the
+ * refiner thread, applies finished refinements, publishes refined keyframe
+ * poses on `refine`, and corrects frames by their keyframe's refined motion.
+ * Runs on the tracker thread only. */
+#ifndef KINREG_PIPELINE_LIVE_REFINE_H
+#define KINREG_PIPELINE_LIVE_REFINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fusion/keyframes.h"
+#include "kinreg/pipeline.h"
+#include "pipeline/outbox.h"
+#include "pipeline/refiner.h"
+
+typedef struct {
+    kr_live_refine_config cfg;
+    kr_refiner *refiner;
+    kr_device *device; /* the refiner thread's engine (owned) */
+    kr_keyframes kf;   /* poses: the current best (refined, or corrected by the newest refined) */
+    kr_pose *tracked;  /* per keyframe: its pose as tracked */
+    double *stamps;    /* per keyframe: its frame's timestamp */
+    int capacity;
+    int since_post; /* keyframes added since the last window was posted */
+    int *anchor;    /* per frame: its keyframe (the newest at that frame), -1 before any */
+    size_t frames, frames_cap;
+    uint64_t refinements, failures;
+    uint64_t corrections; /* refinements that moved keyframes by min_correction or more */
+    double last_moved;    /* the largest keyframe move of the last refinement, m */
+    double last_ms;
+    bool in_step; /* deterministic runs: each window is refined before the next frame */
+} kr_live_refine;
+
+/* Starts the refiner thread with an engine of `backend` (the tracker's).
+ * `in_step` (kr_pipeline_config.deterministic): the tracker waits for each
+ * window it posts, so which frames are corrected by which refinement does
+ * not depend on timing; otherwise it never waits. */
+kr_status kr_live_refine_init(kr_live_refine *lr, const kr_live_refine_config *cfg,
+                              kr_backend backend, int cuda_device, bool in_step);
+/* Stops the thread (finishing a job in flight, its result dropped) and frees. */
+void kr_live_refine_free(kr_live_refine *lr);
+
+/* After a frame is tracked: takes a finished refinement (publishing its
+ * poses to `box`), makes the frame a keyframe when due (`good`: tracking was
+ * GOOD; `cloud`: its camera-frame points), posts the next window when due
+ * and the refiner is idle, and returns the frame's refined pose. */
+kr_status kr_live_refine_frame(kr_live_refine *lr, kr_outbox *box, uint64_t frame, double stamp,
+                               const kr_pose *tracked, bool good, const kr_cloud *cloud,
+                               kr_pose *refined);
+
+/* At shutdown: waits for the window in flight and applies it; with `final`
+ * (the source ended), refines the newest window once more when keyframes
+ * came after the last one, and applies that too. */
+kr_status kr_live_refine_finish(kr_live_refine *lr, kr_outbox *box, bool final);
+
+/* Every frame's refined pose from the tracked trajectory (one pose per frame,
+ * in the order kr_live_refine_frame saw them; it may lack the last) into
+ * *out (appended). */
+kr_status kr_live_refine_trajectory(const kr_live_refine *lr, const kr_trajectory *tracked,
+                                    kr_trajectory *out);
+
+/* Defaults of kr_live_refine_config. */
+void kr_live_refine_config_default(kr_live_refine_config *cfg);
+
+#endif
