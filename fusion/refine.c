@@ -1,6 +1,8 @@
 /* Multi-view distance-field refinement: levels, pairs and Levenberg–Marquardt
  * (include/kinreg/refine.h). The sums come from an engine (refine_cpu.c, or the
- * CUDA twin through refine_engine.c); the small dense solve stays here. */
+ * CUDA twin through refine_engine.c, over one or several devices), and are
+ * added over the processes that share the work (refine_partition.c); the
+ * block-sparse solve is refine_solve.c. */
 #include "kinreg/refine.h"
 
 #include <math.h>
@@ -11,6 +13,8 @@
 
 #include "fusion/refine_engine.h"
 #include "fusion/refine_internal.h"
+#include "fusion/refine_partition.h"
+#include "fusion/refine_solve.h"
 
 void kr_refine_config_default(kr_refine_config *cfg)
 {
@@ -28,7 +32,8 @@ void kr_refine_config_default(kr_refine_config *cfg)
                               .seed = 1,
                               .gauge = 0,
                               .star = false,
-                              .tolerance = 1e-3};
+                              .tolerance = 1e-3,
+                              .n_devices = 0};
 }
 
 static double now_seconds(void)
@@ -44,6 +49,15 @@ static kr_status check_args(const kr_refine_config *cfg, const kr_refine_view *v
     if (!cfg || !views || !poses || n_views < 2)
         return kr_error(KR_ERR_INVALID_ARG,
                         "refine: needs a config, at least 2 views and their poses");
+    const kr_refine_partition *part = cfg->partition;
+    if (part &&
+        (part->ranks < 1 || part->rank < 0 || part->rank >= part->ranks || !part->allreduce_sum))
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "refine: partition rank %d of %d (or its reduction) is not valid",
+                        part->rank, part->ranks);
+    if (cfg->n_devices < 0 || cfg->n_devices > KR_REFINE_MAX_DEVICES)
+        return kr_error(KR_ERR_INVALID_ARG, "refine: %d devices (0 to %d)", cfg->n_devices,
+                        KR_REFINE_MAX_DEVICES);
     if (!(cfg->cell > 0) || cfg->levels < 1 || cfg->levels > 12 || cfg->band < 1 ||
         cfg->coarse_band < 1 || cfg->max_iterations < 0 || !(cfg->lambda > 0) || cfg->huber < 0 ||
         !(cfg->subset > 0) || !(cfg->cap > 0) || cfg->subset > 1 || cfg->gauge < 0 ||
@@ -76,7 +90,16 @@ typedef struct {
     int *pairs, npairs;
     kr_df_acc *acc, *trial;
     kr_df_pose *fposes;
+    size_t *all_grid; /* each view's grid points before this process took its share */
 } level;
+
+/* What one kr_refine call carries from level to level. */
+typedef struct {
+    const kr_refine_config *cfg;
+    kr_refine_engine *eng;
+    double bytes; /* all-reduce payload so far */
+    int evaluations;
+} run;
 
 static void level_free(level *L)
 {
@@ -88,6 +111,7 @@ static void level_free(level *L)
     free(L->acc);
     free(L->trial);
     free(L->fposes);
+    free(L->all_grid);
     memset(L, 0, sizeof *L);
 }
 
@@ -102,8 +126,9 @@ static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_co
     L->acc = malloc(sizeof *L->acc * (size_t)maxpairs);
     L->trial = malloc(sizeof *L->trial * (size_t)maxpairs);
     L->fposes = malloc(sizeof *L->fposes * (size_t)V);
+    L->all_grid = malloc(sizeof *L->all_grid * (size_t)V);
     L->pb.views = V;
-    if (!L->fields || !L->pairs || !L->acc || !L->trial || !L->fposes) {
+    if (!L->fields || !L->pairs || !L->acc || !L->trial || !L->fposes || !L->all_grid) {
         level_free(L);
         return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
     }
@@ -136,6 +161,12 @@ static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_co
         level_free(L);
         return kr_error(s, "%s", why);
     }
+    /* Influence-based partitioning: every process holds every field and
+     * evaluates its own share of each view's grid points. */
+    for (int k = 0; k < V; k++)
+        L->all_grid[k] = L->fields[k].n_grid;
+    if (cfg->partition && cfg->partition->ranks > 1)
+        kr_refine_keep_share(L->fields, V, cfg->partition->rank, cfg->partition->ranks);
     L->pb.fields = L->fields;
     L->pb.star = cfg->star;
     L->pb.gauge = cfg->gauge;
@@ -157,10 +188,12 @@ static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_co
 }
 
 /* Does view i's field box, moved into view j's frame, meet j's field box? */
-static int boxes_meet(const kr_dfield *fi, const kr_dfield *fj, const kr_df_pose *Ti,
-                      const kr_df_pose *Tj)
+static int boxes_meet(const kr_dfield *fi, size_t fi_grid, const kr_dfield *fj,
+                      const kr_df_pose *Ti, const kr_df_pose *Tj)
 {
-    if (!fi->n_grid || !(fj->hi[0] >= fj->lo[0])) return 0;
+    /* fi_grid counts all of i's grid points, not this process's share: every
+     * process must choose the same pairs. */
+    if (!fi_grid || !(fj->hi[0] >= fj->lo[0])) return 0;
     float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     for (int c = 0; c < 8; c++) {
         float p[3] = {(c & 1) ? fi->hi[0] : fi->lo[0], (c & 2) ? fi->hi[1] : fi->lo[1],
@@ -184,8 +217,7 @@ typedef struct {
 
 /* The objective at the given poses; acc[p] receives each pair's sums (pairs
  * whose boxes do not meet are skipped: every one of their points misses). */
-static kr_status evaluate(level *L, kr_refine_engine *eng, const kr_pose *poses, kr_df_acc *acc,
-                          totals *t)
+static kr_status evaluate(level *L, run *R, const kr_pose *poses, kr_df_acc *acc, totals *t)
 {
     int V = L->pb.views;
     for (int k = 0; k < V; k++)
@@ -204,13 +236,17 @@ static kr_status evaluate(level *L, kr_refine_engine *eng, const kr_pose *poses,
         int i = L->pairs[2 * p], j = L->pairs[2 * p + 1];
         kr_df_acc_zero(&acc[p]);
         where[p] = -1;
-        if (!L->pb.star && !boxes_meet(&L->fields[i], &L->fields[j], &L->fposes[i], &L->fposes[j]))
+        if (!L->pb.star &&
+            !boxes_meet(&L->fields[i], L->all_grid[i], &L->fields[j], &L->fposes[i], &L->fposes[j]))
             continue;
         active[2 * n] = i;
         active[2 * n + 1] = j;
         where[p] = n++;
     }
-    kr_status s = kr_refine_engine_eval(eng, &L->pb, L->fposes, active, n, sums);
+    kr_status s = kr_refine_engine_eval(R->eng, &L->pb, L->fposes, active, n, sums);
+    if (R->cfg->partition && R->cfg->partition->ranks > 1)
+        s = kr_refine_reduce_sums(R->cfg->partition, sums, n, s, &R->bytes);
+    R->evaluations++;
     if (s == KR_OK) {
         double landed = 0, cost = 0, sq = 0;
         for (int p = 0; p < L->npairs; p++) {
@@ -231,71 +267,6 @@ static kr_status evaluate(level *L, kr_refine_engine *eng, const kr_pose *poses,
     return s;
 }
 
-/* Cholesky solve of the SPD n×n system A x = b (A overwritten). */
-static kr_status cholesky_solve(int n, double *A, const double *b, double *x)
-{
-    for (int j = 0; j < n; j++) {
-        double d = A[(size_t)j * n + j];
-        for (int k = 0; k < j; k++)
-            d -= A[(size_t)j * n + k] * A[(size_t)j * n + k];
-        if (!(d > 0)) return KR_ERR_NUMERIC;
-        d = sqrt(d);
-        A[(size_t)j * n + j] = d;
-        for (int i = j + 1; i < n; i++) {
-            double s = A[(size_t)i * n + j];
-            for (int k = 0; k < j; k++)
-                s -= A[(size_t)i * n + k] * A[(size_t)j * n + k];
-            A[(size_t)i * n + j] = s / d;
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        double s = b[i];
-        for (int k = 0; k < i; k++)
-            s -= A[(size_t)i * n + k] * x[k];
-        x[i] = s / A[(size_t)i * n + i];
-    }
-    for (int i = n - 1; i >= 0; i--) {
-        double s = x[i];
-        for (int k = i + 1; k < n; k++)
-            s -= A[(size_t)k * n + i] * x[k];
-        x[i] = s / A[(size_t)i * n + i];
-    }
-    return KR_OK;
-}
-
-/* The normal equations H δ = −g over the views but the gauge, from the pair
- * sums (core/dfield_kernels.h: J_j = −J_i). */
-static void assemble(const level *L, int gauge, const kr_df_acc *acc, double *H, double *g, int n)
-{
-    memset(H, 0, sizeof *H * (size_t)n * n);
-    memset(g, 0, sizeof *g * (size_t)n);
-    for (int p = 0; p < L->npairs; p++) {
-        if (acc[p].count == 0) continue;
-        int v[2] = {L->pairs[2 * p], L->pairs[2 * p + 1]};
-        int m[2];
-        for (int s = 0; s < 2; s++)
-            m[s] = v[s] == gauge ? -1 : 6 * (v[s] < gauge ? v[s] : v[s] - 1);
-        double S[36];
-        int at = 0;
-        for (int r = 0; r < 6; r++)
-            for (int c = r; c < 6; c++)
-                S[6 * r + c] = S[6 * c + r] = acc[p].H[at++];
-        for (int a = 0; a < 2; a++) {
-            if (m[a] < 0) continue;
-            double sign = a == 0 ? 1 : -1;
-            for (int r = 0; r < 6; r++)
-                g[m[a] + r] += sign * acc[p].g[r];
-            for (int b = 0; b < 2; b++) {
-                if (m[b] < 0) continue;
-                double sb = a == b ? 1 : -1;
-                for (int r = 0; r < 6; r++)
-                    for (int c = 0; c < 6; c++)
-                        H[(size_t)(m[a] + r) * n + m[b] + c] += sb * S[6 * r + c];
-            }
-        }
-    }
-}
-
 typedef struct {
     int iterations, accepted;
 } lm_stats;
@@ -303,38 +274,42 @@ typedef struct {
 /* Levenberg–Marquardt on one level, as the thesis adapts λ: solve
  * (H + λ·diag H) δ = −g, keep the step and divide λ by 10 when the objective
  * falls, else multiply λ by 10 and try again from the same poses. */
-static kr_status run_level(level *L, kr_refine_engine *eng, const kr_refine_config *cfg,
-                           kr_pose *poses, double h, double radius, totals *out, lm_stats *st)
+static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double radius, totals *out,
+                           lm_stats *st)
 {
+    const kr_refine_config *cfg = R->cfg;
+    const kr_refine_partition *part =
+        cfg->partition && cfg->partition->ranks > 1 ? cfg->partition : NULL;
     int V = L->pb.views, n = 6 * (V - 1);
-    double *H = malloc(sizeof *H * (size_t)n * n), *A = malloc(sizeof *A * (size_t)n * n);
-    double *g = malloc(sizeof *g * (size_t)n), *rhs = malloc(sizeof *rhs * (size_t)n),
-           *x = malloc(sizeof *x * (size_t)n);
+    double *x = malloc(sizeof *x * (size_t)n);
     kr_pose *trial = malloc(sizeof *trial * (size_t)V);
+    kr_refine_normal *ne = NULL;
     kr_status s = KR_OK;
-    if (!H || !A || !g || !rhs || !x || !trial)
-        s = kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
+    if (!x || !trial) s = kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
+    if (s == KR_OK) s = kr_refine_normal_create(&ne, V, cfg->gauge);
     totals cur = {0}, next = {0};
-    if (s == KR_OK) s = evaluate(L, eng, poses, L->acc, &cur);
+    if (s == KR_OK) s = evaluate(L, R, poses, L->acc, &cur);
     double lambda = cfg->lambda;
     for (int it = 0; s == KR_OK && it < cfg->max_iterations; it++) {
         st->iterations++;
-        assemble(L, cfg->gauge, L->acc, H, g, n);
-        memcpy(A, H, sizeof *A * (size_t)n * n);
         double dmax = 0;
-        for (int i = 0; i < n; i++)
-            dmax = fmax(dmax, H[(size_t)i * n + i]);
-        if (!(dmax > 0)) break; /* nothing overlaps: nothing to move */
-        for (int i = 0; i < n; i++) {
-            /* A view with no residuals has a zero block: keep it still. */
-            double d = fmax(H[(size_t)i * n + i], 1e-9 * dmax);
-            A[(size_t)i * n + i] = d * (1 + lambda);
-            rhs[i] = -g[i];
+        kr_status solved = KR_OK;
+        /* The sums are the same on every process; only rank 0 solves, and its
+         * step reaches the others exactly. */
+        if (!part || part->rank == 0) {
+            solved = kr_refine_normal_assemble(ne, L->pairs, L->acc, L->npairs, &dmax);
+            if (solved == KR_OK && dmax > 0) solved = kr_refine_normal_solve(ne, lambda, x);
+            if (solved == KR_OK && !(dmax > 0)) memset(x, 0, sizeof *x * (size_t)n);
         }
-        if (cholesky_solve(n, A, rhs, x) != KR_OK) {
+        if (part) solved = kr_refine_broadcast_step(part, x, n, solved, &R->bytes);
+        if (solved == KR_ERR_NUMERIC) {
             lambda *= 10;
             if (lambda > 1e12) break;
             continue;
+        }
+        if (solved != KR_OK) {
+            s = solved;
+            break;
         }
         double move = 0;
         for (int k = 0, m = 0; k < V; k++) {
@@ -352,7 +327,8 @@ static kr_status run_level(level *L, kr_refine_engine *eng, const kr_refine_conf
             move = fmax(move, tr + rot * radius);
             m++;
         }
-        s = evaluate(L, eng, trial, L->trial, &next);
+        if (move == 0) break; /* nothing overlaps: nothing to move */
+        s = evaluate(L, R, trial, L->trial, &next);
         if (s != KR_OK) break;
         if (cfg->progress)
             cfg->progress(cfg->progress_user, h, st->iterations, fmin(cur.cost, next.cost));
@@ -374,10 +350,7 @@ static kr_status run_level(level *L, kr_refine_engine *eng, const kr_refine_conf
         }
     }
     if (s == KR_OK) *out = cur;
-    free(H);
-    free(A);
-    free(g);
-    free(rhs);
+    kr_refine_normal_destroy(&ne);
     free(x);
     free(trial);
     return s;
@@ -407,15 +380,18 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     if (s != KR_OK) return s;
     double t0 = now_seconds();
     kr_refine_engine *eng = NULL;
-    s = kr_refine_engine_create(&eng, dev);
+    s = kr_refine_engine_create(&eng, dev, cfg->devices, cfg->n_devices);
     if (s != KR_OK) return s;
+    run R = {.cfg = cfg, .eng = eng};
     kr_pose *work = malloc(sizeof *work * (size_t)n_views);
     if (!work) {
         kr_refine_engine_destroy(&eng);
         return kr_error(KR_ERR_NOMEM, "refine: no memory for %d poses", n_views);
     }
     memcpy(work, poses, sizeof *work * (size_t)n_views);
-    kr_refine_result res = {.backend = kr_refine_engine_backend(eng)};
+    kr_refine_result res = {.backend = kr_refine_engine_backend(eng),
+                            .devices = kr_refine_engine_devices(eng),
+                            .ranks = cfg->partition ? cfg->partition->ranks : 1};
     double radius = views_radius(views, n_views, poses);
     level fine = {0};
     totals before = {0}, after = {0};
@@ -423,7 +399,7 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     /* The finest grid first, for the "before" figures. */
     s = level_build(&fine, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap, 0);
     if (s == KR_OK) s = kr_refine_engine_load(eng, &fine.pb);
-    if (s == KR_OK) s = evaluate(&fine, eng, work, fine.acc, &before);
+    if (s == KR_OK) s = evaluate(&fine, &R, work, fine.acc, &before);
     for (int k = cfg->levels - 1; k >= 1 && s == KR_OK; k--) {
         level L;
         double h = cfg->cell * (double)(1 << k);
@@ -431,11 +407,11 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
         if (s != KR_OK) break;
         totals t;
         s = kr_refine_engine_load(eng, &L.pb);
-        if (s == KR_OK) s = run_level(&L, eng, cfg, work, h, radius, &t, &st);
+        if (s == KR_OK) s = run_level(&L, &R, work, h, radius, &t, &st);
         level_free(&L);
     }
     if (s == KR_OK) s = kr_refine_engine_load(eng, &fine.pb);
-    if (s == KR_OK) s = run_level(&fine, eng, cfg, work, cfg->cell, radius, &after, &st);
+    if (s == KR_OK) s = run_level(&fine, &R, work, cfg->cell, radius, &after, &st);
     level_free(&fine);
     kr_refine_engine_destroy(&eng);
     if (s == KR_OK) {
@@ -448,6 +424,8 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
         res.iterations = st.iterations;
         res.accepted = st.accepted;
         res.seconds = now_seconds() - t0;
+        res.reduced_bytes = R.bytes;
+        res.evaluations = R.evaluations;
         memcpy(poses, work, sizeof *poses * (size_t)n_views);
         if (result) *result = res;
     }
@@ -461,14 +439,19 @@ kr_status kr_refine_residual(const kr_refine_config *cfg, const kr_refine_view *
     kr_status s = check_args(cfg, views, n_views, poses);
     if (s != KR_OK) return s;
     kr_refine_engine *eng = NULL;
-    s = kr_refine_engine_create(&eng, NULL);
+    s = kr_refine_engine_create(&eng, NULL, NULL, 0);
     if (s != KR_OK) return s;
+    /* The residual of the whole problem, in this process alone. */
+    kr_refine_config one = *cfg;
+    one.partition = NULL;
+    cfg = &one;
+    run R = {.cfg = cfg, .eng = eng};
     level L;
     totals t = {0};
     s = level_build(&L, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap, 0);
     if (s == KR_OK) {
         s = kr_refine_engine_load(eng, &L.pb);
-        if (s == KR_OK) s = evaluate(&L, eng, poses, L.acc, &t);
+        if (s == KR_OK) s = evaluate(&L, &R, poses, L.acc, &t);
         level_free(&L);
     }
     kr_refine_engine_destroy(&eng);

@@ -1,27 +1,57 @@
-/* The refinement's engine dispatcher (fusion/refine_engine.h). */
+/* The refinement's engine dispatcher (fusion/refine_engine.h): the OpenMP
+ * loops, or the CUDA twin on one device or several. With several devices each
+ * gets its own context (stream) and every view's fields, takes a disjoint
+ * share of each view's grid points, and the per-pair sums are added here. */
 #include "fusion/refine_engine.h"
 
 #include <stdlib.h>
 
+#include "fusion/refine_partition.h"
 #include "gpu/device_internal.h"
 #include "gpu/refine_gpu.h"
+#include "kinreg/refine.h"
 
 struct kr_refine_engine {
     kr_backend backend;
-    kr_gpu_refine *gpu; /* CUDA */
+    int n_gpu;                /* CUDA: devices the sums are split over */
+    kr_gpu_refine **gpu;      /* one per device */
+    kr_gpu_context **own_ctx; /* contexts created here (NULL: the kr_device's) */
+    kr_df_acc *part_acc;      /* n_gpu × pairs_capacity partial sums */
+    int pairs_capacity;
 };
 
-kr_status kr_refine_engine_create(kr_refine_engine **out, kr_device *dev)
+kr_status kr_refine_engine_create(kr_refine_engine **out, kr_device *dev, const int *devices,
+                                  int n_devices)
 {
     kr_refine_engine *e = calloc(1, sizeof *e);
     if (!e) return kr_error(KR_ERR_NOMEM, "refine: no memory for an engine");
     e->backend = dev ? kr_device_backend(dev) : KR_BACKEND_CPU;
-    if (e->backend == KR_BACKEND_CUDA) {
-        kr_status s = kr_gpu_refine_create(&e->gpu, kr_device_gpu(dev));
-        if (s != KR_OK) {
+    if (e->backend != KR_BACKEND_CUDA) {
+        if (n_devices > 0) {
             free(e);
-            return s;
+            return kr_error(KR_ERR_INVALID_ARG,
+                            "refine: %d CUDA devices named but the backend is cpu; use the cuda "
+                            "backend",
+                            n_devices);
         }
+        *out = e;
+        return KR_OK;
+    }
+    e->n_gpu = n_devices > 0 ? n_devices : 1;
+    e->gpu = calloc((size_t)e->n_gpu, sizeof *e->gpu);
+    e->own_ctx = calloc((size_t)e->n_gpu, sizeof *e->own_ctx);
+    kr_status s = e->gpu && e->own_ctx ? KR_OK : kr_error(KR_ERR_NOMEM, "refine: no memory");
+    for (int d = 0; d < e->n_gpu && s == KR_OK; d++) {
+        kr_gpu_context *ctx = kr_device_gpu(dev);
+        if (n_devices > 0) {
+            s = kr_gpu_context_create(&e->own_ctx[d], devices[d]);
+            ctx = e->own_ctx[d];
+        }
+        if (s == KR_OK) s = kr_gpu_refine_create(&e->gpu[d], ctx);
+    }
+    if (s != KR_OK) {
+        kr_refine_engine_destroy(&e);
+        return s;
     }
     *out = e;
     return KR_OK;
@@ -30,14 +60,26 @@ kr_status kr_refine_engine_create(kr_refine_engine **out, kr_device *dev)
 void kr_refine_engine_destroy(kr_refine_engine **eng)
 {
     if (!eng || !*eng) return;
-    kr_gpu_refine_destroy(&(*eng)->gpu);
-    free(*eng);
+    kr_refine_engine *e = *eng;
+    for (int d = 0; d < e->n_gpu; d++) {
+        if (e->gpu) kr_gpu_refine_destroy(&e->gpu[d]);
+        if (e->own_ctx) kr_gpu_context_destroy(&e->own_ctx[d]);
+    }
+    free(e->gpu);
+    free(e->own_ctx);
+    free(e->part_acc);
+    free(e);
     *eng = NULL;
 }
 
 kr_backend kr_refine_engine_backend(const kr_refine_engine *eng)
 {
     return eng->backend;
+}
+
+int kr_refine_engine_devices(const kr_refine_engine *eng)
+{
+    return eng->backend == KR_BACKEND_CUDA ? eng->n_gpu : 0;
 }
 
 kr_status kr_refine_engine_field(kr_refine_engine *eng, kr_dfield *f, const float *xyz, size_t n,
@@ -49,7 +91,7 @@ kr_status kr_refine_engine_field(kr_refine_engine *eng, kr_dfield *f, const floa
     kr_status s = kr_dfield_build_bricks(&g, xyz, n, stride, h, band);
     if (s != KR_OK) return s;
     kr_df_field view = kr_dfield_view(&g);
-    s = kr_gpu_refine_fill(eng->gpu, &view, g.bricks, band, xyz, n, stride, g.values);
+    s = kr_gpu_refine_fill(eng->gpu[0], &view, g.bricks, band, xyz, n, stride, g.values);
     if (s == KR_OK) s = kr_dfield_collect(&g, subset, seed);
     if (s != KR_OK) {
         kr_dfield_free(&g);
@@ -64,23 +106,58 @@ kr_status kr_refine_engine_load(kr_refine_engine *eng, const kr_refine_problem *
     if (eng->backend != KR_BACKEND_CUDA) return KR_OK;
     kr_gpu_refine_view *v = malloc(sizeof *v * (size_t)pb->views);
     if (!v) return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", pb->views);
-    for (int k = 0; k < pb->views; k++)
-        v[k] = (kr_gpu_refine_view){.field = kr_dfield_view(&pb->fields[k]),
-                                    .bricks = pb->fields[k].bricks,
-                                    .grid = pb->fields[k].grid,
-                                    .grid_val = pb->fields[k].grid_val,
-                                    .n_grid = pb->fields[k].n_grid};
-    kr_status s = kr_gpu_refine_load(eng->gpu, v, pb->views);
+    kr_status s = KR_OK;
+    for (int d = 0; d < eng->n_gpu && s == KR_OK; d++) {
+        for (int k = 0; k < pb->views; k++) {
+            const kr_dfield *f = &pb->fields[k];
+            size_t lo, hi;
+            kr_refine_share(f->n_grid, d, eng->n_gpu, &lo, &hi);
+            v[k] = (kr_gpu_refine_view){.field = kr_dfield_view(f),
+                                        .bricks = f->bricks,
+                                        .grid = f->grid + 3 * lo,
+                                        .grid_val = f->grid_val + lo,
+                                        .n_grid = hi - lo};
+        }
+        s = kr_gpu_refine_load(eng->gpu[d], v, pb->views);
+    }
     free(v);
     return s;
+}
+
+static kr_status eval_devices(kr_refine_engine *eng, const kr_refine_problem *pb,
+                              const kr_df_pose *poses, const int *pairs, int npairs, kr_df_acc *acc)
+{
+    int D = eng->n_gpu;
+    if (npairs > eng->pairs_capacity) {
+        kr_df_acc *p = realloc(eng->part_acc, sizeof *p * (size_t)D * (size_t)npairs);
+        if (!p) return kr_error(KR_ERR_NOMEM, "refine: no memory for %d devices' sums", D);
+        eng->part_acc = p;
+        eng->pairs_capacity = npairs;
+    }
+    kr_status st[KR_REFINE_MAX_DEVICES];
+    /* One host thread per device: each waits for its own stream, so the
+     * devices work at the same time. */
+#pragma omp parallel for num_threads(D) schedule(static, 1)
+    for (int d = 0; d < D; d++)
+        st[d] = kr_gpu_refine_eval(eng->gpu[d], pb->star, pb->gauge, pb->huber, pb->cap, poses,
+                                   pairs, npairs, eng->part_acc + (size_t)d * npairs);
+    for (int d = 0; d < D; d++)
+        if (st[d] != KR_OK) return st[d];
+    for (int p = 0; p < npairs; p++) {
+        kr_df_acc_zero(&acc[p]);
+        for (int d = 0; d < D; d++)
+            kr_df_acc_add(&acc[p], &eng->part_acc[(size_t)d * npairs + p]);
+    }
+    return KR_OK;
 }
 
 kr_status kr_refine_engine_eval(kr_refine_engine *eng, const kr_refine_problem *pb,
                                 const kr_df_pose *poses, const int *pairs, int npairs,
                                 kr_df_acc *acc)
 {
-    if (eng->backend == KR_BACKEND_CUDA)
-        return kr_gpu_refine_eval(eng->gpu, pb->star, pb->gauge, pb->huber, pb->cap, poses, pairs,
-                                  npairs, acc);
-    return kr_refine_eval_cpu(pb, poses, pairs, npairs, acc);
+    if (eng->backend != KR_BACKEND_CUDA) return kr_refine_eval_cpu(pb, poses, pairs, npairs, acc);
+    if (eng->n_gpu == 1)
+        return kr_gpu_refine_eval(eng->gpu[0], pb->star, pb->gauge, pb->huber, pb->cap, poses,
+                                  pairs, npairs, acc);
+    return eval_devices(eng, pb, poses, pairs, npairs, acc);
 }

@@ -8,9 +8,15 @@
 
 typedef struct kr_refine_engine kr_refine_engine;
 
-kr_status kr_refine_engine_create(kr_refine_engine **out, kr_device *dev);
+/* dev NULL: the CPU engine. With a CUDA dev and n_devices > 0 the sums are
+ * split over those device ordinals (a context each, made here); with
+ * n_devices 0 they run on dev's own context. */
+kr_status kr_refine_engine_create(kr_refine_engine **out, kr_device *dev, const int *devices,
+                                  int n_devices);
 void kr_refine_engine_destroy(kr_refine_engine **eng);
 kr_backend kr_refine_engine_backend(const kr_refine_engine *eng);
+/* CUDA devices the sums run on (0 on the CPU). */
+int kr_refine_engine_devices(const kr_refine_engine *eng);
 /* kr_dfield_build on this engine. */
 kr_status kr_refine_engine_field(kr_refine_engine *eng, kr_dfield *f, const float *xyz, size_t n,
                                  size_t stride, float h, int band, double subset, unsigned seed);

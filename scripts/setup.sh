@@ -39,6 +39,8 @@ packages=(build-essential cmake pkg-config libpng-dev libzmq3-dev libfreenect-de
 # The live view's test loads its page in headless Chromium: a browser only
 # where the tests run, not for using kinreg.
 if [ "$mode" = test ]; then packages+=(chromium); fi
+# Refinement: MPI ranks (mpirun kinreg refine) and CHOLMOD's sparse Cholesky.
+packages+=(libopenmpi-dev openmpi-bin libsuitesparse-dev)
 # The sanitizer and fuzzing passes: clang with its runtimes (libFuzzer, ASan,
 # UBSan, TSan: libclang-rt-14-dev) and OpenMP (libomp-14-dev); ccache.
 if [ "$mode" = test ]; then packages+=(clang-14 libclang-rt-14-dev libomp-14-dev ccache); fi

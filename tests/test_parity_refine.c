@@ -36,8 +36,8 @@ KR_TEST(parity_refine, fields_and_sums_match)
     kr_device *gpu = make_device(KR_BACKEND_CUDA);
     REQUIRE(gpu);
     kr_refine_engine *ec = NULL, *eg = NULL;
-    REQUIRE_OK(kr_refine_engine_create(&ec, NULL));
-    REQUIRE_OK(kr_refine_engine_create(&eg, gpu));
+    REQUIRE_OK(kr_refine_engine_create(&ec, NULL, NULL, 0));
+    REQUIRE_OK(kr_refine_engine_create(&eg, gpu, NULL, 0));
     kr_dfield fc[V], fg[V];
     for (int k = 0; k < V; k++) {
         REQUIRE_OK(kr_refine_engine_field(ec, &fc[k], xyz[k], n[k], 1, 0.003f, 2, 1.0, 1));

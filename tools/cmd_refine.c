@@ -13,9 +13,12 @@
 #include "capture/ply_read.h"
 #include "capture/scan_conf.h"
 #include "capture/synthetic_object.h"
+#include "capture/synthetic_room.h"
 #include "cli.h"
 #include "number_option.h"
 #include "kinreg/refine.h"
+#include "refine_mpi.h"
+#include "gpu/gpu.h"
 #include "refine_sequence.h"
 
 static void help(FILE *out)
@@ -36,7 +39,8 @@ static void help(FILE *out)
         "  --coarse-band B       band of the coarser grids (default 3)\n"
         "  --points N            points per scan on the finest grid at most (default 0: "
         "all)\n"
-        "  --iterations N        LM iterations per level at most (default 30)\n"
+        "  --iterations N        LM iterations per level at most (default 30; 0 = only the\n"
+        "                        residual figures)\n"
         "  --huber C             Huber loss with threshold C cells (default 0: squares)\n"
         "  --cap C               finest grid: residuals beyond C cells weigh 0 (default 0.3)\n"
         "  --subset F            fraction of grid points used (thesis: 0.4; default 1)\n"
@@ -55,6 +59,14 @@ static void help(FILE *out)
         "  --min-move M,DEG      keyframe spacing: metres or degrees since the last (0.15,15)\n"
         "  --synthetic N         instead of SCANS.conf: N views of a synthetic bumpy object\n"
         "                        (about 0.2 m across, cameras 0.5 m away; exact poses)\n"
+        "  --synthetic room:N[:WxH] a long scan instead: N depth views (W x H, default\n"
+        "                        160x120) from a loop\n"
+        "                        inside a 4 x 3 m room with bumpy walls (exact poses; each view\n"
+        "                        overlaps its neighbours); use a cm grid, e.g. --cell 0.02\n"
+        "  --devices LIST        cuda backend: split the sums over these GPUs ('all', '0,1');\n"
+        "                        default one device (under mpirun: the rank's by local rank)\n"
+        "  --mpi                 insist on MPI (mpirun -np N kinreg refine ... shares the sums\n"
+        "                        over N ranks; started by mpirun this is implied)\n"
         "  --json                print one JSON object instead of text\n"
         "  -q, --quiet           no progress line\n"
         "  -h, --help            this text\n\n"
@@ -163,9 +175,11 @@ static void relative_error(const kr_pose *est, const kr_pose *ref, int gauge, in
     *mm = kr_pose_translation_norm(&d) * 1000;
 }
 
-/* N views of the synthetic object (capture/synthetic_object.h) as a scan set
+/* N views of the synthetic object (capture/synthetic_object.h), or with
+ * room set of the synthetic room (capture/synthetic_room.h), as a scan set
  * whose poses are exact. */
-static kr_status make_synthetic(int n, kr_scan_conf *conf, float ***xyz, size_t **count)
+static kr_status make_synthetic(int n, bool room, int width, int height, kr_scan_conf *conf,
+                                float ***xyz, size_t **count)
 {
     kr_scan_conf c = {0};
     c.scans = calloc((size_t)n, sizeof *c.scans);
@@ -175,10 +189,12 @@ static kr_status make_synthetic(int n, kr_scan_conf *conf, float ***xyz, size_t 
     kr_status s = (c.scans && pts && cnt && poses)
                       ? KR_OK
                       : kr_error(KR_ERR_NOMEM, "no memory for %d views", n);
-    if (s == KR_OK) s = kr_synthetic_object_views(n, 60000, pts, cnt, poses);
+    if (s == KR_OK)
+        s = room ? kr_synthetic_room_views(n, width, height, 0, 1, pts, cnt, poses)
+                 : kr_synthetic_object_views(n, 60000, pts, cnt, poses);
     for (int k = 0; k < n && s == KR_OK; k++) {
         char name[32];
-        snprintf(name, sizeof name, "synthetic%02d.ply", k);
+        snprintf(name, sizeof name, room ? "room%03d.ply" : "synthetic%02d.ply", k);
         c.scans[k].file = strdup(name);
         c.scans[k].pose = poses[k];
         c.n = k + 1;
@@ -196,6 +212,32 @@ static kr_status make_synthetic(int n, kr_scan_conf *conf, float ***xyz, size_t 
     *count = cnt;
     return KR_OK;
 }
+
+/* The all-reduce payload of one LM iteration: the pair sums of one
+ * evaluation and the step (rank 0's), averaged over the run. */
+static double bytes_per_iteration(const kr_refine_result *r)
+{
+    return r->evaluations > 0 ? r->reduced_bytes / r->evaluations : 0;
+}
+
+/* A number that differs when the ranks read different inputs. */
+static double problem_digest(const kr_refine_view *views, const kr_pose *poses, int n)
+{
+    double d = n;
+    for (int k = 0; k < n; k++) {
+        d += (double)views[k].n * (k + 1);
+        for (int i = 0; i < 12; i++)
+            d += (i < 9 ? poses[k].R[i] : poses[k].t[i - 9]) * (1 + 0.37 * i + 0.11 * k);
+        if (views[k].n) d += views[k].xyz[0] + views[k].xyz[3 * (views[k].n - 1) + 2];
+    }
+    return d;
+}
+
+static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_config *cfgp,
+                        kr_refine_sequence_args *seqp, const char *output, const char *model,
+                        kr_backend backend, const char *devices, bool json, bool quiet,
+                        bool perturbing, const double deg[2], const double cm[2], unsigned seed,
+                        int synthetic, bool room, int room_width, int room_height);
 
 static int refine_sequence(kr_refine_sequence_args *seq, kr_refine_config *cfg, const char *output,
                            kr_backend backend, bool json, bool quiet)
@@ -246,8 +288,8 @@ static const kr_number_rule rule_coarse_band = {"--coarse-band", 1,   100, false
                                                 "cells",         NULL};
 static const kr_number_rule rule_points = {"--points", 0,        INT_MAX,  false,
                                            true,       "points", "0 = all"};
-static const kr_number_rule rule_iterations = {"--iterations",  1,   100000, false, true,
-                                               "LM iterations", NULL};
+static const kr_number_rule rule_iterations = {"--iterations", 0, 100000, false, true,
+                                               "LM iterations", "0 = only the residual figures"};
 static const kr_number_rule rule_huber = {"--huber", 0, 1000, false, false, "cells", "0 = squares"};
 static const kr_number_rule rule_cap = {"--cap", 0, 1000, false, false, "cells", NULL};
 static const kr_number_rule rule_subset = {"--subset", 0, 1, true, false, "a fraction", NULL};
@@ -302,7 +344,9 @@ int kr_cmd_refine(int argc, char **argv)
         OPT_SEQUENCE,
         OPT_TRAJECTORY,
         OPT_INTRINSICS,
-        OPT_MIN_MOVE
+        OPT_MIN_MOVE,
+        OPT_DEVICES,
+        OPT_MPI
     };
     static const struct option longopts[] = {{"output", required_argument, 0, 'o'},
                                              {"model", required_argument, 0, OPT_MODEL},
@@ -326,6 +370,8 @@ int kr_cmd_refine(int argc, char **argv)
                                              {"trajectory", required_argument, 0, OPT_TRAJECTORY},
                                              {"intrinsics", required_argument, 0, OPT_INTRINSICS},
                                              {"min-move", required_argument, 0, OPT_MIN_MOVE},
+                                             {"devices", required_argument, 0, OPT_DEVICES},
+                                             {"mpi", no_argument, 0, OPT_MPI},
                                              {"quiet", no_argument, 0, 'q'},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
@@ -333,7 +379,9 @@ int kr_cmd_refine(int argc, char **argv)
     kr_refine_config_default(&cfg);
     const char *output = NULL, *model = NULL;
     kr_backend backend = KR_BACKEND_CPU;
-    bool json = false, quiet = false, perturbing = false;
+    bool json = false, quiet = false, perturbing = false, room = false, want_mpi = false;
+    const char *devices = NULL;
+    int room_width = 160, room_height = 120;
     double deg[2] = {0, 0}, cm[2] = {0, 0};
     unsigned seed = 1;
     int opt, synthetic = 0;
@@ -412,9 +460,46 @@ int kr_cmd_refine(int argc, char **argv)
                 return KR_EXIT_USAGE;
             }
             break;
-        case OPT_SYNTHETIC:
-            if (!refine_number(&rule_synthetic, optarg, &v)) return KR_EXIT_USAGE;
+        case OPT_SYNTHETIC: {
+            /* N views, or room:N[:WIDTHxHEIGHT]; N checked by rule_synthetic. */
+            room = strncmp(optarg, "room:", 5) == 0;
+            const char *count = optarg + (room ? 5 : 0);
+            char head[32];
+            size_t len = strcspn(count, ":");
+            if (len >= sizeof head) len = sizeof head - 1;
+            memcpy(head, count, len);
+            head[len] = 0;
+            if (!refine_number(&rule_synthetic, head, &v)) return KR_EXIT_USAGE;
             synthetic = (int)v;
+            const char *rest = count + strcspn(count, ":");
+            if (*rest && !room) {
+                fprintf(stderr, "kinreg refine: --synthetic '%s': expected N or room:N[:WxH]\n",
+                        optarg);
+                return KR_EXIT_USAGE;
+            }
+            if (*rest) {
+                char *end;
+                const char *size = rest + 1;
+                long w = strtol(size, &end, 10), h = room_height;
+                if (*end == 'x') h = strtol(end + 1, &end, 10);
+                if (end == size || *end || w < 8 || h < 8 || w > 4096 || h > 4096) {
+                    fprintf(stderr,
+                            "kinreg refine: --synthetic '%s': expected room:N or "
+                            "room:N:WIDTHxHEIGHT with 8..4096 pixels a side (e.g. "
+                            "room:200:160x120)\n",
+                            optarg);
+                    return KR_EXIT_USAGE;
+                }
+                room_width = (int)w;
+                room_height = (int)h;
+            }
+            break;
+        }
+        case OPT_DEVICES:
+            devices = optarg;
+            break;
+        case OPT_MPI:
+            want_mpi = true;
             break;
         case OPT_JSON:
             json = true;
@@ -446,6 +531,60 @@ int kr_cmd_refine(int argc, char **argv)
             return KR_EXIT_USAGE;
         }
     }
+    kr_mpi_session mpi = {.ranks = 1, .local_ranks = 1};
+    if (want_mpi || kr_mpi_launched()) {
+        kr_status ms = kr_mpi_begin(&mpi, &argc, &argv);
+        if (ms != KR_OK) {
+            fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
+            return kr_exit_code(ms);
+        }
+    }
+    int rc =
+        refine_scans(&mpi, argc, argv, &cfg, &seq, output, model, backend, devices, json, quiet,
+                     perturbing, deg, cm, seed, synthetic, room, room_width, room_height);
+    kr_mpi_end(&mpi);
+    return rc;
+}
+
+/* The refinement itself, on this rank of `mpi` (one rank alone without MPI). */
+static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_config *cfgp,
+                        kr_refine_sequence_args *seqp, const char *output, const char *model,
+                        kr_backend backend, const char *devices, bool json, bool quiet,
+                        bool perturbing, const double deg[2], const double cm[2], unsigned seed,
+                        int synthetic, bool room, int room_width, int room_height)
+{
+    kr_refine_config cfg = *cfgp;
+    kr_refine_sequence_args seq = *seqp;
+    bool lead = mpi->rank == 0, shared = mpi->ranks > 1;
+    /* Rank 0 speaks for all; the others say only what went wrong with them. */
+    if (!lead) {
+        quiet = true;
+        json = false;
+        output = model = NULL;
+    }
+    const char *who = "";
+    char who_buf[32];
+    if (shared) {
+        snprintf(who_buf, sizeof who_buf, "rank %d: ", mpi->rank);
+        who = who_buf;
+    }
+    if (devices && backend != KR_BACKEND_CUDA) {
+        fprintf(stderr, "kinreg refine: --devices needs --backend cuda\n");
+        return KR_EXIT_USAGE;
+    }
+    if (devices) {
+        kr_status ds = kr_refine_devices_parse(devices, cfg.devices, &cfg.n_devices);
+        if (ds != KR_OK) {
+            fprintf(stderr, "kinreg refine: %s%s\n", who, kr_last_error());
+            return kr_exit_code(ds);
+        }
+    }
+    if (shared && (seq.uri || seq.trajectory)) {
+        if (lead)
+            fprintf(stderr, "kinreg refine: --sequence runs in one process; under mpirun give "
+                            "SCANS.conf or --synthetic\n");
+        return KR_EXIT_USAGE;
+    }
     if (seq.uri || seq.trajectory) {
         if (!seq.uri || !seq.trajectory || optind != argc) {
             fprintf(stderr, "kinreg refine: --sequence URI and --trajectory FILE go together, "
@@ -455,8 +594,9 @@ int kr_cmd_refine(int argc, char **argv)
         return refine_sequence(&seq, &cfg, output, backend, json, quiet);
     }
     if (optind != argc - (synthetic ? 0 : 1) || synthetic < 0 || synthetic == 1) {
-        fprintf(stderr, "kinreg refine: expected one SCANS.conf, or --synthetic N (N >= 2) alone "
-                        "(see --help)\n");
+        if (lead)
+            fprintf(stderr, "kinreg refine: expected one SCANS.conf, or --synthetic N or "
+                            "room:N (N >= 2) alone (see --help)\n");
         return KR_EXIT_USAGE;
     }
     cfg.seed = seed;
@@ -465,9 +605,10 @@ int kr_cmd_refine(int argc, char **argv)
     kr_scan_conf conf = {0};
     float **made = NULL;
     size_t *made_n = NULL;
-    kr_status s = synthetic ? make_synthetic(synthetic, &conf, &made, &made_n)
-                            : kr_scan_conf_read(argv[optind], &conf);
-    if (s != KR_OK) {
+    kr_status s =
+        synthetic ? make_synthetic(synthetic, room, room_width, room_height, &conf, &made, &made_n)
+                  : kr_scan_conf_read(argv[optind], &conf);
+    if (s != KR_OK && !shared) {
         fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
         return kr_exit_code(s);
     }
@@ -496,6 +637,22 @@ int kr_cmd_refine(int argc, char **argv)
     }
     if (s == KR_OK && (cfg.gauge < 0 || cfg.gauge >= n))
         s = kr_error(KR_ERR_INVALID_ARG, "--gauge %d: the set has scans 0..%d", cfg.gauge, n - 1);
+    if (shared) {
+        /* Every rank reads its input itself; one that cannot makes them all
+         * stop, each saying why, instead of leaving the others waiting. */
+        if (s != KR_OK) fprintf(stderr, "kinreg refine: %s%s\n", who, kr_last_error());
+        kr_status mine = s;
+        s = kr_mpi_agree(mpi, s);
+        if (s != KR_OK && mine == KR_OK) fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
+        if (s == KR_OK && !kr_mpi_same(mpi, problem_digest(views, poses, n))) {
+            s = kr_error(KR_ERR_INVALID_ARG, "the ranks read different scans or poses; give "
+                                             "every rank the same input");
+            if (lead) fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
+        }
+        if (s != KR_OK) rc = kr_exit_code(s);
+        if (s == KR_OK && lead && !quiet && !json)
+            fprintf(stderr, "\rrefine: %d MPI ranks share the sums%-30s\n", mpi->ranks, "");
+    }
     if (s == KR_OK && perturbing) {
         rng_state = seed * 2654435761u + 1;
         for (int k = 0; k < n; k++) {
@@ -513,37 +670,65 @@ int kr_cmd_refine(int argc, char **argv)
         kr_device_config dc;
         kr_device_config_default(&dc);
         dc.backend = backend;
+        /* One rank per GPU: the ranks of a host take its devices in turn. */
+        int visible = shared && !devices ? kr_gpu_device_count(NULL, 0) : 0;
+        if (visible > 0) dc.cuda_device = mpi->local_rank % visible;
         s = kr_device_create(&dev, &dc);
+        if (shared) {
+            if (s != KR_OK) fprintf(stderr, "kinreg refine: %s%s\n", who, kr_last_error());
+            kr_status mine = s;
+            s = kr_mpi_agree(mpi, s);
+            if (s != KR_OK && mine == KR_OK)
+                fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
+            if (s != KR_OK) rc = kr_exit_code(s);
+        }
     }
+    if (shared) cfg.partition = &mpi->partition;
     kr_refine_result res = {0};
     kr_pose *start = calloc((size_t)n, sizeof *start);
     if (s == KR_OK && !start) s = kr_error(KR_ERR_NOMEM, "no memory for %d poses", n);
     if (s == KR_OK) {
         memcpy(start, poses, sizeof *poses * (size_t)n);
         s = kr_refine(&cfg, dev, views, n, poses, &res);
+        /* A rank that fails inside the refinement may have left the others
+         * waiting in an all-reduce it will not join: end them all. */
+        if (s != KR_OK && shared) {
+            fprintf(stderr, "kinreg refine: %s%s\n", who, kr_last_error());
+            kr_mpi_abort(mpi, kr_exit_code(s));
+        }
     }
     if (!quiet && !json) fprintf(stderr, "\r%-70s\r", "");
+    bool reported = shared && s != KR_OK; /* each rank said why above */
     if (s == KR_OK && output) s = kr_scan_conf_write(output, &conf, poses);
     if (s == KR_OK && model) s = write_model(model, xyz, count, poses, n);
     if (s != KR_OK) {
-        fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
+        if (!reported) fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
         rc = kr_exit_code(s);
+    } else if (!lead) {
+        /* Rank 0 reports. */
     } else {
         double max_deg = 0, max_mm = 0, max_deg0 = 0, max_mm0 = 0;
         if (json)
             printf("{\"scans\":%d,\"backend\":\"%s\",\"rms_before_m\":%.9g,\"rms_after_m\":%.9g,"
                    "\"residuals_before\":%zu,\"residuals_after\":%zu,\"iterations\":%d,"
                    "\"accepted\":%d,"
-                   "\"seconds\":%.6f",
+                   "\"seconds\":%.6f,\"ranks\":%d,\"devices\":%d,\"solver\":\"%s\","
+                   "\"reduced_bytes\":%.0f,\"bytes_per_iteration\":%.0f",
                    n, kr_backend_name(res.backend), res.rms_before, res.rms_after,
                    res.residuals_before, res.residuals_after, res.iterations, res.accepted,
-                   res.seconds);
+                   res.seconds, res.ranks, res.devices, kr_refine_solver(), res.reduced_bytes,
+                   bytes_per_iteration(&res));
         else
             printf("refined %d scans on %s in %.3f s (%d LM iterations, %d accepted)\n"
                    "RMS residual %.4f mm -> %.4f mm (%zu -> %zu residuals on the %.2f mm grid)\n",
                    n, kr_backend_name(res.backend), res.seconds, res.iterations, res.accepted,
                    res.rms_before * 1000, res.rms_after * 1000, res.residuals_before,
                    res.residuals_after, cfg.cell * 1000);
+        if (!json && (res.ranks > 1 || res.devices > 1))
+            printf("%d rank%s, %d GPU%s each; all-reduce payload %.0f bytes per LM iteration "
+                   "(%.0f in all)\n",
+                   res.ranks, res.ranks == 1 ? "" : "s", res.devices, res.devices == 1 ? "" : "s",
+                   bytes_per_iteration(&res), res.reduced_bytes);
         if (perturbing) {
             if (json) printf(",\"seed\":%u,\"errors\":[", seed);
             for (int k = 0; k < n; k++) {

@@ -20,6 +20,21 @@
 extern "C" {
 #endif
 
+/* Refinement shared by several processes (MPI ranks, DESIGN.md §10): this
+ * process takes part `rank` of `ranks` of every view's grid points and
+ * allreduce_sum adds n doubles element-wise over all parts, in place, with
+ * the same result on every part (MPI_Allreduce with MPI_SUM). Every part must
+ * call kr_refine with the same views, poses and settings; every part then
+ * takes the same steps and returns the same poses. The library itself never
+ * calls MPI: the program supplies the reduction (tools/refine_mpi.c). */
+typedef struct {
+    int rank, ranks;
+    kr_status (*allreduce_sum)(void *user, double *data, size_t n);
+    void *user;
+} kr_refine_partition;
+
+#define KR_REFINE_MAX_DEVICES 16
+
 typedef struct {
     double cell;        /* finest grid spacing, metres */
     int levels;         /* grids of spacing cell·2^k, k = levels−1 … 0, coarse first */
@@ -39,6 +54,12 @@ typedef struct {
                       when it lands inside every other view's field */
     double tolerance; /* stop a level when a step moves no view by more than tolerance·cell
                          (translation, and rotation times the views' radius) */
+    const kr_refine_partition *partition; /* NULL: this process alone */
+    /* CUDA backend: split each view's grid points over these device ordinals
+     * (one context and stream each, sums added on the host); the same ordinal
+     * twice gives two contexts on one device. n_devices 0: the kr_device's own. */
+    int devices[KR_REFINE_MAX_DEVICES];
+    int n_devices;
     /* Called after each LM iteration (may be NULL): grid spacing of the
      * level, iteration count so far, and the objective. */
     void (*progress)(void *user, double cell, int iteration, double cost);
@@ -59,6 +80,11 @@ typedef struct {
     int accepted;                             /* of which accepted */
     double seconds;                           /* wall time of kr_refine */
     kr_backend backend;                       /* engine used */
+    int devices;                              /* CUDA devices the sums ran on (0: CPU) */
+    int ranks;                                /* processes that shared the sums (1: alone) */
+    double reduced_bytes; /* payload of all all-reduces, bytes (each rank sends and receives
+                             it); divide by evaluations for one LM iteration's */
+    int evaluations;      /* objective evaluations (one per LM iteration, one per level) */
 } kr_refine_result;
 
 KR_API void kr_refine_config_default(kr_refine_config *cfg);
@@ -73,6 +99,18 @@ KR_API kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr
  * poses, on a single grid of spacing cfg->cell and band cfg->band. */
 KR_API kr_status kr_refine_residual(const kr_refine_config *cfg, const kr_refine_view *views,
                                     int n_views, const kr_pose *poses, double *rms, size_t *count);
+
+/* A --devices list: "all" (every visible CUDA device) or ordinals such as
+ * "0,1" (one ordinal twice: two contexts on one device). KR_ERR_NO_DEVICE
+ * when no CUDA device is visible (or the build has no CUDA), KR_ERR_INVALID_ARG
+ * for a malformed list or an ordinal that is not visible; *n and devices are
+ * untouched on failure. */
+KR_API kr_status kr_refine_devices_parse(const char *text, int devices[KR_REFINE_MAX_DEVICES],
+                                         int *n);
+
+/* The solver of the normal equations in this build: "cholmod" (block-sparse,
+ * SuiteSparse) or "dense". */
+KR_API const char *kr_refine_solver(void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,139 @@
+/* The refinement's block-sparse normal equations (fusion/refine_solve.c):
+ * assembled from random pair sums and solved with the build's solver
+ * (CHOLMOD or dense), checked against a dense matrix built here directly from
+ * the Jacobian rule J_j = −J_i and solved by Gaussian elimination. */
+#include "kr_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fusion/refine_solve.h"
+
+/* Gaussian elimination with partial pivoting of the n×n system A x = b. */
+static void gauss_solve(int n, double *A, double *b, double *x)
+{
+    for (int c = 0; c < n; c++) {
+        int piv = c;
+        for (int r = c + 1; r < n; r++)
+            if (fabs(A[r * n + c]) > fabs(A[piv * n + c])) piv = r;
+        for (int k = 0; k < n; k++) {
+            double t = A[c * n + k];
+            A[c * n + k] = A[piv * n + k];
+            A[piv * n + k] = t;
+        }
+        double t = b[c];
+        b[c] = b[piv];
+        b[piv] = t;
+        for (int r = c + 1; r < n; r++) {
+            double f = A[r * n + c] / A[c * n + c];
+            for (int k = c; k < n; k++)
+                A[r * n + k] -= f * A[c * n + k];
+            b[r] -= f * b[c];
+        }
+    }
+    for (int r = n - 1; r >= 0; r--) {
+        double s = b[r];
+        for (int k = r + 1; k < n; k++)
+            s -= A[r * n + k] * x[k];
+        x[r] = s / A[r * n + r];
+    }
+}
+
+KR_TEST(refine_solve, block_sparse_solve_matches_a_dense_reference)
+{
+    /* A ring of views, each pair (k, k+1) and (k, k+2) in both orders, one
+     * pair with no residuals (skipped), gauge in the middle. */
+    enum { V = 9, GAUGE = 4, MAXP = 4 * V };
+    int pairs[2 * MAXP], np = 0;
+    for (int k = 0; k < V; k++)
+        for (int d = 1; d <= 2; d++) {
+            int j = (k + d) % V;
+            pairs[2 * np] = k, pairs[2 * np + 1] = j, np++;
+            pairs[2 * np] = j, pairs[2 * np + 1] = k, np++;
+        }
+    kr_df_acc acc[MAXP];
+    unsigned seed = 5;
+    int n = 6 * (V - 1);
+    double *H = calloc((size_t)n * n, sizeof *H), *g = calloc((size_t)n, sizeof *g);
+    REQUIRE(H && g);
+    for (int p = 0; p < np; p++) {
+        kr_df_acc_zero(&acc[p]);
+        if (p == 3) continue; /* saw nothing */
+        /* Sums of a few random residual rows, as kr_df_accumulate makes them. */
+        for (int r = 0; r < 8; r++) {
+            float J[6];
+            for (int c = 0; c < 6; c++)
+                J[c] = (float)(2 * kr_urand(&seed) - 1);
+            kr_df_accumulate(&acc[p], J, (float)(kr_urand(&seed) - 0.5), 1, 0);
+        }
+        double S[36];
+        int at = 0;
+        for (int r = 0; r < 6; r++)
+            for (int c = r; c < 6; c++)
+                S[6 * r + c] = S[6 * c + r] = acc[p].H[at++];
+        int v[2] = {pairs[2 * p], pairs[2 * p + 1]}, m[2];
+        for (int s = 0; s < 2; s++)
+            m[s] = v[s] == GAUGE ? -1 : 6 * (v[s] < GAUGE ? v[s] : v[s] - 1);
+        double sign[2] = {1, -1}; /* J_i and J_j = −J_i */
+        for (int a = 0; a < 2; a++) {
+            if (m[a] < 0) continue;
+            for (int r = 0; r < 6; r++)
+                g[m[a] + r] += sign[a] * acc[p].g[r];
+            for (int b = 0; b < 2; b++) {
+                if (m[b] < 0) continue;
+                for (int r = 0; r < 6; r++)
+                    for (int c = 0; c < 6; c++)
+                        H[(m[a] + r) * n + m[b] + c] += sign[a] * sign[b] * S[6 * r + c];
+            }
+        }
+    }
+    double lambda = 0.3, dmax = 0;
+    for (int i = 0; i < n; i++)
+        dmax = fmax(dmax, H[i * n + i]);
+    double *A = malloc(sizeof *A * (size_t)n * n), *b = malloc(sizeof *b * (size_t)n),
+           *want = malloc(sizeof *want * (size_t)n), *got = malloc(sizeof *got * (size_t)n);
+    REQUIRE(A && b && want && got);
+    memcpy(A, H, sizeof *A * (size_t)n * n);
+    for (int i = 0; i < n; i++) {
+        A[i * n + i] = fmax(H[i * n + i], 1e-9 * dmax) * (1 + lambda);
+        b[i] = -g[i];
+    }
+    gauss_solve(n, A, b, want);
+
+    kr_refine_normal *ne = NULL;
+    REQUIRE_OK(kr_refine_normal_create(&ne, V, GAUGE));
+    double got_dmax = 0;
+    REQUIRE_OK(kr_refine_normal_assemble(ne, pairs, acc, np, &got_dmax));
+    CHECK_NEAR(got_dmax, dmax, 1e-12 * dmax);
+    REQUIRE_OK(kr_refine_normal_solve(ne, lambda, got));
+    double worst = 0, scale = 0;
+    for (int i = 0; i < n; i++) {
+        worst = fmax(worst, fabs(got[i] - want[i]));
+        scale = fmax(scale, fabs(want[i]));
+    }
+    CHECK(scale > 0);
+    CHECK(worst <= 1e-9 * scale);
+    /* An indefinite system is a numeric failure, not a step. */
+    for (int p = 0; p < np; p++)
+        for (int k = 0; k < 21; k++)
+            acc[p].H[k] = -acc[p].H[k];
+    REQUIRE_OK(kr_refine_normal_assemble(ne, pairs, acc, np, &got_dmax));
+    CHECK_STATUS(kr_refine_normal_solve(ne, 0.0, got), KR_ERR_NUMERIC);
+    kr_refine_normal_destroy(&ne);
+    free(H);
+    free(g);
+    free(A);
+    free(b);
+    free(want);
+    free(got);
+}
+
+KR_TEST(refine_solve, solver_is_named)
+{
+#ifdef KINREG_HAVE_CHOLMOD
+    CHECK(strcmp(kr_refine_solver_name(), "cholmod") == 0);
+#else
+    CHECK(strcmp(kr_refine_solver_name(), "dense") == 0);
+#endif
+}

@@ -1,0 +1,38 @@
+/* kinreg refine across processes: MPI in tools/refine_mpi.c (builds with
+ * MPI) and its stand-in tools/refine_nompi.c (builds without), the only files
+ * that know MPI. Every rank reads the inputs itself (each needs every view's
+ * field; a shared file system serves them faster than rank 0 could send the
+ * points), takes its share of the grid points, and the sums are added with
+ * MPI_Allreduce; rank 0 alone prints and writes the outputs. */
+#ifndef KINREG_TOOLS_REFINE_MPI_H
+#define KINREG_TOOLS_REFINE_MPI_H
+
+#include <stdbool.h>
+
+#include "kinreg/refine.h"
+
+typedef struct {
+    int rank, ranks;
+    int local_rank, local_ranks; /* among the ranks of this host (rank → GPU) */
+    bool active;                 /* MPI was started and must be finalised */
+    kr_refine_partition partition;
+} kr_mpi_session;
+
+/* True when an MPI launcher (mpirun, srun) started this process with more
+ * than one rank. */
+bool kr_mpi_launched(void);
+/* True when this build has MPI. */
+bool kr_mpi_built(void);
+/* Starts MPI (one rank alone when not launched by mpirun). Builds without
+ * MPI answer KR_ERR_UNSUPPORTED saying how to get the distributed build. */
+kr_status kr_mpi_begin(kr_mpi_session *m, int *argc, char ***argv);
+/* Every rank's status: KR_OK when all are; otherwise this rank's own error,
+ * or when it is well, an error naming the first rank that failed. */
+kr_status kr_mpi_agree(const kr_mpi_session *m, kr_status local);
+/* True when `value` is the same on every rank. */
+bool kr_mpi_same(const kr_mpi_session *m, double value);
+/* Ends every rank at once (a failure other ranks cannot see). */
+void kr_mpi_abort(const kr_mpi_session *m, int code);
+void kr_mpi_end(kr_mpi_session *m);
+
+#endif
