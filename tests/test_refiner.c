@@ -180,7 +180,10 @@ static void *subscribe_refine(void *arg)
     kr_subscriber *sub = NULL;
     if (kr_subscriber_create(&sub, c->endpoint, 0) != KR_OK) return NULL;
     kr_message m;
-    while (kr_subscriber_receive(sub, 10000, &m) == KR_OK) {
+    /* The run ends with a `stopped` status; the timeout only bounds a broken
+     * run. Generous: under the sanitizers a deterministic window (refined in
+     * step with tracking) takes over 10 s on 2 cores. */
+    while (kr_subscriber_receive(sub, 120000, &m) == KR_OK) {
         if (m.topic == KR_TOPIC_REFINE) {
             c->refine++;
             c->refine_ok += m.pose.method == KR_METHOD_REFINE && m.pose.state == KR_TRACK_GOOD &&
