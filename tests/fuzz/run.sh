@@ -10,8 +10,10 @@
 # start where earlier ones stopped. Prints one line per harness with its
 # executions; exits non-zero on the first finding (the crash input and the
 # fuzzer's log are kept under BUILD_DIR/fuzz-findings). Environment: JOBS
-# harnesses at once (default 1), FUZZ_ARGS extra libFuzzer flags, TMPDIR
-# where inputs are written (default /dev/shm).
+# harnesses at once (default 1), WORKERS libFuzzer processes per harness
+# sharing its corpus (default 1; the executions printed are their sum, as
+# OSS-Fuzz counts them), FUZZ_ARGS extra libFuzzer flags, TMPDIR where
+# inputs are written (default /dev/shm).
 set -euo pipefail
 
 build=${1:?usage: tests/fuzz/run.sh BUILD_DIR SECONDS [HARNESS...]}
@@ -21,6 +23,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 data=${KINREG_DATA:-$here/../../../shared/data}
 build=$(cd "$build" && pwd)
 jobs=${JOBS:-1}
+workers=${WORKERS:-1}
 # The harnesses write each input to a file: on tmpfs that costs microseconds,
 # on the VM's disk milliseconds (100× fewer executions).
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
@@ -66,22 +69,29 @@ run_one() {
         seed_shared "$name" "$corpus"
     fi
     mkdir -p "$findings"
-    local log="$findings/fuzz.log"
     # -rss_limit_mb: an allocation driven by a header claim shows up as an
-    # out-of-memory finding instead of swapping the machine.
-    local rc=0
-    ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1} \
-        "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
-        -artifact_prefix="$findings/" ${FUZZ_ARGS:-} "$corpus" > "$log" 2>&1 || rc=$?
-    local runs
-    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-    if [ "$rc" -ne 0 ]; then
-        echo "fuzz_$name: FINDING after ${runs:-?} executions (exit $rc); see $log and $findings/" >&2
-        tail -30 "$log" >&2
-        return 1
-    fi
-    printf 'fuzz_%-16s %12s executions in %ss, corpus %s files\n' "$name" "${runs:-?}" "$seconds" \
-        "$(ls "$corpus" | wc -l)"
+    # out-of-memory finding instead of swapping the machine. Workers share
+    # the corpus folder: each picks up what the others add (-reload).
+    local w pids=() rc=0 runs=0 n log
+    for ((w = 1; w <= workers; w++)); do
+        ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1} \
+            "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
+            -artifact_prefix="$findings/" ${FUZZ_ARGS:-} "$corpus" > "$findings/fuzz.$w.log" 2>&1 &
+        pids+=($!)
+    done
+    for ((w = 1; w <= workers; w++)); do
+        log="$findings/fuzz.$w.log"
+        wait "${pids[w - 1]}" || {
+            rc=$?
+            echo "fuzz_$name: FINDING in worker $w (exit $rc); see $log and $findings/" >&2
+            tail -30 "$log" >&2
+        }
+        n=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+        runs=$((runs + ${n:-0}))
+    done
+    [ "$rc" -eq 0 ] || return 1
+    printf 'fuzz_%-16s %12s executions in %ss (%s worker%s), corpus %s files\n' "$name" "$runs" \
+        "$seconds" "$workers" "$([ "$workers" -eq 1 ] || echo s)" "$(ls "$corpus" | wc -l)"
 }
 
 if [ "$jobs" -le 1 ]; then
