@@ -116,8 +116,8 @@ static void level_free(level *L)
 }
 
 static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_config *cfg,
-                             const kr_refine_view *views, int V, double h, int band, double cap,
-                             int coarseness)
+                             const kr_refine_view *views, float **normals, int V, double h,
+                             int band, double cap, int coarseness)
 {
     memset(L, 0, sizeof *L);
     L->fields = calloc((size_t)V, sizeof *L->fields);
@@ -148,7 +148,8 @@ static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_co
         m >>= 2 * coarseness;
         if (m < 2000) m = 2000;
         size_t stride = views[k].n > m ? (views[k].n + m - 1) / m : 1;
-        kr_status sk = kr_refine_engine_field(eng, &L->fields[k], views[k].xyz, views[k].n, stride,
+        kr_status sk = kr_refine_engine_field(eng, &L->fields[k], views[k].xyz,
+                                              normals ? normals[k] : NULL, views[k].n, stride,
                                               (float)h, band, cfg->subset, cfg->seed + (unsigned)k);
         if (sk != KR_OK)
 #pragma omp critical(kr_refine_field_error)
@@ -396,14 +397,19 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     level fine = {0};
     totals before = {0}, after = {0};
     lm_stats st = {0};
+    float **normals = NULL;
+    if (cfg->signed_field) s = kr_refine_normals(views, n_views, &normals);
     /* The finest grid first, for the "before" figures. */
-    s = level_build(&fine, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap, 0);
+    if (s == KR_OK)
+        s = level_build(&fine, eng, cfg, views, normals, n_views, cfg->cell, cfg->band, cfg->cap,
+                        0);
     if (s == KR_OK) s = kr_refine_engine_load(eng, &fine.pb);
     if (s == KR_OK) s = evaluate(&fine, &R, work, fine.acc, &before);
     for (int k = cfg->levels - 1; k >= 1 && s == KR_OK; k--) {
         level L;
         double h = cfg->cell * (double)(1 << k);
-        s = level_build(&L, eng, cfg, views, n_views, h, cfg->coarse_band, cfg->coarse_band, k);
+        s = level_build(&L, eng, cfg, views, normals, n_views, h, cfg->coarse_band,
+                        cfg->coarse_band, k);
         if (s != KR_OK) break;
         totals t;
         s = kr_refine_engine_load(eng, &L.pb);
@@ -413,6 +419,7 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     if (s == KR_OK) s = kr_refine_engine_load(eng, &fine.pb);
     if (s == KR_OK) s = run_level(&fine, &R, work, cfg->cell, radius, &after, &st);
     level_free(&fine);
+    kr_refine_normals_free(normals, n_views);
     kr_refine_engine_destroy(&eng);
     if (s == KR_OK) {
         res.cost_before = before.cost;
@@ -448,12 +455,16 @@ kr_status kr_refine_residual(const kr_refine_config *cfg, const kr_refine_view *
     run R = {.cfg = cfg, .eng = eng};
     level L;
     totals t = {0};
-    s = level_build(&L, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap, 0);
+    float **normals = NULL;
+    if (cfg->signed_field) s = kr_refine_normals(views, n_views, &normals);
+    if (s == KR_OK)
+        s = level_build(&L, eng, cfg, views, normals, n_views, cfg->cell, cfg->band, cfg->cap, 0);
     if (s == KR_OK) {
         s = kr_refine_engine_load(eng, &L.pb);
         if (s == KR_OK) s = evaluate(&L, &R, poses, L.acc, &t);
         level_free(&L);
     }
+    kr_refine_normals_free(normals, n_views);
     kr_refine_engine_destroy(&eng);
     if (s != KR_OK) return s;
     if (rms) *rms = t.count > 0 ? sqrt(t.sq / t.count) : 0;

@@ -82,9 +82,11 @@ int kr_refine_engine_devices(const kr_refine_engine *eng)
     return eng->backend == KR_BACKEND_CUDA ? eng->n_gpu : 0;
 }
 
-kr_status kr_refine_engine_field(kr_refine_engine *eng, kr_dfield *f, const float *xyz, size_t n,
-                                 size_t stride, float h, int band, double subset, unsigned seed)
+kr_status kr_refine_engine_field(kr_refine_engine *eng, kr_dfield *f, const float *xyz,
+                                 const float *normals, size_t n, size_t stride, float h, int band,
+                                 double subset, unsigned seed)
 {
+    if (normals) return kr_dfield_build_signed(f, xyz, normals, n, stride, h, band, subset, seed);
     if (eng->backend != KR_BACKEND_CUDA)
         return kr_dfield_build(f, xyz, n, stride, h, band, subset, seed);
     kr_dfield g;

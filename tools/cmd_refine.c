@@ -44,6 +44,9 @@ static void help(FILE *out)
         "  --huber C             Huber loss with threshold C cells (default 0: squares)\n"
         "  --cap C               finest grid: residuals beyond C cells weigh 0 (default 0.3)\n"
         "  --subset F            fraction of grid points used (thesis: 0.4; default 1)\n"
+        "  --signed              signed fields: distance to each point's tangent plane (normals\n"
+        "                        by PCA, towards the sensor at the scan's origin); exact on\n"
+        "                        planes, for long scans of rooms (default: unsigned)\n"
         "  --star                the thesis's form: pairs (gauge, j) only, grid points inside\n"
         "                        every other scan's field\n"
         "  --gauge K             index of the fixed scan (default 0)\n"
@@ -335,6 +338,7 @@ int kr_cmd_refine(int argc, char **argv)
         OPT_CAP,
         OPT_SUBSET,
         OPT_STAR,
+        OPT_SIGNED,
         OPT_GAUGE,
         OPT_BACKEND,
         OPT_PERTURB,
@@ -360,6 +364,7 @@ int kr_cmd_refine(int argc, char **argv)
                                              {"cap", required_argument, 0, OPT_CAP},
                                              {"subset", required_argument, 0, OPT_SUBSET},
                                              {"star", no_argument, 0, OPT_STAR},
+                                             {"signed", no_argument, 0, OPT_SIGNED},
                                              {"gauge", required_argument, 0, OPT_GAUGE},
                                              {"backend", required_argument, 0, OPT_BACKEND},
                                              {"perturb", required_argument, 0, OPT_PERTURB},
@@ -431,6 +436,9 @@ int kr_cmd_refine(int argc, char **argv)
         case OPT_SUBSET:
             if (!refine_number(&rule_subset, optarg, &v)) return KR_EXIT_USAGE;
             cfg.subset = v;
+            break;
+        case OPT_SIGNED:
+            cfg.signed_field = true;
             break;
         case OPT_STAR:
             cfg.star = true;
