@@ -99,6 +99,7 @@ typedef struct {
     kr_refine_engine *eng;
     double bytes; /* all-reduce payload so far */
     int evaluations;
+    double sums_seconds; /* in the engine's evaluations and their all-reduces */
 } run;
 
 static void level_free(level *L)
@@ -244,9 +245,11 @@ static kr_status evaluate(level *L, run *R, const kr_pose *poses, kr_df_acc *acc
         active[2 * n + 1] = j;
         where[p] = n++;
     }
+    double t0 = now_seconds();
     kr_status s = kr_refine_engine_eval(R->eng, &L->pb, L->fposes, active, n, sums);
     if (R->cfg->partition && R->cfg->partition->ranks > 1)
         s = kr_refine_reduce_sums(R->cfg->partition, sums, n, s, &R->bytes);
+    R->sums_seconds += now_seconds() - t0;
     R->evaluations++;
     if (s == KR_OK) {
         double landed = 0, cost = 0, sq = 0;
@@ -398,25 +401,32 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     totals before = {0}, after = {0};
     lm_stats st = {0};
     float **normals = NULL;
+    double t_fields = now_seconds(), fields_seconds = 0;
     if (cfg->signed_field) s = kr_refine_normals(views, n_views, &normals);
     /* The finest grid first, for the "before" figures. */
     if (s == KR_OK)
         s = level_build(&fine, eng, cfg, views, normals, n_views, cfg->cell, cfg->band, cfg->cap,
                         0);
     if (s == KR_OK) s = kr_refine_engine_load(eng, &fine.pb);
+    fields_seconds += now_seconds() - t_fields;
     if (s == KR_OK) s = evaluate(&fine, &R, work, fine.acc, &before);
     for (int k = cfg->levels - 1; k >= 1 && s == KR_OK; k--) {
         level L;
         double h = cfg->cell * (double)(1 << k);
+        t_fields = now_seconds();
         s = level_build(&L, eng, cfg, views, normals, n_views, h, cfg->coarse_band,
                         cfg->coarse_band, k);
         if (s != KR_OK) break;
         totals t;
         s = kr_refine_engine_load(eng, &L.pb);
+        fields_seconds += now_seconds() - t_fields;
         if (s == KR_OK) s = run_level(&L, &R, work, h, radius, &t, &st);
         level_free(&L);
     }
-    if (s == KR_OK) s = kr_refine_engine_load(eng, &fine.pb);
+    /* The devices still hold the finest grid unless a coarser one ran. */
+    t_fields = now_seconds();
+    if (s == KR_OK && cfg->levels > 1) s = kr_refine_engine_load(eng, &fine.pb);
+    fields_seconds += now_seconds() - t_fields;
     if (s == KR_OK) s = run_level(&fine, &R, work, cfg->cell, radius, &after, &st);
     level_free(&fine);
     kr_refine_normals_free(normals, n_views);
@@ -433,6 +443,8 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
         res.seconds = now_seconds() - t0;
         res.reduced_bytes = R.bytes;
         res.evaluations = R.evaluations;
+        res.sums_seconds = R.sums_seconds;
+        res.fields_seconds = fields_seconds;
         memcpy(poses, work, sizeof *poses * (size_t)n_views);
         if (result) *result = res;
     }

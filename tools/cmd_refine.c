@@ -721,11 +721,13 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
                    "\"residuals_before\":%zu,\"residuals_after\":%zu,\"iterations\":%d,"
                    "\"accepted\":%d,"
                    "\"seconds\":%.6f,\"ranks\":%d,\"devices\":%d,\"solver\":\"%s\","
-                   "\"reduced_bytes\":%.0f,\"bytes_per_iteration\":%.0f",
+                   "\"reduced_bytes\":%.0f,\"bytes_per_iteration\":%.0f,"
+                   "\"fields_seconds\":%.6f,\"sums_seconds\":%.6f,\"evaluations\":%d",
                    n, kr_backend_name(res.backend), res.rms_before, res.rms_after,
                    res.residuals_before, res.residuals_after, res.iterations, res.accepted,
                    res.seconds, res.ranks, res.devices, kr_refine_solver(), res.reduced_bytes,
-                   bytes_per_iteration(&res));
+                   bytes_per_iteration(&res), res.fields_seconds, res.sums_seconds,
+                   res.evaluations);
         else
             printf("refined %d scans on %s in %.3f s (%d LM iterations, %d accepted)\n"
                    "RMS residual %.4f mm -> %.4f mm (%zu -> %zu residuals on the %.2f mm grid)\n",

@@ -92,6 +92,8 @@ typedef struct {
     double reduced_bytes; /* payload of all all-reduces, bytes (each rank sends and receives
                              it); divide by evaluations for one LM iteration's */
     int evaluations;      /* objective evaluations (one per LM iteration, one per level) */
+    double fields_seconds; /* of seconds: normals, fields, and loading them onto the devices */
+    double sums_seconds;   /* of seconds: the evaluations' sums (engine and all-reduce) */
 } kr_refine_result;
 
 KR_API void kr_refine_config_default(kr_refine_config *cfg);
