@@ -278,8 +278,8 @@ typedef struct {
 /* Levenberg–Marquardt on one level, as the thesis adapts λ: solve
  * (H + λ·diag H) δ = −g, keep the step and divide λ by 10 when the objective
  * falls, else multiply λ by 10 and try again from the same poses. */
-static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double radius, totals *out,
-                           lm_stats *st)
+static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double radius,
+                           const totals *known, totals *out, lm_stats *st)
 {
     const kr_refine_config *cfg = R->cfg;
     const kr_refine_partition *part =
@@ -292,7 +292,12 @@ static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double ra
     if (!x || !trial) s = kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
     if (s == KR_OK) s = kr_refine_normal_create(&ne, V, cfg->gauge);
     totals cur = {0}, next = {0};
-    if (s == KR_OK) s = evaluate(L, R, poses, L->acc, &cur);
+    /* known: L->acc already holds the sums at these poses (an evaluation of
+     * the finest grid costs as much as an LM iteration). */
+    if (s == KR_OK && known)
+        cur = *known;
+    else if (s == KR_OK)
+        s = evaluate(L, R, poses, L->acc, &cur);
     double lambda = cfg->lambda;
     for (int it = 0; s == KR_OK && it < cfg->max_iterations; it++) {
         st->iterations++;
@@ -420,14 +425,18 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
         totals t;
         s = kr_refine_engine_load(eng, &L.pb);
         fields_seconds += now_seconds() - t_fields;
-        if (s == KR_OK) s = run_level(&L, &R, work, h, radius, &t, &st);
+        if (s == KR_OK) s = run_level(&L, &R, work, h, radius, NULL, &t, &st);
         level_free(&L);
     }
     /* The devices still hold the finest grid unless a coarser one ran. */
     t_fields = now_seconds();
     if (s == KR_OK && cfg->levels > 1) s = kr_refine_engine_load(eng, &fine.pb);
     fields_seconds += now_seconds() - t_fields;
-    if (s == KR_OK) s = run_level(&fine, &R, work, cfg->cell, radius, &after, &st);
+    /* Without coarser levels the poses are still those of the "before"
+     * evaluation, whose sums fine.acc holds. */
+    if (s == KR_OK)
+        s = run_level(&fine, &R, work, cfg->cell, radius, cfg->levels > 1 ? NULL : &before, &after,
+                      &st);
     level_free(&fine);
     kr_refine_normals_free(normals, n_views);
     kr_refine_engine_destroy(&eng);
