@@ -75,12 +75,15 @@ __device__ void block_add(const double *mine, double *out)
     __syncthreads();
 }
 
-/* blockIdx.y: the pair; blockIdx.x·blockDim.x + threadIdx.x: i's grid point. */
+/* first + blockIdx.y: the pair (launches of at most 65 535 pairs, gridDim.y's
+ * limit: a scan of thousands of views has more); blockIdx.x·blockDim.x +
+ * threadIdx.x: i's grid point. Consecutive blocks share a pair, and so the
+ * other view's field in the caches. */
 __global__ void pairs_kernel(const DevView *__restrict__ views,
                              const kr_df_pose *__restrict__ poses, const int *__restrict__ pairs,
-                             float huber, float cap, double *acc)
+                             int first, float huber, float cap, double *acc)
 {
-    int p = blockIdx.y, i = pairs[2 * p], j = pairs[2 * p + 1];
+    int p = first + (int)blockIdx.y, i = pairs[2 * p], j = pairs[2 * p + 1];
     /* The grid is as wide as the largest view's share; a block past this
      * view's grid points has nothing to add. The test is the same for the
      * whole block, so leaving before block_add's barriers is safe. */
@@ -338,9 +341,11 @@ static kr_status eval_launch(kr_gpu_refine *g, int star, int gauge, float huber,
         for (int p = 0; p < npairs; p++)
             if (g->host_views[pairs[2 * p]].n_grid > n) n = g->host_views[pairs[2 * p]].n_grid;
         unsigned blocks = (unsigned)((n + kThreads - 1) / kThreads);
-        if (blocks)
-            pairs_kernel<<<dim3(blocks, (unsigned)npairs), kThreads, 0, st>>>(
-                g->d_views, g->d_poses, g->d_pairs, huber, cap, g->d_acc);
+        for (int first = 0; blocks && first < npairs; first += 65535) {
+            int count = npairs - first < 65535 ? npairs - first : 65535;
+            pairs_kernel<<<dim3(blocks, (unsigned)count), kThreads, 0, st>>>(
+                g->d_views, g->d_poses, g->d_pairs, first, huber, cap, g->d_acc);
+        }
     }
     KR_CUDA_CHECK(cudaGetLastError());
     KR_CUDA_CHECK(cudaMemcpyAsync(stage, g->d_acc, sizeof(kr_df_acc) * (size_t)npairs,
