@@ -365,6 +365,20 @@ static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double ra
     return s;
 }
 
+/* Signed fields: the views' normals, and the views with their points moved
+ * onto their neighbourhoods' planes (fusion/refine_normals.c). */
+static kr_status signed_views(const kr_refine_view *views, int V, float ***normals,
+                              float ***planes, kr_refine_view **on_planes)
+{
+    kr_status s = kr_refine_normals(views, V, normals, planes);
+    if (s != KR_OK) return s;
+    *on_planes = malloc(sizeof **on_planes * (size_t)V);
+    if (!*on_planes) return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
+    for (int k = 0; k < V; k++)
+        (*on_planes)[k] = (kr_refine_view){(*planes)[k], views[k].n};
+    return KR_OK;
+}
+
 /* Largest distance of a point from its view's origin: turns rotation steps
  * into the motion they cause (for the stopping rule). */
 static double views_radius(const kr_refine_view *views, int V, const kr_pose *poses)
@@ -405,9 +419,11 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     level fine = {0};
     totals before = {0}, after = {0};
     lm_stats st = {0};
-    float **normals = NULL;
+    float **normals = NULL, **planes = NULL;
+    kr_refine_view *on_planes = NULL;
     double t_fields = now_seconds(), fields_seconds = 0;
-    if (cfg->signed_field) s = kr_refine_normals(views, n_views, &normals);
+    if (cfg->signed_field) s = signed_views(views, n_views, &normals, &planes, &on_planes);
+    if (on_planes) views = on_planes;
     /* The finest grid first, for the "before" figures. */
     if (s == KR_OK)
         s = level_build(&fine, eng, cfg, views, normals, n_views, cfg->cell, cfg->band, cfg->cap,
@@ -439,6 +455,8 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
                       &st);
     level_free(&fine);
     kr_refine_normals_free(normals, n_views);
+    kr_refine_normals_free(planes, n_views);
+    free(on_planes);
     kr_refine_engine_destroy(&eng);
     if (s == KR_OK) {
         res.cost_before = before.cost;
@@ -476,8 +494,10 @@ kr_status kr_refine_residual(const kr_refine_config *cfg, const kr_refine_view *
     run R = {.cfg = cfg, .eng = eng};
     level L;
     totals t = {0};
-    float **normals = NULL;
-    if (cfg->signed_field) s = kr_refine_normals(views, n_views, &normals);
+    float **normals = NULL, **planes = NULL;
+    kr_refine_view *on_planes = NULL;
+    if (cfg->signed_field) s = signed_views(views, n_views, &normals, &planes, &on_planes);
+    if (on_planes) views = on_planes;
     if (s == KR_OK)
         s = level_build(&L, eng, cfg, views, normals, n_views, cfg->cell, cfg->band, cfg->cap, 0);
     if (s == KR_OK) {
@@ -486,6 +506,8 @@ kr_status kr_refine_residual(const kr_refine_config *cfg, const kr_refine_view *
         level_free(&L);
     }
     kr_refine_normals_free(normals, n_views);
+    kr_refine_normals_free(planes, n_views);
+    free(on_planes);
     kr_refine_engine_destroy(&eng);
     if (s != KR_OK) return s;
     if (rms) *rms = t.count > 0 ? sqrt(t.sq / t.count) : 0;

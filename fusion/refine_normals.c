@@ -13,7 +13,7 @@
 
 /* PCA over this many nearest neighbours: enough for a stable plane on noisy
  * depth, few enough that a neighbourhood stays smaller than a bump. */
-#define NORMAL_NEIGHBOURS 10
+#define NORMAL_NEIGHBOURS 16
 
 /* Unit eigenvector of the smallest eigenvalue of the symmetric 3×3 matrix
  * C = [a d e; d b f; e f c]; 0 when the two smallest eigenvalues are too
@@ -57,8 +57,10 @@ static int smallest_eigenvector(const double C[6], double out[3])
     return 1;
 }
 
-/* Normals of one view's points, turned towards its origin (the sensor). */
-static void view_normals(const kr_kdtree *t, const float *xyz, size_t n, float *normals)
+/* Normals of one view's points, turned towards its origin (the sensor), and
+ * (plane not NULL) each point moved onto its neighbourhood's plane. */
+static void view_normals(const kr_kdtree *t, const float *xyz, size_t n, float *normals,
+                         float *plane)
 {
     for (size_t i = 0; i < n; i++) {
         const float *p = xyz + 3 * i;
@@ -75,6 +77,9 @@ static void view_normals(const kr_kdtree *t, const float *xyz, size_t n, float *
             C[0] += x * x, C[1] += y * y, C[2] += z * z;
             C[3] += x * y, C[4] += x * z, C[5] += y * z;
         }
+        if (plane)
+            for (int a = 0; a < 3; a++)
+                plane[3 * i + a] = p[a];
         if (m < 3 || !smallest_eigenvector(C, nv)) {
             out[0] = out[1] = out[2] = NAN;
             continue;
@@ -82,6 +87,12 @@ static void view_normals(const kr_kdtree *t, const float *xyz, size_t n, float *
         double sgn = nv[0] * p[0] + nv[1] * p[1] + nv[2] * p[2] > 0 ? -1 : 1;
         for (int a = 0; a < 3; a++)
             out[a] = (float)(sgn * nv[a]);
+        if (plane) {
+            double off =
+                nv[0] * (p[0] - mean[0]) + nv[1] * (p[1] - mean[1]) + nv[2] * (p[2] - mean[2]);
+            for (int a = 0; a < 3; a++)
+                plane[3 * i + a] = (float)(p[a] - off * nv[a]);
+        }
     }
 }
 
@@ -93,10 +104,15 @@ void kr_refine_normals_free(float **normals, int n_views)
     free(normals);
 }
 
-kr_status kr_refine_normals(const kr_refine_view *views, int n_views, float ***out)
+kr_status kr_refine_normals(const kr_refine_view *views, int n_views, float ***out, float ***planes)
 {
     float **nrm = calloc((size_t)n_views, sizeof *nrm);
-    if (!nrm) return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views' normals", n_views);
+    float **pl = planes ? calloc((size_t)n_views, sizeof *pl) : NULL;
+    if (!nrm || (planes && !pl)) {
+        free(nrm);
+        free(pl);
+        return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views' normals", n_views);
+    }
     kr_status s = KR_OK;
     char why[512] = "";
     /* One thread per view: the views are many and alike. */
@@ -107,12 +123,17 @@ kr_status kr_refine_normals(const kr_refine_view *views, int n_views, float ***o
         float *m = malloc(sizeof *m * 3 * (n ? n : 1));
         kr_status sk = m ? kr_kdtree_build(&t, views[k].xyz, NULL, n)
                          : kr_error(KR_ERR_NOMEM, "refine: no memory for view %d's normals", k);
-        if (sk == KR_OK) view_normals(t, views[k].xyz, n, m);
+        float *q = planes ? malloc(sizeof *q * 3 * (n ? n : 1)) : NULL;
+        if (sk == KR_OK && planes && !q)
+            sk = kr_error(KR_ERR_NOMEM, "refine: no memory for view %d's points", k);
+        if (sk == KR_OK) view_normals(t, views[k].xyz, n, m, q);
         kr_kdtree_destroy(&t);
         if (sk == KR_OK) {
             nrm[k] = m;
+            if (planes) pl[k] = q;
         } else {
             free(m);
+            free(q);
 #pragma omp critical(kr_refine_normals_error)
             if (s == KR_OK) {
                 s = sk;
@@ -122,8 +143,10 @@ kr_status kr_refine_normals(const kr_refine_view *views, int n_views, float ***o
     }
     if (s != KR_OK) {
         kr_refine_normals_free(nrm, n_views);
+        kr_refine_normals_free(pl, n_views);
         return kr_error(s, "%s", why);
     }
     *out = nrm;
+    if (planes) *planes = pl;
     return KR_OK;
 }

@@ -57,7 +57,7 @@ KR_TEST(refine_signed, field_is_the_plane_distance)
     float *xyz = plane_points(&n);
     kr_refine_view view = {xyz, n};
     float **normals = NULL;
-    REQUIRE_OK(kr_refine_normals(&view, 1, &normals));
+    REQUIRE_OK(kr_refine_normals(&view, 1, &normals, NULL));
     /* PCA normals of a plane, turned towards the sensor at the origin. */
     for (size_t k = 0; k < n; k += 997) {
         double dot = 0;

@@ -66,6 +66,8 @@ static void help(FILE *out)
         "                        160x120) from a loop\n"
         "                        inside a 4 x 3 m room with bumpy walls (exact poses; each view\n"
         "                        overlaps its neighbours); use a cm grid, e.g. --cell 0.02\n"
+        "  --noise M             --synthetic room: Gaussian depth noise of M metres along\n"
+        "                        each ray (default 0)\n"
         "  --devices LIST        cuda backend: split the sums over these GPUs ('all', '0,1');\n"
         "                        default one device (under mpirun: the rank's by local rank)\n"
         "  --mpi                 insist on MPI (mpirun -np N kinreg refine ... shares the sums\n"
@@ -181,8 +183,8 @@ static void relative_error(const kr_pose *est, const kr_pose *ref, int gauge, in
 /* N views of the synthetic object (capture/synthetic_object.h), or with
  * room set of the synthetic room (capture/synthetic_room.h), as a scan set
  * whose poses are exact. */
-static kr_status make_synthetic(int n, bool room, int width, int height, kr_scan_conf *conf,
-                                float ***xyz, size_t **count)
+static kr_status make_synthetic(int n, bool room, int width, int height, double noise,
+                                kr_scan_conf *conf, float ***xyz, size_t **count)
 {
     kr_scan_conf c = {0};
     c.scans = calloc((size_t)n, sizeof *c.scans);
@@ -193,7 +195,7 @@ static kr_status make_synthetic(int n, bool room, int width, int height, kr_scan
                       ? KR_OK
                       : kr_error(KR_ERR_NOMEM, "no memory for %d views", n);
     if (s == KR_OK)
-        s = room ? kr_synthetic_room_views(n, width, height, 0, 1, pts, cnt, poses)
+        s = room ? kr_synthetic_room_views(n, width, height, noise, 1, pts, cnt, poses)
                  : kr_synthetic_object_views(n, 60000, pts, cnt, poses);
     for (int k = 0; k < n && s == KR_OK; k++) {
         char name[32];
@@ -240,7 +242,8 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
                         kr_refine_sequence_args *seqp, const char *output, const char *model,
                         kr_backend backend, const char *devices, bool json, bool quiet,
                         bool perturbing, const double deg[2], const double cm[2], unsigned seed,
-                        int synthetic, bool room, int room_width, int room_height);
+                        int synthetic, bool room, int room_width, int room_height,
+                        double room_noise);
 
 static int refine_sequence(kr_refine_sequence_args *seq, kr_refine_config *cfg, const char *output,
                            kr_backend backend, bool json, bool quiet)
@@ -295,6 +298,7 @@ static const kr_number_rule rule_iterations = {"--iterations", 0, 100000, false,
                                                "LM iterations", "0 = only the residual figures"};
 static const kr_number_rule rule_huber = {"--huber", 0, 1000, false, false, "cells", "0 = squares"};
 static const kr_number_rule rule_cap = {"--cap", 0, 1000, false, false, "cells", NULL};
+static const kr_number_rule rule_noise = {"--noise", 0, 0.1, false, false, "metres", "0 = none"};
 static const kr_number_rule rule_subset = {"--subset", 0, 1, true, false, "a fraction", NULL};
 static const kr_number_rule rule_gauge = {"--gauge", 0, INT_MAX, false, true, "a scan index", NULL};
 static const kr_number_rule rule_seed = {"--seed", 0, 4294967295.0, false, true, "a seed", NULL};
@@ -339,6 +343,7 @@ int kr_cmd_refine(int argc, char **argv)
         OPT_SUBSET,
         OPT_STAR,
         OPT_SIGNED,
+        OPT_NOISE,
         OPT_GAUGE,
         OPT_BACKEND,
         OPT_PERTURB,
@@ -365,6 +370,7 @@ int kr_cmd_refine(int argc, char **argv)
                                              {"subset", required_argument, 0, OPT_SUBSET},
                                              {"star", no_argument, 0, OPT_STAR},
                                              {"signed", no_argument, 0, OPT_SIGNED},
+                                             {"noise", required_argument, 0, OPT_NOISE},
                                              {"gauge", required_argument, 0, OPT_GAUGE},
                                              {"backend", required_argument, 0, OPT_BACKEND},
                                              {"perturb", required_argument, 0, OPT_PERTURB},
@@ -387,6 +393,7 @@ int kr_cmd_refine(int argc, char **argv)
     bool json = false, quiet = false, perturbing = false, room = false, want_mpi = false;
     const char *devices = NULL;
     int room_width = 160, room_height = 120;
+    double room_noise = 0;
     double deg[2] = {0, 0}, cm[2] = {0, 0};
     unsigned seed = 1;
     int opt, synthetic = 0;
@@ -439,6 +446,10 @@ int kr_cmd_refine(int argc, char **argv)
             break;
         case OPT_SIGNED:
             cfg.signed_field = true;
+            break;
+        case OPT_NOISE:
+            if (!refine_number(&rule_noise, optarg, &v)) return KR_EXIT_USAGE;
+            room_noise = v;
             break;
         case OPT_STAR:
             cfg.star = true;
@@ -549,7 +560,8 @@ int kr_cmd_refine(int argc, char **argv)
     }
     int rc =
         refine_scans(&mpi, argc, argv, &cfg, &seq, output, model, backend, devices, json, quiet,
-                     perturbing, deg, cm, seed, synthetic, room, room_width, room_height);
+                     perturbing, deg, cm, seed, synthetic, room, room_width, room_height,
+                     room_noise);
     kr_mpi_end(&mpi);
     return rc;
 }
@@ -559,7 +571,8 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
                         kr_refine_sequence_args *seqp, const char *output, const char *model,
                         kr_backend backend, const char *devices, bool json, bool quiet,
                         bool perturbing, const double deg[2], const double cm[2], unsigned seed,
-                        int synthetic, bool room, int room_width, int room_height)
+                        int synthetic, bool room, int room_width, int room_height,
+                        double room_noise)
 {
     kr_refine_config cfg = *cfgp;
     kr_refine_sequence_args seq = *seqp;
@@ -614,7 +627,8 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
     float **made = NULL;
     size_t *made_n = NULL;
     kr_status s =
-        synthetic ? make_synthetic(synthetic, room, room_width, room_height, &conf, &made, &made_n)
+        synthetic ? make_synthetic(synthetic, room, room_width, room_height, room_noise, &conf, &made,
+                                   &made_n)
                   : kr_scan_conf_read(argv[optind], &conf);
     if (s != KR_OK && !shared) {
         fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
