@@ -367,8 +367,8 @@ static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double ra
 
 /* Signed fields: the views' normals, and the views with their points moved
  * onto their neighbourhoods' planes (fusion/refine_normals.c). */
-static kr_status signed_views(const kr_refine_view *views, int V, float ***normals,
-                              float ***planes, kr_refine_view **on_planes)
+static kr_status signed_views(const kr_refine_view *views, int V, float ***normals, float ***planes,
+                              kr_refine_view **on_planes)
 {
     kr_status s = kr_refine_normals(views, V, normals, planes);
     if (s != KR_OK) return s;
