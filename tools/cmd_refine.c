@@ -558,10 +558,9 @@ int kr_cmd_refine(int argc, char **argv)
             return kr_exit_code(ms);
         }
     }
-    int rc =
-        refine_scans(&mpi, argc, argv, &cfg, &seq, output, model, backend, devices, json, quiet,
-                     perturbing, deg, cm, seed, synthetic, room, room_width, room_height,
-                     room_noise);
+    int rc = refine_scans(&mpi, argc, argv, &cfg, &seq, output, model, backend, devices, json,
+                          quiet, perturbing, deg, cm, seed, synthetic, room, room_width,
+                          room_height, room_noise);
     kr_mpi_end(&mpi);
     return rc;
 }
@@ -626,10 +625,9 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
     kr_scan_conf conf = {0};
     float **made = NULL;
     size_t *made_n = NULL;
-    kr_status s =
-        synthetic ? make_synthetic(synthetic, room, room_width, room_height, room_noise, &conf, &made,
-                                   &made_n)
-                  : kr_scan_conf_read(argv[optind], &conf);
+    kr_status s = synthetic ? make_synthetic(synthetic, room, room_width, room_height, room_noise,
+                                             &conf, &made, &made_n)
+                            : kr_scan_conf_read(argv[optind], &conf);
     if (s != KR_OK && !shared) {
         fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
         return kr_exit_code(s);
@@ -743,11 +741,13 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
                    bytes_per_iteration(&res), res.fields_seconds, res.sums_seconds,
                    res.evaluations);
         else
-            printf("refined %d scans on %s in %.3f s (%d LM iterations, %d accepted)\n"
+            printf("refined %d scans on %s in %.3f s (fields %.3f s, sums %.3f s; %d LM "
+                   "iterations, %d accepted)\n"
                    "RMS residual %.4f mm -> %.4f mm (%zu -> %zu residuals on the %.2f mm grid)\n",
-                   n, kr_backend_name(res.backend), res.seconds, res.iterations, res.accepted,
-                   res.rms_before * 1000, res.rms_after * 1000, res.residuals_before,
-                   res.residuals_after, cfg.cell * 1000);
+                   n, kr_backend_name(res.backend), res.seconds, res.fields_seconds,
+                   res.sums_seconds, res.iterations, res.accepted, res.rms_before * 1000,
+                   res.rms_after * 1000, res.residuals_before, res.residuals_after,
+                   cfg.cell * 1000);
         if (!json && (res.ranks > 1 || res.devices > 1))
             printf("%d rank%s, %d GPU%s each; all-reduce payload %.0f bytes per LM iteration "
                    "(%.0f in all)\n",
