@@ -300,4 +300,59 @@ static inline KR_HD float kr_df_corner_distance(const float p[3], int x, int y, 
     return sqrtf(KR_MUL(dx, dx) + KR_MUL(dy, dy) + KR_MUL(dz, dz));
 }
 
+/* Signed fields (kr_refine_config.signed_field). The unsigned distance has a
+ * kink at the surface that trilinear interpolation rounds off by up to a
+ * quarter cell, differently on each view's grid, so two views that agree
+ * exactly still differ by millimetres on a 2 cm grid, and those per-pair
+ * differences pull a long loop out of shape. The signed distance to the
+ * nearest point's tangent plane, n·(g − p), is linear across a planar surface,
+ * which trilinear interpolation reproduces exactly, and it does not depend on
+ * where the samples fall on the surface (the distance to the nearest point
+ * does: √(d² + r²) for a sample r off the foot). Normals point to the side the
+ * sensor saw (towards the view's origin), so every view agrees on the sign.
+ *
+ * The nearest point is chosen with one 64-bit atomic minimum on
+ * (distance bits << 32 | value bits): distances are ≥ 0, so the high half
+ * orders like the distance, and the low half carries the plane distance of
+ * the point that won (ties: the smaller bit pattern, the same on every run). */
+#define KR_DF_EMPTY_PAIR UINT64_MAX
+
+static inline KR_HD uint32_t kr_df_float_bits(float v)
+{
+    union {
+        float f;
+        uint32_t u;
+    } c;
+    c.f = v;
+    return c.u;
+}
+
+static inline KR_HD float kr_df_bits_float(uint32_t u)
+{
+    union {
+        float f;
+        uint32_t u;
+    } c;
+    c.u = u;
+    return c.f;
+}
+
+/* The (distance, signed plane distance) pair of point p with unit normal nrm
+ * at corner (x, y, z). */
+static inline KR_HD uint64_t kr_df_signed_pair(const float p[3], const float nrm[3], int x, int y,
+                                               int z, float h)
+{
+    float dx = KR_MUL(h, (float)x) - p[0], dy = KR_MUL(h, (float)y) - p[1],
+          dz = KR_MUL(h, (float)z) - p[2];
+    float dist = sqrtf(KR_MUL(dx, dx) + KR_MUL(dy, dy) + KR_MUL(dz, dz));
+    float plane = KR_MUL(nrm[0], dx) + KR_MUL(nrm[1], dy) + KR_MUL(nrm[2], dz);
+    return ((uint64_t)kr_df_float_bits(dist) << 32) | kr_df_float_bits(plane);
+}
+
+/* The corner's value from its pair: +∞ when no point influenced it. */
+static inline KR_HD float kr_df_pair_value(uint64_t pair)
+{
+    return pair == KR_DF_EMPTY_PAIR ? INFINITY : kr_df_bits_float((uint32_t)pair);
+}
+
 #endif

@@ -99,6 +99,7 @@ typedef struct {
     kr_refine_engine *eng;
     double bytes; /* all-reduce payload so far */
     int evaluations;
+    double sums_seconds; /* in the engine's evaluations and their all-reduces */
 } run;
 
 static void level_free(level *L)
@@ -116,8 +117,8 @@ static void level_free(level *L)
 }
 
 static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_config *cfg,
-                             const kr_refine_view *views, int V, double h, int band, double cap,
-                             int coarseness)
+                             const kr_refine_view *views, float **normals, int V, double h,
+                             int band, double cap, int coarseness)
 {
     memset(L, 0, sizeof *L);
     L->fields = calloc((size_t)V, sizeof *L->fields);
@@ -148,7 +149,8 @@ static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_co
         m >>= 2 * coarseness;
         if (m < 2000) m = 2000;
         size_t stride = views[k].n > m ? (views[k].n + m - 1) / m : 1;
-        kr_status sk = kr_refine_engine_field(eng, &L->fields[k], views[k].xyz, views[k].n, stride,
+        kr_status sk = kr_refine_engine_field(eng, &L->fields[k], views[k].xyz,
+                                              normals ? normals[k] : NULL, views[k].n, stride,
                                               (float)h, band, cfg->subset, cfg->seed + (unsigned)k);
         if (sk != KR_OK)
 #pragma omp critical(kr_refine_field_error)
@@ -243,9 +245,11 @@ static kr_status evaluate(level *L, run *R, const kr_pose *poses, kr_df_acc *acc
         active[2 * n + 1] = j;
         where[p] = n++;
     }
+    double t0 = now_seconds();
     kr_status s = kr_refine_engine_eval(R->eng, &L->pb, L->fposes, active, n, sums);
     if (R->cfg->partition && R->cfg->partition->ranks > 1)
         s = kr_refine_reduce_sums(R->cfg->partition, sums, n, s, &R->bytes);
+    R->sums_seconds += now_seconds() - t0;
     R->evaluations++;
     if (s == KR_OK) {
         double landed = 0, cost = 0, sq = 0;
@@ -274,8 +278,8 @@ typedef struct {
 /* Levenberg–Marquardt on one level, as the thesis adapts λ: solve
  * (H + λ·diag H) δ = −g, keep the step and divide λ by 10 when the objective
  * falls, else multiply λ by 10 and try again from the same poses. */
-static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double radius, totals *out,
-                           lm_stats *st)
+static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double radius,
+                           const totals *known, totals *out, lm_stats *st)
 {
     const kr_refine_config *cfg = R->cfg;
     const kr_refine_partition *part =
@@ -288,7 +292,12 @@ static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double ra
     if (!x || !trial) s = kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
     if (s == KR_OK) s = kr_refine_normal_create(&ne, V, cfg->gauge);
     totals cur = {0}, next = {0};
-    if (s == KR_OK) s = evaluate(L, R, poses, L->acc, &cur);
+    /* known: L->acc already holds the sums at these poses (an evaluation of
+     * the finest grid costs as much as an LM iteration). */
+    if (s == KR_OK && known)
+        cur = *known;
+    else if (s == KR_OK)
+        s = evaluate(L, R, poses, L->acc, &cur);
     double lambda = cfg->lambda;
     for (int it = 0; s == KR_OK && it < cfg->max_iterations; it++) {
         st->iterations++;
@@ -356,6 +365,20 @@ static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double ra
     return s;
 }
 
+/* Signed fields: the views' normals, and the views with their points moved
+ * onto their neighbourhoods' planes (fusion/refine_normals.c). */
+static kr_status signed_views(const kr_refine_view *views, int V, float ***normals, float ***planes,
+                              kr_refine_view **on_planes)
+{
+    kr_status s = kr_refine_normals(views, V, normals, planes);
+    if (s != KR_OK) return s;
+    *on_planes = malloc(sizeof **on_planes * (size_t)V);
+    if (!*on_planes) return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
+    for (int k = 0; k < V; k++)
+        (*on_planes)[k] = (kr_refine_view){(*planes)[k], views[k].n};
+    return KR_OK;
+}
+
 /* Largest distance of a point from its view's origin: turns rotation steps
  * into the motion they cause (for the stopping rule). */
 static double views_radius(const kr_refine_view *views, int V, const kr_pose *poses)
@@ -396,23 +419,44 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     level fine = {0};
     totals before = {0}, after = {0};
     lm_stats st = {0};
+    float **normals = NULL, **planes = NULL;
+    kr_refine_view *on_planes = NULL;
+    double t_fields = now_seconds(), fields_seconds = 0;
+    if (cfg->signed_field) s = signed_views(views, n_views, &normals, &planes, &on_planes);
+    if (on_planes) views = on_planes;
     /* The finest grid first, for the "before" figures. */
-    s = level_build(&fine, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap, 0);
+    if (s == KR_OK)
+        s = level_build(&fine, eng, cfg, views, normals, n_views, cfg->cell, cfg->band, cfg->cap,
+                        0);
     if (s == KR_OK) s = kr_refine_engine_load(eng, &fine.pb);
+    fields_seconds += now_seconds() - t_fields;
     if (s == KR_OK) s = evaluate(&fine, &R, work, fine.acc, &before);
     for (int k = cfg->levels - 1; k >= 1 && s == KR_OK; k--) {
         level L;
         double h = cfg->cell * (double)(1 << k);
-        s = level_build(&L, eng, cfg, views, n_views, h, cfg->coarse_band, cfg->coarse_band, k);
+        t_fields = now_seconds();
+        s = level_build(&L, eng, cfg, views, normals, n_views, h, cfg->coarse_band,
+                        cfg->coarse_band, k);
         if (s != KR_OK) break;
         totals t;
         s = kr_refine_engine_load(eng, &L.pb);
-        if (s == KR_OK) s = run_level(&L, &R, work, h, radius, &t, &st);
+        fields_seconds += now_seconds() - t_fields;
+        if (s == KR_OK) s = run_level(&L, &R, work, h, radius, NULL, &t, &st);
         level_free(&L);
     }
-    if (s == KR_OK) s = kr_refine_engine_load(eng, &fine.pb);
-    if (s == KR_OK) s = run_level(&fine, &R, work, cfg->cell, radius, &after, &st);
+    /* The devices still hold the finest grid unless a coarser one ran. */
+    t_fields = now_seconds();
+    if (s == KR_OK && cfg->levels > 1) s = kr_refine_engine_load(eng, &fine.pb);
+    fields_seconds += now_seconds() - t_fields;
+    /* Without coarser levels the poses are still those of the "before"
+     * evaluation, whose sums fine.acc holds. */
+    if (s == KR_OK)
+        s = run_level(&fine, &R, work, cfg->cell, radius, cfg->levels > 1 ? NULL : &before, &after,
+                      &st);
     level_free(&fine);
+    kr_refine_normals_free(normals, n_views);
+    kr_refine_normals_free(planes, n_views);
+    free(on_planes);
     kr_refine_engine_destroy(&eng);
     if (s == KR_OK) {
         res.cost_before = before.cost;
@@ -426,6 +470,8 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
         res.seconds = now_seconds() - t0;
         res.reduced_bytes = R.bytes;
         res.evaluations = R.evaluations;
+        res.sums_seconds = R.sums_seconds;
+        res.fields_seconds = fields_seconds;
         memcpy(poses, work, sizeof *poses * (size_t)n_views);
         if (result) *result = res;
     }
@@ -448,12 +494,20 @@ kr_status kr_refine_residual(const kr_refine_config *cfg, const kr_refine_view *
     run R = {.cfg = cfg, .eng = eng};
     level L;
     totals t = {0};
-    s = level_build(&L, eng, cfg, views, n_views, cfg->cell, cfg->band, cfg->cap, 0);
+    float **normals = NULL, **planes = NULL;
+    kr_refine_view *on_planes = NULL;
+    if (cfg->signed_field) s = signed_views(views, n_views, &normals, &planes, &on_planes);
+    if (on_planes) views = on_planes;
+    if (s == KR_OK)
+        s = level_build(&L, eng, cfg, views, normals, n_views, cfg->cell, cfg->band, cfg->cap, 0);
     if (s == KR_OK) {
         s = kr_refine_engine_load(eng, &L.pb);
         if (s == KR_OK) s = evaluate(&L, &R, poses, L.acc, &t);
         level_free(&L);
     }
+    kr_refine_normals_free(normals, n_views);
+    kr_refine_normals_free(planes, n_views);
+    free(on_planes);
     kr_refine_engine_destroy(&eng);
     if (s != KR_OK) return s;
     if (rms) *rms = t.count > 0 ? sqrt(t.sq / t.count) : 0;

@@ -54,6 +54,13 @@ typedef struct {
                       when it lands inside every other view's field */
     double tolerance; /* stop a level when a step moves no view by more than tolerance·cell
                          (translation, and rotation times the views' radius) */
+    /* Signed fields: each corner holds the signed distance to its nearest
+     * point's tangent plane (normals by PCA, turned towards the view's origin,
+     * which must be where its sensor was), instead of the unsigned distance to
+     * the nearest point. Exact on planes and free of the unsigned field's
+     * interpolation bias at the surface: the choice for long scans of rooms
+     * (core/dfield_kernels.h, "Signed fields"). Off by default. */
+    bool signed_field;
     const kr_refine_partition *partition; /* NULL: this process alone */
     /* CUDA backend: split each view's grid points over these device ordinals
      * (one context and stream each, sums added on the host); the same ordinal
@@ -85,6 +92,8 @@ typedef struct {
     double reduced_bytes; /* payload of all all-reduces, bytes (each rank sends and receives
                              it); divide by evaluations for one LM iteration's */
     int evaluations;      /* objective evaluations (one per LM iteration, one per level) */
+    double fields_seconds; /* of seconds: normals, fields, and loading them onto the devices */
+    double sums_seconds;   /* of seconds: the evaluations' sums (engine and all-reduce) */
 } kr_refine_result;
 
 KR_API void kr_refine_config_default(kr_refine_config *cfg);
