@@ -35,15 +35,16 @@ static void help(FILE *out)
         "  --model FILE          write the merged, refined scans as one binary PLY\n"
         "  --cell M              finest grid spacing in metres (default 0.0015)\n"
         "  --levels N            grids cell*2^k, coarse first (default 3)\n"
-        "  --band B              influence band of the finest grid in cells (default 1)\n"
-        "  --coarse-band B       band of the coarser grids (default 3)\n"
+        "  --band B              influence band of the finest grid in cells (default 2)\n"
+        "  --coarse-band B       band of the coarsest grid (default 3)\n"
+        "  --mid-band B          band of the grids between coarsest and finest (default 2)\n"
         "  --points N            points per scan on the finest grid at most (default 0: "
         "all)\n"
         "  --iterations N        LM iterations per level at most (default 30; 0 = only the\n"
         "                        residual figures)\n"
         "  --huber C             Huber loss with threshold C cells (default 0: squares)\n"
         "  --cap C               finest grid: residuals beyond C cells weigh 0 (default 0.3)\n"
-        "  --subset F            fraction of grid points used (thesis: 0.4; default 1)\n"
+        "  --subset F            fraction of grid points used (thesis: 0.4; default 0.2)\n"
         "  --signed              signed fields: distance to each point's tangent plane (normals\n"
         "                        by PCA, towards the sensor at the scan's origin); exact on\n"
         "                        planes, for long scans of rooms (default: unsigned)\n"
@@ -292,10 +293,11 @@ static const kr_number_rule rule_levels = {"--levels", 1, 12, false, true, "grid
 static const kr_number_rule rule_band = {"--band", 1, 100, false, true, "cells", NULL};
 static const kr_number_rule rule_coarse_band = {"--coarse-band", 1,   100, false, true,
                                                 "cells",         NULL};
+static const kr_number_rule rule_mid_band = {"--mid-band", 1, 100, false, true, "cells", NULL};
 static const kr_number_rule rule_points = {"--points", 0,        INT_MAX,  false,
                                            true,       "points", "0 = all"};
-static const kr_number_rule rule_iterations = {"--iterations", 0, 100000, false, true,
-                                               "LM iterations", "0 = only the residual figures"};
+static const kr_number_rule rule_iterations = {
+    "--iterations", 0, 100000, false, true, "LM iterations", "0 = only the residual figures"};
 static const kr_number_rule rule_huber = {"--huber", 0, 1000, false, false, "cells", "0 = squares"};
 static const kr_number_rule rule_cap = {"--cap", 0, 1000, false, false, "cells", NULL};
 static const kr_number_rule rule_noise = {"--noise", 0, 0.1, false, false, "metres", "0 = none"};
@@ -336,6 +338,7 @@ int kr_cmd_refine(int argc, char **argv)
         OPT_LEVELS,
         OPT_BAND,
         OPT_COARSE_BAND,
+        OPT_MID_BAND,
         OPT_POINTS,
         OPT_ITER,
         OPT_HUBER,
@@ -363,6 +366,7 @@ int kr_cmd_refine(int argc, char **argv)
                                              {"levels", required_argument, 0, OPT_LEVELS},
                                              {"band", required_argument, 0, OPT_BAND},
                                              {"coarse-band", required_argument, 0, OPT_COARSE_BAND},
+                                             {"mid-band", required_argument, 0, OPT_MID_BAND},
                                              {"points", required_argument, 0, OPT_POINTS},
                                              {"iterations", required_argument, 0, OPT_ITER},
                                              {"huber", required_argument, 0, OPT_HUBER},
@@ -423,6 +427,10 @@ int kr_cmd_refine(int argc, char **argv)
         case OPT_COARSE_BAND:
             if (!refine_number(&rule_coarse_band, optarg, &v)) return KR_EXIT_USAGE;
             cfg.coarse_band = (int)v;
+            break;
+        case OPT_MID_BAND:
+            if (!refine_number(&rule_mid_band, optarg, &v)) return KR_EXIT_USAGE;
+            cfg.mid_band = (int)v;
             break;
         case OPT_POINTS:
             if (!refine_number(&rule_points, optarg, &v)) return KR_EXIT_USAGE;

@@ -39,14 +39,16 @@ typedef struct {
     double cell;        /* finest grid spacing, metres */
     int levels;         /* grids of spacing cell·2^k, k = levels−1 … 0, coarse first */
     int band;           /* influence band of the finest grid, in cells (1: the 8 corners) */
-    int coarse_band;    /* band of the coarser grids (wider: a larger basin) */
+    int coarse_band;    /* band of the coarsest grid (wider: a larger basin) */
+    int mid_band;       /* band of the grids between the coarsest and the finest: each starts
+                           within about a cell of the grid before, so it needs no wide basin */
     int max_points;     /* points per view per level at most (evenly strided); 0: all */
     int max_iterations; /* LM iterations per level */
     double
         lambda; /* initial LM damping of (H + λ·diag H); ×10 on a failed step, ÷10 on a good one */
     double huber;  /* Huber threshold in cells; 0: plain squares */
     double cap;    /* finest grid: residuals beyond cap cells cost ρ(cap) and weigh 0 (coarser
-                      grids: coarse_band cells) */
+                      grids: their band in cells) */
     double subset; /* fraction of the grid points used (thesis: 0.4); 1: all */
     unsigned seed; /* for the subset */
     int gauge;     /* index of the view that stays fixed */
