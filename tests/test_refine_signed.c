@@ -143,6 +143,10 @@ KR_TEST(refine_signed, room_loop_returns_to_the_ground_truth)
     cfg.cell = 0.02;
     cfg.levels = 1;
     cfg.signed_field = true;
+    /* A loop of views that each overlap only part of the room needs every
+     * grid point: on a fifth of them (the default subset, chosen for the
+     * bunny's band-2 finest grid) this loop ends at 1.02 mm. */
+    cfg.subset = 1;
     memcpy(out, start, sizeof out);
     kr_refine_result res;
     REQUIRE_OK(kr_refine(&cfg, NULL, views, V, out, &res));
