@@ -10,8 +10,9 @@
 #   MODE=gpu bench/refine_mpi.sh [KINREG]   CUDA: --devices 0, then 0,1
 # Environment: VIEWS (200), SEED (1), PERTURB (0.1:0.2,0.1:0.3: degrees, cm),
 # RANKS ("1 2 4"), CORES (nproc; OpenMP threads per rank = CORES / ranks),
-# OPTIONS (the refinement's: "--cell 0.02 --levels 1 --signed --subset 1": signed fields on every grid point,
-# the ones that bring this scan back within 1 mm / 0.1°).
+# OPTIONS (the refinement's: "--cell 0.02 --levels 1 --signed --subset 1":
+# signed fields on every grid point, which bring this scan back within 1 mm /
+# 0.1°).
 # Each run's time is split into fields (normals, fields, loading them onto the
 # devices: host work that does not shrink with more GPUs) and sums (the
 # evaluations that the ranks or devices share); the speed-up is given for both.
