@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "capture/synthetic_object.h"
-#include "capture/synthetic_room.h"
 #include "kinreg/refine.h"
 #include "parity_fixture.h"
+#include "room_fixture.h"
 
 /* The same problem as parity_refine: 10 views perturbed by 3° and 6 mm. */
 enum { V = 10 };
@@ -100,22 +100,10 @@ KR_TEST(gpu_refine_devices, room_scan_split_matches_the_cpu)
     float *xyz[R];
     size_t n[R];
     kr_pose truth[R], start[R], cpu[R], split[R];
-    REQUIRE_OK(kr_synthetic_room_views(R, 160, 120, 0, 1, xyz, n, truth));
     kr_refine_view views[R];
-    unsigned s = 3;
-    for (int k = 0; k < R; k++) {
-        views[k] = (kr_refine_view){xyz[k], n[k]};
-        double x[6] = {0};
-        for (int i = 0; i < 6 && k; i++)
-            x[i] = (i < 3 ? 0.2 * M_PI / 180 : 0.005) * kr_nrand(&s) / sqrt(3.0);
-        kr_pose d = kr_pose_exp(x);
-        start[k] = kr_pose_mul(&d, &truth[k]);
-    }
+    REQUIRE_OK(room_fixture(R, xyz, n, views, truth, start));
     kr_refine_config cfg;
-    kr_refine_config_default(&cfg);
-    cfg.cell = 0.02;
-    cfg.levels = 1;
-    cfg.signed_field = true;
+    room_refine_config(&cfg);
     kr_refine_result rc, rg;
     memcpy(cpu, start, sizeof cpu);
     REQUIRE_OK(kr_refine(&cfg, NULL, views, R, cpu, &rc));

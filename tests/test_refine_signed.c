@@ -3,12 +3,12 @@
  * where the unsigned field is not, and a loop of views around the synthetic
  * room refined back to its ground truth within 1 mm and 0.1°. */
 #include "kr_test.h"
+#include "room_fixture.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/synthetic_room.h"
 #include "fusion/dfield.h"
 #include "fusion/refine_internal.h"
 #include "kinreg/refine.h"
@@ -122,31 +122,14 @@ KR_TEST(refine_signed, room_loop_returns_to_the_ground_truth)
     float *xyz[V];
     size_t n[V];
     kr_pose truth[V], start[V], out[V];
-    REQUIRE_OK(kr_synthetic_room_views(V, 160, 120, 0, 1, xyz, n, truth));
     kr_refine_view views[V];
-    unsigned s = 3;
-    for (int k = 0; k < V; k++) {
-        views[k] = (kr_refine_view){xyz[k], n[k]};
-        /* 0.2° and 5 mm in each axis's spread, view 0 (the gauge) kept. */
-        double x[6] = {0};
-        for (int i = 0; i < 6 && k; i++)
-            x[i] = (i < 3 ? 0.2 * M_PI / 180 : 0.005) * kr_nrand(&s) / sqrt(3.0);
-        kr_pose d = kr_pose_exp(x);
-        start[k] = kr_pose_mul(&d, &truth[k]);
-    }
+    REQUIRE_OK(room_fixture(V, xyz, n, views, truth, start));
     double deg0, mm0, deg, mm;
     largest_error(start, truth, V, &deg0, &mm0);
     CHECK_GT(deg0, 0.1);
     CHECK_GT(mm0, 3);
     kr_refine_config cfg;
-    kr_refine_config_default(&cfg);
-    cfg.cell = 0.02;
-    cfg.levels = 1;
-    cfg.signed_field = true;
-    /* A loop of views that each overlap only part of the room needs every
-     * grid point: on a fifth of them (the default subset, chosen for the
-     * bunny's band-2 finest grid) this loop ends at 1.02 mm. */
-    cfg.subset = 1;
+    room_refine_config(&cfg);
     memcpy(out, start, sizeof out);
     kr_refine_result res;
     REQUIRE_OK(kr_refine(&cfg, NULL, views, V, out, &res));
