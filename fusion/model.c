@@ -43,6 +43,7 @@ kr_status kr_model_create(kr_model **out, const kr_model_config *cfg)
     if (!m) return kr_error(KR_ERR_NOMEM, "cannot allocate model");
     m->cfg = *cfg;
     m->max_voxels = kr_model_max_voxels(cfg);
+    m->evict_above = m->max_voxels;
     atomic_init(&m->evicted, 0);
     kr_voxel_map_config vcfg = {cfg->voxel_size, cfg->max_weight, cfg->geometric_weight};
     kr_status s = kr_voxel_map_create(&m->map, &vcfg);
@@ -90,8 +91,11 @@ static kr_status evict(kr_model *m, const kr_pose *pose, uint64_t frame_index)
     kr_status s = kr_voxel_map_evict(m->map, m->max_voxels, m->max_voxels - m->max_voxels / 10, older_than, camera,
                                      m->cfg.evict_distance, &evicted);
     if (s != KR_OK) return s;
+    m->eviction_passes++;
     atomic_fetch_add(&m->evicted, evicted);
-    if (kr_voxel_map_size(m->map) > m->max_voxels && !m->warned_full) {
+    size_t left = kr_voxel_map_size(m->map);
+    m->evict_above = left > m->max_voxels ? left + left / 10 : m->max_voxels;
+    if (left > m->max_voxels && !m->warned_full) {
         m->warned_full = true;
         kr_log(KR_LOG_WARN,
                "model: %zu voxels seen in the last %llu frames exceed the memory cap of %g MiB (%zu voxels); "
@@ -105,7 +109,7 @@ kr_status kr_model_integrate(kr_model *m, const kr_cloud *cloud, const kr_pose *
 {
     if (!m || !cloud || !pose) return kr_error(KR_ERR_INVALID_ARG, "kr_model_integrate: NULL argument");
     kr_status s = kr_voxel_map_integrate(m->map, cloud, pose, frame_index);
-    if (s == KR_OK && m->max_voxels && kr_voxel_map_size(m->map) > m->max_voxels) s = evict(m, pose, frame_index);
+    if (s == KR_OK && m->max_voxels && kr_voxel_map_size(m->map) > m->evict_above) s = evict(m, pose, frame_index);
     atomic_store(&m->size, kr_voxel_map_size(m->map));
     return s;
 }

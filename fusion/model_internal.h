@@ -24,6 +24,13 @@ struct kr_model {
     size_t max_voxels;  /* from cfg.memory_mib; 0 = no cap */
     atomic_uint_fast64_t evicted;
     bool warned_full;   /* said once that the active window alone exceeds the cap */
+    /* Eviction runs when the map grows past this: the cap, or, after a pass
+     * that could not get under it (the recent frames alone exceed the cap),
+     * a tenth above what that pass left. A pass scans the whole map, so
+     * repeating a futile one on every frame made fusion 5x slower; this
+     * way its cost per inserted voxel stays constant. */
+    size_t evict_above;
+    uint64_t eviction_passes;
 
     /* Gathered active voxels: written by the caller of request while no build
      * is in flight, read by the builder while one is (`busy` hands them over). */
