@@ -39,7 +39,9 @@ typedef struct {
      * metres from the camera (default 3), then, if that is not enough, the
      * unseen ones near it too. Voxels in the active window are never
      * evicted, so tracking is unaffected; kr_model_save_ply writes what the
-     * map still holds. */
+     * map still holds. When the voxels seen in the last evict_after frames
+     * alone exceed the cap, they are kept, and eviction is tried again only
+     * once the map has grown by a tenth. */
     double memory_mib;
     int evict_after;
     float evict_distance;
