@@ -114,6 +114,21 @@ kr_status kr_model_integrate(kr_model *m, const kr_cloud *cloud, const kr_pose *
     return s;
 }
 
+kr_status kr_model_refuse(kr_model *m, const kr_cloud *clouds, const kr_pose *poses, int n,
+                          uint64_t frame_index)
+{
+    if (!m || n < 0 || (n && (!clouds || !poses)))
+        return kr_error(KR_ERR_INVALID_ARG, "kr_model_refuse: NULL argument or negative count");
+    kr_model_wait_idle(m);
+    kr_voxel_map_clear(m->map);
+    m->evict_above = m->max_voxels;
+    kr_status s = KR_OK;
+    for (int i = 0; i < n && s == KR_OK; i++)
+        s = kr_model_integrate(m, &clouds[i], &poses[i], frame_index);
+    atomic_store(&m->size, kr_voxel_map_size(m->map));
+    return s == KR_OK ? kr_model_request_snapshot(m, frame_index) : s;
+}
+
 uint64_t kr_model_evicted(const kr_model *m)
 {
     return m ? atomic_load(&((kr_model *)m)->evicted) : 0;

@@ -88,6 +88,15 @@ void kr_voxel_map_destroy(kr_voxel_map **mp)
     *mp = NULL;
 }
 
+void kr_voxel_map_clear(kr_voxel_map *m)
+{
+    if (!m) return;
+    m->count = 0;
+    m->active_count = 0;
+    m->pruned_below = 0;
+    if (m->table) memset(m->table, 0xff, m->table_cap * sizeof *m->table); /* every key EMPTY_KEY */
+}
+
 size_t kr_voxel_map_size(const kr_voxel_map *m)
 {
     return m ? m->count : 0;

@@ -46,6 +46,8 @@ kr_status kr_voxel_map_integrate(kr_voxel_map *map, const kr_cloud *cloud, const
                                  uint64_t frame_index);
 
 size_t kr_voxel_map_size(const kr_voxel_map *map);
+/* Empties the map, keeping its memory (re-fusion builds it anew). */
+void kr_voxel_map_clear(kr_voxel_map *map);
 /* Voxel i, 0 <= i < size, in insertion order (stable across growth). */
 const kr_voxel *kr_voxel_map_at(const kr_voxel_map *map, size_t i);
 /* The voxel containing world point p, or NULL. */

@@ -582,6 +582,11 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
                                       &r->track.pose, good, &p->pyramid.level[level],
                                       &r->refined_pose)) != KR_OK)
             return s;
+        if (p->refine->refuse_due) {
+            /* The model is rebuilt on this thread: no fusion may be in flight. */
+            if (p->fuser && (s = kr_fuser_wait(p->fuser)) != KR_OK) return s;
+            if ((s = kr_live_refine_refuse(p->refine, p->model, frame->index)) != KR_OK) return s;
+        }
     }
     if (p->fuser) {
         if (!lost || snapshot_due) {
@@ -696,6 +701,7 @@ static void update_stats(kr_pipeline *p, const kr_frame_result *r)
         st->refinements = p->refine->refinements;
         st->refine_corrections = p->refine->corrections;
         st->refine_failures = p->refine->failures;
+        st->refine_refusions = p->refine->refusions;
         st->refine_in_flight = !kr_refiner_idle(p->refine->refiner);
         st->refine_ms_last = p->refine->last_ms;
     }

@@ -277,6 +277,54 @@ KR_TEST(refiner, pipeline_publishes_refined_keyframes)
     kr_pipeline_destroy(&p);
 }
 
+/* Re-fusion: with every refinement applied (min_correction 0) and any move
+ * re-fusing (refuse_distance tiny), the model is rebuilt from the refined
+ * keyframes after each window. Tracking goes on against the rebuilt model
+ * without a loss and stays as accurate against the ground truth. */
+KR_TEST(refiner, model_is_refused_from_refined_keyframes)
+{
+    kr_pipeline_config cfg;
+    kr_pipeline_config_default(&cfg);
+    cfg.device.backend = KR_BACKEND_CPU;
+#ifdef KINREG_SANITIZED
+    const int frames = 60;
+#else
+    const int frames = 240;
+#endif
+    cfg.source.max_frames = frames;
+    cfg.refine.enabled = true;
+    cfg.refine.window = 4;
+    cfg.refine.every = 2;
+    cfg.refine.min_correction = 0;
+    cfg.refine.refuse_distance = 1e-9;
+    cfg.deterministic = true;
+    kr_pipeline *p = NULL;
+    REQUIRE_OK(kr_pipeline_create(&p, &cfg));
+    CHECK_OK(kr_pipeline_run(p));
+    kr_pipeline_stats st;
+    kr_pipeline_get_stats(p, &st);
+    const kr_trajectory *gt = kr_source_groundtruth(kr_pipeline_source(p));
+    REQUIRE(gt != NULL);
+    double tracked = ate_of(gt, kr_pipeline_trajectory(p)),
+           corrected = ate_of(gt, kr_pipeline_refined_trajectory(p));
+    printf("    %llu keyframes, %llu windows applied, model re-fused %llu times (%llu points); ATE "
+           "tracked %.2f mm, refined %.2f mm\n",
+           (unsigned long long)st.keyframes, (unsigned long long)st.refine_corrections,
+           (unsigned long long)st.refine_refusions, (unsigned long long)st.model_points,
+           1e3 * tracked, 1e3 * corrected);
+    CHECK_EQ(st.frames_out, frames);
+    CHECK_EQ(st.frames_lost, 0);
+    CHECK_GE(st.refine_refusions, 1);
+    /* Each applied window re-fuses before the next frame, except one that
+     * ends with the source (no frame follows it). */
+    CHECK_LE(st.refine_refusions, st.refine_corrections);
+    CHECK_GE(st.refine_refusions + 1, st.refine_corrections);
+    CHECK(st.model_points > 0);
+    CHECK_LE(tracked, 0.01);
+    CHECK_LE(corrected, 0.01);
+    kr_pipeline_destroy(&p);
+}
+
 /* Stops the pipeline from its frame callback once a refinement is running. */
 static void stop_while_refining(const kr_frame_result *r, const kr_pipeline_stats *st, void *user)
 {

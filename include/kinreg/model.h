@@ -59,6 +59,15 @@ KR_API void kr_model_destroy(kr_model **model);
 KR_API kr_status kr_model_integrate(kr_model *model, const kr_cloud *cloud, const kr_pose *pose,
                                     uint64_t frame_index);
 
+/* Re-fusion (the live refiner's, DESIGN.md §2): empties the map and fuses
+ * the `n` clouds anew, cloud i at poses[i], all stamped with `frame_index`
+ * (so the tracker's next snapshot holds all of them), then requests a
+ * snapshot. Waits for a rebuild in flight first; the caller must be the
+ * thread that integrates, with no fusion in flight. On failure (out of
+ * memory) the map holds the clouds fused until then. */
+KR_API kr_status kr_model_refuse(kr_model *model, const kr_cloud *clouds, const kr_pose *poses,
+                                 int n, uint64_t frame_index);
+
 /* Starts building a snapshot of the voxels seen since frame_index − active_window
  * (last_seen ≥ frame_index − active_window). The voxels are gathered on the
  * calling thread, which must be the one that integrates; the k-d tree is built
