@@ -231,7 +231,7 @@ static bool has_surfel(const kr_cloud *c, size_t i)
 
 /* A keyframe's points that have normals, evenly strided down to at most
  * `max`, as one allocation (points, then normals) that `out` owns through
- * out->points. Without memory the keyframe just has none (re-fusion skips it). */
+ * out->points (empty when the cloud has no such point). */
 static kr_status keep_surfels(const kr_cloud *c, size_t max, kr_cloud *out)
 {
     *out = (kr_cloud){0};
@@ -298,6 +298,8 @@ static kr_status add_keyframe(kr_live_refine *lr, uint64_t frame, double stamp,
         free(lr->surfels[old].points);
         lr->surfels[old] = (kr_cloud){0};
     }
+    lr->surfels[lr->kf.n - 1] = (kr_cloud){0};
+    if (!(lr->cfg.refuse_distance > 0)) return KR_OK; /* re-fusion off: nothing to keep */
     return keep_surfels(cloud, (size_t)lr->cfg.keyframe_points, &lr->surfels[lr->kf.n - 1]);
 }
 
