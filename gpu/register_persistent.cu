@@ -692,8 +692,15 @@ kr_status kr_gpu_register_persistent(kr_gpu_context *ctx, const kr_hd_reg_params
     a.tile = tile;
     KR_CUDA_CHECK(cudaMemcpyAsync(a.S, state, sizeof *state, cudaMemcpyHostToDevice, ctx->stream));
     void *args[] = {&a};
-    KR_CUDA_CHECK(
-        cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(P_THREADS), args, dyn, ctx->stream));
+    cudaError_t launch =
+        cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(P_THREADS), args, dyn, ctx->stream);
+    if (launch == cudaErrorCooperativeLaunchTooLarge) {
+        /* The blocks cannot all be resident now (another context holds
+         * SMs, MPS limits): the multi-kernel engine needs no such promise. */
+        (void)cudaGetLastError();
+        return KR_OK;
+    }
+    KR_CUDA_CHECK(launch);
     kr_gpu_reg_state *h = (kr_gpu_reg_state *)hstate;
     KR_CUDA_CHECK(cudaMemcpyAsync(h, a.S, sizeof *h, cudaMemcpyDeviceToHost, ctx->stream));
     KR_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
