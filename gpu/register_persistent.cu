@@ -44,7 +44,9 @@
 
 namespace cg = cooperative_groups;
 
+#ifndef P_THREADS
 #define P_THREADS 1024
+#endif
 #define P_WARPS (P_THREADS / 32)
 #define P_LOG2E 1.4426950408889634
 /* A running sum is rescaled when a new term would exceed 2^LAZY (see top). */
@@ -72,13 +74,65 @@ typedef struct {
     float R[9], t[3];
     double mom[32][16]; /* per merging warp, summed at the end of the pass */
     double total[16];
-    long staged; /* first column of the tile now in shared memory; -1 = none */
+    double hS[9], hN[16]; /* Horn's S and N (horn_warp) */
+    long staged;          /* first column of the tile now in shared memory; -1 = none */
+#ifdef KR_PK_PROFILE
+    long long prof[8], prof_t, prof_g0;
+#endif
 } pk_block;
+
+/* Build with -DKR_PK_PROFILE to have block 0 print, at the end, the SM
+ * cycles its thread 0 spent in each phase: pair passes (staging, pair loop,
+ * merge, the rest), grid barriers and Horn. */
+#ifdef KR_PK_PROFILE
+#include <stdio.h>
+#define PK_MARK(B, slot)                                                                           \
+    do {                                                                                           \
+        if (blockIdx.x == 0 && threadIdx.x == 0) {                                                 \
+            long long t_ = clock64();                                                              \
+            (B)->prof[slot] += t_ - (B)->prof_t;                                                   \
+            (B)->prof_t = t_;                                                                      \
+        }                                                                                          \
+    } while (0)
+#define PK_PROF_START(B)                                                                           \
+    do {                                                                                           \
+        if (threadIdx.x == 0) {                                                                    \
+            for (int k_ = 0; k_ < 8; k_++)                                                         \
+                (B)->prof[k_] = 0;                                                                 \
+            (B)->prof_t = clock64();                                                               \
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"((B)->prof_g0));                       \
+        }                                                                                          \
+    } while (0)
+#define PK_PROF_PRINT(B, name)                                                                     \
+    do {                                                                                           \
+        if (blockIdx.x == 0 && threadIdx.x == 0) {                                                 \
+            long long g1_;                                                                         \
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1_));                                \
+            printf("pk-profile %s G=%d blocks=%u steps=%d ns=%lld cycles: pass-other %lld "        \
+                   "sync1 %lld pass2-other %lld sync2 %lld horn %lld stage %lld loop %lld "        \
+                   "merge %lld\n",                                                                 \
+                   name, G, gridDim.x, (B)->S.st.steps, g1_ - (B)->prof_g0, (B)->prof[0],          \
+                   (B)->prof[1], (B)->prof[2], (B)->prof[3], (B)->prof[4], (B)->prof[5],           \
+                   (B)->prof[6], (B)->prof[7]);                                                    \
+        }                                                                                          \
+    } while (0)
+#else
+#define PK_MARK(B, slot)
+#define PK_PROF_START(B)
+#define PK_PROF_PRINT(B, name)
+#endif
 
 static __device__ __forceinline__ float ex2_fast(float x)
 {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+static __device__ __forceinline__ float lg2_fast(float x)
+{
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
 
@@ -102,11 +156,13 @@ static __device__ void pose_to_float(pk_block *B)
 template <typename F> static __device__ void stage(pk_block *B, long b, int len, F fill)
 {
     if (B->staged == b) return;
+    PK_MARK(B, 0);
     __syncthreads(); /* the previous tile is no longer read */
     for (int k = threadIdx.x; k < len; k += blockDim.x)
         fill(k, (size_t)b + k);
     if (threadIdx.x == 0) B->staged = b;
     __syncthreads();
+    PK_MARK(B, 5);
 }
 
 /* ---- end of a step: moments over the grid, Horn, schedule ----------------- */
@@ -123,16 +179,141 @@ static __device__ void block_moments_out(pk_block *B, const pk_args &a, int pari
     }
 }
 
-/* One thread: Horn from B->total, then the schedule. Not inlined, so that its
- * double-precision temporaries do not crowd the pair loops' registers (the
- * kernel runs 1024 threads, 64 registers each). */
-static __device__ __noinline__ void horn_solve(pk_block *B, const kr_hd_reg_params *p)
+/* Jacobi, where QCP declines: rare, and kept out of line. */
+static __device__ __noinline__ void eig4_top_jacobi(const double *N, double q[4])
 {
-    double R[9], t[3];
-    if (kr_hd_horn_from_moments(B->total, R, t) != 0) {
-        B->S.st.done = -1;
+    kr_hd_eig4_top(N, q);
+}
+
+/* The x-th (0..2) of the indices 0..3 other than e. */
+static __device__ __forceinline__ int other_index(int e, int x)
+{
+    return x + (x >= e);
+}
+
+static __device__ __forceinline__ double warp_sum(double v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* kr_hd_qcp_top (core/horn_kernels.h) on one warp: the 16 entries of N·N and
+ * the 16 cofactors of adj(N − λI) one per lane, the Newton iteration on every
+ * lane alike (same thresholds). Returns 1 with q set on every lane, or 0 where
+ * QCP declines (then Jacobi, as on the host). */
+static __device__ int qcp_warp(const double *N, int lane, double q[4])
+{
+    const int i = (lane >> 2) & 3, j = lane & 3;
+    double n2 = 0;
+    for (int k = 0; k < 4; k++)
+        n2 += N[4 * i + k] * N[4 * k + j];
+    const double p2 = warp_sum(lane < 16 && i == j ? n2 : 0.0);
+    const double p3 = warp_sum(lane < 16 ? n2 * N[4 * j + i] : 0.0);
+    double dterm = 0;
+    if (lane < 4) { /* det N by cofactors along the first row: column `lane` */
+        int c0 = other_index(lane, 0), c1 = other_index(lane, 1), c2 = other_index(lane, 2);
+        dterm = (lane % 2 ? -1.0 : 1.0) * N[lane] *
+                kr_hd_det3(N[4 + c0], N[4 + c1], N[4 + c2], N[8 + c0], N[8 + c1], N[8 + c2],
+                           N[12 + c0], N[12 + c1], N[12 + c2]);
+    }
+    const double det = warp_sum(dterm);
+    if (!(p2 > 0) || !isfinite(p2)) return 0;
+    const double c2 = -0.5 * p2, c1 = -p3 / 3.0, c0 = det;
+    double l = sqrt(p2);
+    int converged = 0;
+    for (int it = 0; it < 60; it++) {
+        double l2 = l * l;
+        double f = (l2 + c2) * l2 + c1 * l + c0;
+        double df = 4 * l2 * l + 2 * c2 * l + c1;
+        if (!(df > 0)) break;
+        double step = f / df;
+        l -= step;
+        if (fabs(step) <= 1e-15 * sqrt(p2)) {
+            converged = 1;
+            break;
+        }
+    }
+    if (!converged) return 0;
+    /* Lane 4·col + row: entry `row` of adj(M)'s column `col`, M = N − λI. */
+    const int col = i, row = j;
+    double av = 0;
+    if (lane < 16) {
+        int r[3], k[3];
+        for (int x = 0; x < 3; x++) {
+            r[x] = other_index(col, x);
+            k[x] = other_index(row, x);
+        }
+        double m[9];
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 3; b++)
+                m[3 * a + b] = N[4 * r[a] + k[b]] - (r[a] == k[b] ? l : 0.0);
+        av = ((row + col) % 2 ? -1.0 : 1.0) *
+             kr_hd_det3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]);
+    }
+    double nn = av * av;
+    nn += __shfl_xor_sync(0xffffffffu, nn, 1);
+    nn += __shfl_xor_sync(0xffffffffu, nn, 2);
+    double best = 0;
+    int bestc = 0;
+    for (int c = 0; c < 4; c++) {
+        double v = __shfl_sync(0xffffffffu, nn, 4 * c);
+        if (v > best) {
+            best = v;
+            bestc = c;
+        }
+    }
+    if (!(best > 1e-18 * p2 * p2 * p2)) return 0;
+    const double nrm = sqrt(best);
+    for (int k = 0; k < 4; k++)
+        q[k] = __shfl_sync(0xffffffffu, av, 4 * bestc + k) / nrm;
+    return 1;
+}
+
+/* Horn's step from B->total on warp 0, then the schedule (lane 0): the steps
+ * of kr_hd_horn_from_moments with QCP spread over the lanes. One thread
+ * doing all of it measured 13 µs a step inside this 1024-thread kernel
+ * (64 registers a thread: its double temporaries spilled). */
+static __device__ __noinline__ void horn_warp(pk_block *B, const kr_hd_reg_params *p)
+{
+    const int lane = threadIdx.x & 31;
+    const double *mom = B->total;
+    const double W = mom[0];
+    if (!(W > 0) || !isfinite(W)) {
+        if (lane == 0) B->S.st.done = -1;
         return;
     }
+    const double inv_w = 1.0 / W;
+    double sv = 0, scale = 0;
+    if (lane < 9) {
+        double cs = mom[1 + lane / 3] * inv_w, cd = mom[4 + lane % 3] * inv_w;
+        sv = mom[7 + lane] - W * cs * cd;
+        scale = fabs(sv);
+    }
+    for (int o = 16; o > 0; o >>= 1)
+        scale = fmax(scale, __shfl_xor_sync(0xffffffffu, scale, o));
+    if (!isfinite(scale)) {
+        if (lane == 0) B->S.st.done = -1;
+        return;
+    }
+    double q[4] = {1, 0, 0, 0};
+    if (scale > 0) {
+        const double inv_scale = 1.0 / scale;
+        if (lane < 9) B->hS[lane] = sv * inv_scale;
+        __syncwarp();
+        if (lane == 0) kr_hd_horn_matrix(B->hS, B->hN);
+        __syncwarp();
+        if (!qcp_warp(B->hN, lane, q) && lane == 0) eig4_top_jacobi(B->hN, q);
+    }
+    if (lane != 0) return;
+    double R[9], t[3], cs[3], cd[3];
+    kr_hd_quat_to_rot(q, R);
+    for (int k = 0; k < 3; k++) {
+        cs[k] = mom[1 + k] * inv_w;
+        cd[k] = mom[4 + k] * inv_w;
+    }
+    for (int k = 0; k < 3; k++)
+        t[k] = cd[k] - (R[3 * k] * cs[0] + R[3 * k + 1] * cs[1] + R[3 * k + 2] * cs[2]);
     double m2 = kr_hd_reg_motion2(p, B->S.R, B->S.t, R, t);
     for (int k = 0; k < 9; k++)
         B->S.R[k] = R[k];
@@ -157,7 +338,7 @@ static __device__ void horn_in_block(pk_block *B, const pk_args &a, int parity)
         if (lane == 0) B->total[warp] = v;
     }
     __syncthreads();
-    if (threadIdx.x == 0) horn_solve(B, &a.p);
+    if (threadIdx.x < 32) horn_warp(B, &a.p);
     for (int k = threadIdx.x; k < 32 * 16; k += blockDim.x)
         B->mom[k / 16][k % 16] = 0;
     __syncthreads();
@@ -244,6 +425,7 @@ static __device__ void emicp_pass(pk_block *B, const pk_args &a, float4 *tile, f
                     emicp_add(acc, sqdist4(q, x), x, h);
                 }
         }
+        PK_MARK(B, 6);
         float *pp = part + (size_t)threadIdx.x * PART_FLOATS; /* slice-major: (slice, r) */
         pp[0] = acc.mu;
         pp[1] = acc.s1;
@@ -252,11 +434,12 @@ static __device__ void emicp_pass(pk_block *B, const pk_args &a, float4 *tile, f
         pp[4] = acc.sy;
         pp[5] = acc.sz;
         __syncthreads();
-        if (warp < G && g * G + warp < a.n) { /* one warp per row: merge S slices */
+        for (int rw = warp; rw < G && g * G + rw < a.n;
+             rw += P_WARPS) { /* one warp per row: merge S slices */
             kr_hd_emicp_row row;
             kr_hd_emicp_row_init(&row);
             for (int c = lane; c < S; c += 32) {
-                const float *o = part + (size_t)(c * G + warp) * PART_FLOATS;
+                const float *o = part + (size_t)(c * G + rw) * PART_FLOATS;
                 kr_hd_emicp_row b;
                 b.mu = o[0];
                 b.s1 = o[1];
@@ -276,13 +459,14 @@ static __device__ void emicp_pass(pk_block *B, const pk_args &a, float4 *tile, f
                 kr_hd_emicp_row_merge(&row, &b, half_inv);
             }
             if (lane == 0) {
-                size_t ii = g * G + warp;
+                size_t ii = g * G + rw;
                 double w, pt[3], s[3] = {a.src[3 * ii], a.src[3 * ii + 1], a.src[3 * ii + 2]};
                 kr_hd_emicp_row_finish(&row, a.p.d02, 1.0 / temp, &w, pt);
-                kr_hd_moments_add(B->mom[warp], w, s, pt);
+                kr_hd_moments_add(B->mom[rw], w, s, pt);
             }
         }
         __syncthreads(); /* part is reused by the next group */
+        PK_MARK(B, 7);
     }
 }
 
@@ -293,14 +477,19 @@ template <int G> static __global__ void __launch_bounds__(P_THREADS, 1) emicp_pe
     __shared__ pk_block B;
     __shared__ float part[P_THREADS * PART_FLOATS];
     block_start(&B, a);
+    PK_PROF_START(&B);
     int parity = 0;
     while (!B.S.st.done) {
         emicp_pass<G>(&B, a, tile, part);
         block_moments_out(&B, a, parity);
+        PK_MARK(&B, 0);
         grid.sync();
+        PK_MARK(&B, 1);
         horn_in_block(&B, a, parity);
+        PK_MARK(&B, 4);
         parity ^= 1;
     }
+    PK_PROF_PRINT(&B, "emicp");
     block_end(&B, a);
 }
 
@@ -328,10 +517,10 @@ static __device__ void lse2_merge(lse2_acc &a, float bmx, float bsum)
         a.mx = bmx;
         a.sum = bsum;
     } else if (bmx > a.mx) {
-        a.sum = a.sum * exp2f(a.mx - bmx) + bsum;
+        a.sum = a.sum * ex2_fast(a.mx - bmx) + bsum;
         a.mx = bmx;
     } else {
-        a.sum += bsum * exp2f(bmx - a.mx);
+        a.sum += bsum * ex2_fast(bmx - a.mx);
     }
 }
 
@@ -339,7 +528,7 @@ static __device__ void lse2_merge(lse2_acc &a, float bmx, float bsum)
 static __device__ float neg_lse2_slack(float lmo2, float L)
 {
     float hi = fmaxf(lmo2, L), lo = fminf(lmo2, L);
-    return -(hi + log2f(1.0f + exp2f(lo - hi)));
+    return -(hi + lg2_fast(1.0f + ex2_fast(lo - hi)));
 }
 
 /* The log-sum-exp plus Σ 2^(y − mx) s_i of the moment pass. */
@@ -374,14 +563,14 @@ static __device__ void lsem_merge(lsem_acc &a, const lsem_acc &b)
         return;
     }
     if (b.mx > a.mx) {
-        float f = exp2f(a.mx - b.mx);
+        float f = ex2_fast(a.mx - b.mx);
         a.sum = a.sum * f + b.sum;
         a.w0 = a.w0 * f + b.w0;
         a.w1 = a.w1 * f + b.w1;
         a.w2 = a.w2 * f + b.w2;
         a.mx = b.mx;
     } else {
-        float f = exp2f(b.mx - a.mx);
+        float f = ex2_fast(b.mx - a.mx);
         a.sum += b.sum * f;
         a.w0 += b.w0 * f;
         a.w1 += b.w1 * f;
@@ -436,25 +625,27 @@ static __device__ void sa_row_pass(pk_block *B, const pk_args &a, float4 *tile, 
                 }
             }
         }
+        PK_MARK(B, 6);
         lse2_merge(l0, l1.mx, l1.sum);
         part[2 * threadIdx.x] = l0.mx;
         part[2 * threadIdx.x + 1] = l0.sum;
         __syncthreads();
-        if (warp < G && g * G + warp < a.n) {
+        for (int rw = warp; rw < G && g * G + rw < a.n; rw += P_WARPS) {
             lse2_acc l = {-INFINITY, 0};
             for (int c = lane; c < S; c += 32)
-                lse2_merge(l, part[2 * (c * G + warp)], part[2 * (c * G + warp) + 1]);
+                lse2_merge(l, part[2 * (c * G + rw)], part[2 * (c * G + rw) + 1]);
             for (int o = 16; o > 0; o >>= 1) {
                 float bmx = __shfl_down_sync(0xffffffffu, l.mx, o);
                 float bs = __shfl_down_sync(0xffffffffu, l.sum, o);
                 lse2_merge(l, bmx, bs);
             }
             if (lane == 0) {
-                float L = l.sum > 0 ? l.mx + log2f(l.sum) : -INFINITY;
-                a.u2[g * G + warp] = neg_lse2_slack(k0.lmo2, L);
+                float L = l.sum > 0 ? l.mx + lg2_fast(l.sum) : -INFINITY;
+                a.u2[g * G + rw] = neg_lse2_slack(k0.lmo2, L);
             }
         }
         __syncthreads();
+        PK_MARK(B, 7);
     }
 }
 
@@ -521,6 +712,7 @@ static __device__ void sa_col_pass(pk_block *B, const pk_args &a, float4 *tile, 
                 }
             }
         }
+        PK_MARK(B, 6);
         lsem_merge(l0, l1);
         float *pp = part + (size_t)threadIdx.x * 5;
         pp[0] = l0.mx;
@@ -529,11 +721,12 @@ static __device__ void sa_col_pass(pk_block *B, const pk_args &a, float4 *tile, 
         pp[3] = l0.w1;
         pp[4] = l0.w2;
         __syncthreads();
-        size_t jj = g * G + warp;
-        if (warp < G && jj < a.m) {
+        /* one warp per column: merge S slices */
+        for (int rw = warp; rw < G && g * G + rw < a.m; rw += P_WARPS) {
+            size_t jj = g * G + rw;
             lsem_acc l = {-INFINITY, 0, 0, 0, 0};
             for (int c = lane; c < S; c += 32) {
-                const float *o = part + (size_t)(c * G + warp) * 5;
+                const float *o = part + (size_t)(c * G + rw) * 5;
                 lsem_acc b = {o[0], o[1], o[2], o[3], o[4]};
                 lsem_merge(l, b);
             }
@@ -547,7 +740,7 @@ static __device__ void sa_col_pass(pk_block *B, const pk_args &a, float4 *tile, 
                 lsem_merge(l, b);
             }
             if (lane == 0) {
-                float L = l.sum > 0 ? l.mx + log2f(l.sum) : -INFINITY;
+                float L = l.sum > 0 ? l.mx + lg2_fast(l.sum) : -INFINITY;
                 float v = neg_lse2_slack(k0.lmo2, L);
                 if (!MOMENTS) a.v2[jj] = v;
                 if (MOMENTS && l.sum > 0) {
@@ -555,7 +748,7 @@ static __device__ void sa_col_pass(pk_block *B, const pk_args &a, float4 *tile, 
                     double scale = exp2((double)v + (double)l.mx);
                     double cj = scale * l.sum, aj[3] = {scale * l.w0, scale * l.w1, scale * l.w2};
                     double x[3] = {a.dx[jj], a.dy[jj], a.dz[jj]};
-                    double *mom = B->mom[warp];
+                    double *mom = B->mom[rw];
                     if (cj > 0) {
                         mom[0] += cj;
                         for (int u = 0; u < 3; u++) {
@@ -569,6 +762,7 @@ static __device__ void sa_col_pass(pk_block *B, const pk_args &a, float4 *tile, 
             }
         }
         __syncthreads();
+        PK_MARK(B, 7);
     }
 }
 
@@ -580,6 +774,7 @@ static __global__ void __launch_bounds__(P_THREADS, 1) softassign_persistent(pk_
     __shared__ pk_block B;
     __shared__ float part[P_THREADS * PART_FLOATS];
     block_start(&B, a);
+    PK_PROF_START(&B);
     int parity = 0;
     while (!B.S.st.done) {
         const double T = B.S.st.temp;
@@ -589,18 +784,24 @@ static __global__ void __launch_bounds__(P_THREADS, 1) softassign_persistent(pk_
         k0.lmo2 = (float)(a.p.log_m_outlier * P_LOG2E);
         for (int round = 0; round < a.p.i1; round++) {
             sa_row_pass<G>(&B, a, tile, part, k0, round == 0);
+            PK_MARK(&B, 0);
             grid.sync();
+            PK_MARK(&B, 1);
             if (round + 1 < a.p.i1) {
                 sa_col_pass<G, false>(&B, a, tile, part, k0);
             } else {
                 sa_col_pass<G, true>(&B, a, tile, part, k0);
                 block_moments_out(&B, a, parity);
             }
+            PK_MARK(&B, 2);
             grid.sync();
+            PK_MARK(&B, 3);
         }
         horn_in_block(&B, a, parity);
+        PK_MARK(&B, 4);
         parity ^= 1;
     }
+    PK_PROF_PRINT(&B, "softassign");
     block_end(&B, a);
 }
 
@@ -646,18 +847,31 @@ kr_status kr_gpu_register_persistent(kr_gpu_context *ctx, const kr_hd_reg_params
     if (!emicp && p->i1 < 1) return KR_OK; /* no Sinkhorn round: the multi-kernel engine */
     int sms = 0;
     KR_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device));
-    /* Rows per group: 16 keeps every SM busy at a few thousand rows; 32
-     * halves the tile loads per pair once there are many groups a block. */
+    /* Rows per group G: a block's time on a pass goes as the rows it owns,
+     * ceil(groups / blocks) · G; the smallest such G wins (fewer idle blocks
+     * in the last round), ties going to the larger G (fewer merges, fewer
+     * tile loads per pair). One block per SM (1024 threads). */
     size_t most_rows = emicp ? n : (n > m ? n : m);
-    bool wide = (most_rows + 15) / 16 >= (size_t)8 * sms;
-    const int G = wide ? 32 : 16;
+    int G = 32;
+    size_t best = (size_t)-1;
+    for (int g = 32; g >= 8; g /= 2) {
+        size_t groups_g = (most_rows + g - 1) / g;
+        size_t cost = (groups_g + sms - 1) / sms * (size_t)g;
+        if (cost < best) {
+            best = cost;
+            G = g;
+        }
+    }
     size_t groups = (most_rows + G - 1) / G;
     const void *kernel;
     if (emicp)
-        kernel = wide ? (const void *)emicp_persistent<32> : (const void *)emicp_persistent<16>;
+        kernel = G == 32   ? (const void *)emicp_persistent<32>
+                 : G == 16 ? (const void *)emicp_persistent<16>
+                           : (const void *)emicp_persistent<8>;
     else
-        kernel = wide ? (const void *)softassign_persistent<32>
-                      : (const void *)softassign_persistent<16>;
+        kernel = G == 32   ? (const void *)softassign_persistent<32>
+                 : G == 16 ? (const void *)softassign_persistent<16>
+                           : (const void *)softassign_persistent<8>;
     int tile = 0, blocks = 0;
     size_t dyn = 0;
     size_t cols = emicp ? m : (n > m ? n : m);
