@@ -73,6 +73,7 @@ void kr_model_destroy(kr_model **mp)
     pthread_cond_destroy(&m->wake);
     pthread_mutex_destroy(&m->mu);
     kr_voxel_map_destroy(&m->map);
+    kr_gpu_context_destroy(&m->gpu);
     free(m->job_points);
     free(m->job_normals);
     free(m);

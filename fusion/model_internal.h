@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "fusion/voxel_map.h"
+#include "gpu/gpu.h"
 #include "kinreg/model.h"
 
 struct kr_model_snapshot {
@@ -40,7 +41,15 @@ struct kr_model {
     bool worker_running;
     pthread_t worker;
     kr_model_snapshot *current;
+    /* Set: snapshot trees are built on this device (fusion/model_gpu.c);
+     * used by the builder only, replaced only while no build is in flight. */
+    kr_gpu_context *gpu;
+    kr_gpu_tree_times gpu_times; /* of the last device build */
 };
+
+/* model_gpu.c: the snapshot tree over the job buffers, on the device when
+ * one is set, else (or when that fails) on the host. */
+kr_status kr_model_build_tree(kr_model *model, kr_kdtree **tree);
 
 /* model_snapshot.c */
 kr_status kr_model_worker_start(kr_model *model);

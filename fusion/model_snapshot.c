@@ -15,7 +15,7 @@ static kr_status build_and_swap(kr_model *m)
 {
     kr_kdtree *tree = NULL;
     kr_model_snapshot *snap = NULL;
-    kr_status s = kr_kdtree_build(&tree, m->job_points, m->job_normals, m->job_n);
+    kr_status s = kr_model_build_tree(m, &tree);
     if (s == KR_OK) {
         snap = malloc(sizeof *snap);
         if (!snap) {

@@ -19,9 +19,11 @@
 #include <string.h>
 
 #include "core/kdtree_internal.h"
+#include "fusion/model_gpu.h"
 #include "gpu/device_internal.h"
 #include "gpu/gpu.h"
 #include "kinreg/device.h"
+#include "kinreg/model.h"
 #include "kinreg/preprocess.h"
 #include "kinreg/source.h"
 #include "kinreg/track.h"
@@ -309,4 +311,74 @@ KR_TEST(parity_tree, tum_frame_same_pose)
     char uri[2100];
     snprintf(uri, sizeof uri, "tum:%s", dir);
     track_against_both(uri, 5);
+}
+
+/* The model's snapshots built on the device (as the CUDA pipeline does, in
+ * the background): the snapshot tree carries its device copy, is a valid
+ * k-d tree over the voxels, and tracks the next frame to the pose the host
+ * build of the same voxels gives. */
+KR_TEST(parity_tree, model_snapshot_on_device)
+{
+    NEED_CUDA();
+    kr_source_config sc;
+    kr_source_config_default(&sc);
+    kr_source *src = NULL;
+    REQUIRE_OK(kr_source_create(&src, &sc)); /* synthetic */
+    kr_intrinsics K = kr_source_intrinsics(src);
+    kr_frame fa, fb;
+    REQUIRE_OK(kr_source_read(src, &fa));
+    REQUIRE_OK(kr_source_read(src, &fb));
+    kr_source_destroy(&src);
+    kr_device *dev = make_device(KR_BACKEND_CUDA);
+    REQUIRE(dev);
+    kr_preprocess_config pc;
+    kr_preprocess_config_default(&pc);
+    kr_pyramid a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    REQUIRE_OK(kr_preprocess(dev, &pc, &fa, &K, &a));
+    REQUIRE_OK(kr_preprocess(dev, &pc, &fb, &K, &b));
+    kr_model_config mc;
+    kr_model_config_default(&mc);
+    kr_model *model = NULL;
+    REQUIRE_OK(kr_model_create(&model, &mc));
+    REQUIRE_OK(kr_model_build_trees_on(model, kr_device_gpu(dev)));
+    kr_pose id = kr_pose_identity();
+    REQUIRE_OK(kr_model_integrate(model, &a.level[1], &id, 0));
+    REQUIRE_OK(kr_model_request_snapshot(model, 0));
+    kr_model_wait_idle(model);
+    kr_model_snapshot *snap = kr_model_snapshot_acquire(model);
+    REQUIRE(snap);
+    const kr_kdtree *g = kr_model_snapshot_tree(snap);
+    CHECK(g->device != NULL);
+    kr_gpu_tree_times tt = kr_model_last_tree_times(model);
+    CHECK_GT(tt.build_ms, 0);
+    size_t n = kr_kdtree_size(g);
+    float *pts = malloc(3 * n * sizeof *pts), *nrm = malloc(3 * n * sizeof *nrm);
+    REQUIRE(pts && nrm);
+    for (size_t i = 0; i < n; i++)
+        kr_kdtree_point(g, i, pts + 3 * i, nrm + 3 * i);
+    check_valid(g, pts, n);
+    kr_kdtree *c = NULL;
+    REQUIRE_OK(kr_kdtree_build(&c, pts, nrm, n));
+    kr_track_config cfg;
+    kr_track_config_default(&cfg);
+    double w[6] = {0.002, -0.003, 0.002, 0.005, -0.004, 0.003};
+    kr_pose seed = kr_pose_exp(w);
+    kr_track_result rc, dg;
+    CHECK_OK(kr_track_frame(c, &b, &seed, &cfg, &rc));
+    CHECK_OK(kr_track_frame_on(dev, g, &b, &seed, &cfg, &dg));
+    CHECK_EQ(rc.state, KR_TRACK_GOOD);
+    check_same_pose(&rc, &dg);
+    printf("    snapshot of %zu voxels: device build %.3f ms\n", n, tt.build_ms);
+    free(pts);
+    free(nrm);
+    kr_kdtree_destroy(&c);
+    kr_model_snapshot_release(&snap);
+    kr_model_destroy(&model);
+    kr_pyramid_free(&a);
+    kr_pyramid_free(&b);
+    kr_frame_release(&fa);
+    kr_frame_release(&fb);
+    kr_device_destroy(&dev);
 }
