@@ -75,4 +75,112 @@ static inline KR_HD void kr_kd_cell_fill(kr_kd_cell *c, const float p[3], const 
     }
 }
 
+/* ---- the level-by-level build (gpu/tree_build.cu) ------------------------
+ *
+ * One step of the level-parallel build per element; the device runs each as
+ * a kernel over its elements, tests/test_kdtree_levels.c as a host loop (the
+ * steps of one kernel touch disjoint outputs, so any order gives the same
+ * result). The state: three index lists idx[a·n + p], each sorted by
+ * coordinate a within every node's range [start, start + m) of positions;
+ * node_of[p] the node that owns position p (the same in all three lists). */
+
+/* Per internal node of the current level: its box (the ends of each list's
+ * range), split axis and plane, and its children's ranges. */
+static inline KR_HD void kr_kdl_node(const float *pts, const uint32_t *idx, uint32_t n,
+                                     uint32_t node, uint32_t *start, uint32_t *left_of,
+                                     uint32_t *axis_of, kr_kd_node *nodes)
+{
+    uint32_t m = kr_kd_leaves_under(node, n), s = start[node];
+    float lo[3], hi[3];
+    for (int a = 0; a < 3; a++) {
+        lo[a] = pts[3 * (size_t)idx[(size_t)a * n + s] + a];
+        hi[a] = pts[3 * (size_t)idx[(size_t)a * n + s + m - 1] + a];
+    }
+    uint32_t axis = kr_kd_widest_axis(lo, hi);
+    uint32_t left = kr_kd_leaves_under(2 * (uint64_t)node + 1, n);
+    const uint32_t *list = idx + (size_t)axis * n + s;
+    float max_left = pts[3 * (size_t)list[left - 1] + axis];
+    float min_right = pts[3 * (size_t)list[left] + axis];
+    nodes[node].split = kr_kd_split(max_left, min_right);
+    nodes[node].axis = axis;
+    left_of[node] = left;
+    axis_of[node] = axis;
+    start[2 * node + 1] = s;
+    start[2 * node + 2] = s + left;
+}
+
+/* Per position p of the split axis's list: the first `left` points of a
+ * node's range go left (by point index). */
+static inline KR_HD void kr_kdl_mark(const uint32_t *idx, const uint32_t *node_of,
+                                     const uint32_t *start, const uint32_t *left_of,
+                                     const uint32_t *axis_of, uint32_t n, uint32_t n_internal,
+                                     uint32_t p, uint32_t *goes_left)
+{
+    uint32_t node = node_of[p];
+    if (node >= n_internal) return; /* a leaf already */
+    uint32_t id = idx[(size_t)axis_of[node] * n + p];
+    goes_left[id] = (p - start[node]) < left_of[node];
+}
+
+/* Per entry q = a·n + p of the three lists: whether it goes left (0 at
+ * leaves), for the exclusive scan. */
+static inline KR_HD void kr_kdl_flag(const uint32_t *idx, const uint32_t *node_of,
+                                     const uint32_t *goes_left, uint32_t n, uint32_t n_internal,
+                                     size_t q, uint32_t *flags)
+{
+    uint32_t p = (uint32_t)(q % n);
+    flags[q] = node_of[p] < n_internal ? goes_left[idx[q]] : 0;
+}
+
+/* Per entry q: the stable partition of its node's range in its list, given
+ * the exclusive scan of the flags — left entries keep their order at the
+ * front, right entries theirs behind them — and the new owner of the
+ * position (written from list 0). */
+static inline KR_HD void kr_kdl_scatter(const uint32_t *idx, const uint32_t *node_of,
+                                        const uint32_t *flags, const uint32_t *scan,
+                                        const uint32_t *start, const uint32_t *left_of, uint32_t n,
+                                        uint32_t n_internal, size_t q, uint32_t *idx_next,
+                                        uint32_t *node_of_next)
+{
+    uint32_t a = (uint32_t)(q / n), p = (uint32_t)(q % n);
+    size_t base = (size_t)a * n;
+    uint32_t node = node_of[p];
+    if (node >= n_internal) {
+        idx_next[q] = idx[q];
+        if (a == 0) node_of_next[p] = node;
+        return;
+    }
+    uint32_t s = start[node];
+    uint32_t before_left = scan[q] - scan[base + s]; /* left entries before p in the range */
+    uint32_t to, child;
+    if (flags[q]) {
+        to = s + before_left;
+        child = 2 * node + 1;
+    } else {
+        to = s + left_of[node] + (p - s - before_left);
+        child = 2 * node + 2;
+    }
+    idx_next[base + to] = idx[q];
+    if (a == 0) node_of_next[to] = child;
+}
+
+/* Per position p once every node is a leaf: its cell and the index maps. */
+static inline KR_HD void kr_kdl_leaf(const float *pts, const float *nrm, const uint32_t *idx,
+                                     const uint32_t *node_of, uint32_t n_internal, uint32_t p,
+                                     kr_kd_cell *cell_out, uint32_t *leaf_orig, uint32_t *orig_leaf)
+{
+    uint32_t id = idx[p], k = node_of[p] - n_internal;
+    kr_kd_cell_fill(cell_out, pts + 3 * (size_t)id, nrm ? nrm + 3 * (size_t)id : NULL);
+    leaf_orig[k] = id;
+    orig_leaf[id] = k;
+}
+
+/* The cell index of position p after the build (where kr_kdl_leaf's cell
+ * goes). */
+static inline KR_HD uint32_t kr_kdl_cell_of(const uint32_t *node_of, uint32_t n_internal,
+                                            uint32_t p)
+{
+    return node_of[p] - n_internal;
+}
+
 #endif

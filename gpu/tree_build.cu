@@ -77,35 +77,15 @@ __global__ void init_kernel(const float *__restrict__ pts, int axis, uint32_t n,
     node_of[i] = 0;
 }
 
-/* One thread per internal node of the level [first, last): its box, split
- * axis and plane, and its children's ranges. */
+/* The level steps of core/kdtree_build_kernels.h, one thread per element. */
 __global__ void node_kernel(const float *__restrict__ pts, const uint32_t *__restrict__ idx,
                             uint32_t n, uint32_t first, uint32_t last, uint32_t *start,
                             uint32_t *left_of, uint32_t *axis_of, kr_kd_node *nodes)
 {
     uint32_t node = first + blockIdx.x * blockDim.x + threadIdx.x;
-    if (node >= last) return;
-    uint32_t m = kr_kd_leaves_under(node, n), s = start[node];
-    float lo[3], hi[3];
-    for (int a = 0; a < 3; a++) {
-        lo[a] = pts[3 * (size_t)idx[(size_t)a * n + s] + a];
-        hi[a] = pts[3 * (size_t)idx[(size_t)a * n + s + m - 1] + a];
-    }
-    uint32_t axis = kr_kd_widest_axis(lo, hi);
-    uint32_t left = kr_kd_leaves_under(2 * (uint64_t)node + 1, n);
-    const uint32_t *list = idx + (size_t)axis * n + s;
-    float max_left = pts[3 * (size_t)list[left - 1] + axis];
-    float min_right = pts[3 * (size_t)list[left] + axis];
-    nodes[node].split = kr_kd_split(max_left, min_right);
-    nodes[node].axis = axis;
-    left_of[node] = left;
-    axis_of[node] = axis;
-    start[2 * node + 1] = s;
-    start[2 * node + 2] = s + left;
+    if (node < last) kr_kdl_node(pts, idx, n, node, start, left_of, axis_of, nodes);
 }
 
-/* One thread per position of the split axis's list: the first `left` points
- * of a node's range go left. */
 __global__ void mark_kernel(const uint32_t *__restrict__ idx, const uint32_t *__restrict__ node_of,
                             const uint32_t *__restrict__ start,
                             const uint32_t *__restrict__ left_of,
@@ -113,26 +93,17 @@ __global__ void mark_kernel(const uint32_t *__restrict__ idx, const uint32_t *__
                             uint32_t *goes_left)
 {
     uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n) return;
-    uint32_t node = node_of[p];
-    if (node >= n_internal) return; /* a leaf already */
-    uint32_t id = idx[(size_t)axis_of[node] * n + p];
-    goes_left[id] = (p - start[node]) < left_of[node];
+    if (p < n) kr_kdl_mark(idx, node_of, start, left_of, axis_of, n, n_internal, p, goes_left);
 }
 
-/* The flags along all three lists (0 at leaves), for the scan. */
 __global__ void flags_kernel(const uint32_t *__restrict__ idx, const uint32_t *__restrict__ node_of,
                              const uint32_t *__restrict__ goes_left, uint32_t n,
                              uint32_t n_internal, uint32_t *flags)
 {
     size_t q = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (q >= 3 * (size_t)n) return;
-    uint32_t p = (uint32_t)(q % n);
-    flags[q] = node_of[p] < n_internal ? goes_left[idx[q]] : 0;
+    if (q < 3 * (size_t)n) kr_kdl_flag(idx, node_of, goes_left, n, n_internal, q, flags);
 }
 
-/* Stable partition of each node's range in each list: left entries keep
- * their order at the front, right entries theirs behind them. */
 __global__ void
 scatter_kernel(const uint32_t *__restrict__ idx, const uint32_t *__restrict__ node_of,
                const uint32_t *__restrict__ flags, const uint32_t *__restrict__ scan,
@@ -140,30 +111,12 @@ scatter_kernel(const uint32_t *__restrict__ idx, const uint32_t *__restrict__ no
                uint32_t n_internal, uint32_t *idx_next, uint32_t *node_of_next)
 {
     size_t q = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (q >= 3 * (size_t)n) return;
-    uint32_t a = (uint32_t)(q / n), p = (uint32_t)(q % n);
-    size_t base = (size_t)a * n;
-    uint32_t node = node_of[p];
-    if (node >= n_internal) {
-        idx_next[q] = idx[q];
-        if (a == 0) node_of_next[p] = node;
-        return;
-    }
-    uint32_t s = start[node];
-    uint32_t before_left = scan[q] - scan[base + s]; /* left entries before p in the range */
-    uint32_t to, child;
-    if (flags[q]) {
-        to = s + before_left;
-        child = 2 * node + 1;
-    } else {
-        to = s + left_of[node] + (p - s - before_left);
-        child = 2 * node + 2;
-    }
-    idx_next[base + to] = idx[q];
-    if (a == 0) node_of_next[to] = child;
+    if (q < 3 * (size_t)n)
+        kr_kdl_scatter(idx, node_of, flags, scan, start, left_of, n, n_internal, q, idx_next,
+                       node_of_next);
 }
 
-/* One thread per position: every node is a leaf now; its cell. */
+/* The cell is built in registers and stored as two float4 (aligned). */
 __global__ void leaf_kernel(const float *__restrict__ pts, const float *__restrict__ nrm,
                             const uint32_t *__restrict__ idx, const uint32_t *__restrict__ node_of,
                             uint32_t n, uint32_t n_internal, kr_kd_cell *cells, uint32_t *leaf_orig,
@@ -171,14 +124,11 @@ __global__ void leaf_kernel(const float *__restrict__ pts, const float *__restri
 {
     uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n) return;
-    uint32_t id = idx[p], k = node_of[p] - n_internal;
     kr_kd_cell c;
-    kr_kd_cell_fill(&c, pts + 3 * (size_t)id, nrm ? nrm + 3 * (size_t)id : NULL);
-    float4 *c4 = reinterpret_cast<float4 *>(cells + k);
+    kr_kdl_leaf(pts, nrm, idx, node_of, n_internal, p, &c, leaf_orig, orig_leaf);
+    float4 *c4 = reinterpret_cast<float4 *>(cells + kr_kdl_cell_of(node_of, n_internal, p));
     c4[0] = make_float4(c.s[0], c.s[1], c.s[2], c.s[3]);
     c4[1] = make_float4(c.n[0], c.n[1], c.n[2], c.n[3]);
-    leaf_orig[k] = id;
-    orig_leaf[id] = k;
 }
 
 /* Carves the work arrays out of the TREE_BUILD slot (or, with base NULL,

@@ -1,0 +1,199 @@
+/* The level-by-level tree build of the CUDA engine (gpu/tree_build.cu), run
+ * on the host: the same per-element steps (core/kdtree_build_kernels.h) in
+ * host loops, with a stable sort and an exclusive scan standing in for
+ * CUB's, against the recursive host build (core/kdtree.c). CI has no GPU, so
+ * this is where the device build's algorithm is checked on every commit;
+ * parity_tree checks the kernels themselves on the GPU machine.
+ *
+ * Where no two points share a coordinate the two builds must give the same
+ * tree bit for bit. With ties (a grid) the builds may send different
+ * equal-keyed points left; there the level build must still be a valid k-d
+ * tree over the same points: nearest neighbours equal brute force. */
+#include "kr_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/kdtree_build_kernels.h"
+
+typedef struct {
+    float key;
+    uint32_t id;
+} keyed;
+
+static int by_key_then_id(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The device build's driver (build_levels in gpu/tree_build.cu) on the host. */
+static kr_kdtree *level_build(const float *pts, const float *nrm, size_t n)
+{
+    kr_kdtree *t = kr_kdtree_alloc(n);
+    uint32_t *idx[2], *node_of[2];
+    size_t N = n;
+    idx[0] = malloc(3 * N * sizeof(uint32_t));
+    idx[1] = malloc(3 * N * sizeof(uint32_t));
+    node_of[0] = calloc(N, sizeof(uint32_t));
+    node_of[1] = calloc(N, sizeof(uint32_t));
+    uint32_t *goes_left = calloc(N, sizeof(uint32_t)), *flags = malloc(3 * N * sizeof(uint32_t)),
+             *scan = malloc(3 * N * sizeof(uint32_t)), *start = calloc(2 * N, sizeof(uint32_t)),
+             *left = calloc(N, sizeof(uint32_t)), *axis = calloc(N, sizeof(uint32_t));
+    keyed *k = malloc(N * sizeof *k);
+    if (!t || !idx[0] || !idx[1] || !node_of[0] || !node_of[1] || !goes_left || !flags || !scan ||
+        !start || !left || !axis || !k) {
+        kr_kdtree_destroy(&t);
+        goto out;
+    }
+    for (int a = 0; a < 3; a++) {
+        for (size_t i = 0; i < N; i++) {
+            k[i].key = pts[3 * i + a];
+            k[i].id = (uint32_t)i;
+        }
+        qsort(k, N, sizeof *k, by_key_then_id); /* = a stable radix sort of the ids */
+        for (size_t i = 0; i < N; i++)
+            idx[0][a * N + i] = k[i].id;
+    }
+    uint32_t ni = t->n_internal, nn = (uint32_t)n;
+    int cur = 0;
+    for (uint64_t first = 0; first < ni; first = 2 * first + 1) {
+        uint64_t last = 2 * first + 1 < ni ? 2 * first + 1 : ni;
+        for (uint64_t node = first; node < last; node++)
+            kr_kdl_node(pts, idx[cur], nn, (uint32_t)node, start, left, axis, t->nodes);
+        for (uint32_t p = 0; p < nn; p++)
+            kr_kdl_mark(idx[cur], node_of[cur], start, left, axis, nn, ni, p, goes_left);
+        for (size_t q = 0; q < 3 * N; q++)
+            kr_kdl_flag(idx[cur], node_of[cur], goes_left, nn, ni, q, flags);
+        uint32_t sum = 0;
+        for (size_t q = 0; q < 3 * N; q++) {
+            scan[q] = sum;
+            sum += flags[q];
+        }
+        for (size_t q = 0; q < 3 * N; q++)
+            kr_kdl_scatter(idx[cur], node_of[cur], flags, scan, start, left, nn, ni, q,
+                           idx[1 - cur], node_of[1 - cur]);
+        cur = 1 - cur;
+    }
+    for (uint32_t p = 0; p < nn; p++) {
+        kr_kd_cell c;
+        kr_kdl_leaf(pts, nrm, idx[cur], node_of[cur], ni, p, &c, t->leaf_orig, t->orig_leaf);
+        t->cells[kr_kdl_cell_of(node_of[cur], ni, p)] = c;
+    }
+out:
+    free(idx[0]);
+    free(idx[1]);
+    free(node_of[0]);
+    free(node_of[1]);
+    free(goes_left);
+    free(flags);
+    free(scan);
+    free(start);
+    free(left);
+    free(axis);
+    free(k);
+    return t;
+}
+
+/* Distinct coordinates on every axis (permutations of exact floats), normals
+ * of varying length, some zero or NaN. */
+static void distinct_points(size_t n, unsigned seed, float *pts, float *nrm)
+{
+    uint32_t *perm = malloc(n * sizeof *perm);
+    if (!perm) return;
+    const float scale[3] = {1.0f / 4096, 1.0f / 8192, 1.0f / 2048};
+    for (int a = 0; a < 3; a++) {
+        for (size_t i = 0; i < n; i++)
+            perm[i] = (uint32_t)i;
+        for (size_t i = n; i > 1; i--) {
+            size_t j = (size_t)(kr_urand(&seed) * (double)i) % i;
+            uint32_t t = perm[i - 1];
+            perm[i - 1] = perm[j];
+            perm[j] = t;
+        }
+        for (size_t i = 0; i < n; i++)
+            pts[3 * i + a] = ((float)perm[i] - 0.5f * (float)n) * scale[a];
+    }
+    for (size_t i = 0; i < 3 * n; i++)
+        nrm[i] = (float)(2 * kr_urand(&seed) - 1) * 1.3f;
+    for (size_t i = 0; i < n; i += 9)
+        nrm[3 * i] = nrm[3 * i + 1] = nrm[3 * i + 2] = 0;
+    for (size_t i = 4; i < n; i += 13)
+        nrm[3 * i + 2] = NAN;
+    free(perm);
+}
+
+KR_TEST(kdtree_levels, same_tree_as_host_build_without_ties)
+{
+    const size_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 100, 1023, 1024, 1025, 5000, 40000};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        size_t n = sizes[s];
+        float *pts = malloc(3 * n * sizeof *pts), *nrm = malloc(3 * n * sizeof *nrm);
+        REQUIRE(pts && nrm);
+        distinct_points(n, (unsigned)(11 + s), pts, nrm);
+        for (int with_normals = 0; with_normals < 2; with_normals++) {
+            const float *nv = with_normals ? nrm : NULL;
+            kr_kdtree *c = NULL, *g = level_build(pts, nv, n);
+            REQUIRE_OK(kr_kdtree_build(&c, pts, nv, n));
+            REQUIRE(g);
+            CHECK_EQ(g->min_depth, c->min_depth);
+            CHECK(c->n_internal == 0 ||
+                  memcmp(g->nodes, c->nodes, c->n_internal * sizeof *c->nodes) == 0);
+            CHECK(memcmp(g->cells, c->cells, n * sizeof *c->cells) == 0);
+            CHECK(memcmp(g->leaf_orig, c->leaf_orig, n * sizeof *c->leaf_orig) == 0);
+            CHECK(memcmp(g->orig_leaf, c->orig_leaf, n * sizeof *c->orig_leaf) == 0);
+            if (kr_test_failed()) printf("    differs at n=%zu (normals %d)\n", n, with_normals);
+            kr_kdtree_destroy(&c);
+            kr_kdtree_destroy(&g);
+        }
+        free(pts);
+        free(nrm);
+    }
+}
+
+KR_TEST(kdtree_levels, valid_tree_with_ties)
+{
+    /* A jittered-free grid: every coordinate repeats many times. */
+    const size_t side = 23, n = side * side * 11;
+    float *pts = malloc(3 * n * sizeof *pts);
+    REQUIRE(pts);
+    size_t i = 0;
+    for (size_t z = 0; z < 11; z++)
+        for (size_t y = 0; y < side; y++)
+            for (size_t x = 0; x < side; x++, i++) {
+                pts[3 * i] = 0.01f * (float)x;
+                pts[3 * i + 1] = 0.02f * (float)y;
+                pts[3 * i + 2] = 1.0f + 0.015f * (float)z;
+            }
+    kr_kdtree *g = level_build(pts, NULL, n);
+    REQUIRE(g);
+    /* Each point in exactly one cell, holding that point. */
+    size_t bad_map = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t id = g->leaf_orig[k];
+        bad_map += g->orig_leaf[id] != k || memcmp(g->cells[k].s, pts + 3 * (size_t)id, 12) != 0;
+    }
+    CHECK_EQ(bad_map, 0);
+    /* Left points lie at or below each split and right points at or above:
+     * nearest neighbours by back-tracking equal brute force. */
+    unsigned seed = 3;
+    size_t wrong = 0;
+    for (int q = 0; q < 400; q++) {
+        float x[3] = {(float)(0.3 * kr_urand(&seed) - 0.03), (float)(0.5 * kr_urand(&seed) - 0.03),
+                      (float)(0.95 + 0.25 * kr_urand(&seed))};
+        if (q % 4 == 0) memcpy(x, pts + 3 * (size_t)(kr_urand(&seed) * (double)n), sizeof x);
+        float d2 = 0;
+        kr_kdtree_nearest(g, x, &d2);
+        double best = INFINITY;
+        for (size_t j = 0; j < n; j++) {
+            double dx = x[0] - pts[3 * j], dy = x[1] - pts[3 * j + 1], dz = x[2] - pts[3 * j + 2];
+            best = fmin(best, dx * dx + dy * dy + dz * dz);
+        }
+        wrong += fabs(d2 - best) > 1e-6 * best + 1e-12;
+    }
+    CHECK_EQ(wrong, 0);
+    kr_kdtree_destroy(&g);
+    free(pts);
+}
