@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/fusion_kernels.h"
 #include "kinreg/pose.h"
 #include "kinreg/pyramid.h"
 
@@ -34,7 +35,7 @@ typedef struct {
     bool geometric_weight;
 } kr_voxel_map_config;
 
-#define KR_VOXEL_MIN_WEIGHT 0.05f
+#define KR_VOXEL_MIN_WEIGHT KR_FK_MIN_WEIGHT
 
 kr_status kr_voxel_map_create(kr_voxel_map **out, const kr_voxel_map_config *cfg);
 void kr_voxel_map_destroy(kr_voxel_map **map);
