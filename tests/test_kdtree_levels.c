@@ -5,10 +5,10 @@
  * this is where the device build's algorithm is checked on every commit;
  * parity_tree checks the kernels themselves on the GPU machine.
  *
- * Where no two points share a coordinate the two builds must give the same
- * tree bit for bit. With ties (a grid) the builds may send different
- * equal-keyed points left; there the level build must still be a valid k-d
- * tree over the same points: nearest neighbours equal brute force. */
+ * Both builds order points by coordinate, then by index (a total order), so
+ * they must give the same tree bit for bit, with ties (a grid) or without;
+ * the level build must also be a valid k-d tree on its own: nearest
+ * neighbours equal brute force. */
 #include "kr_test.h"
 
 #include <math.h>
@@ -125,6 +125,22 @@ static void distinct_points(size_t n, unsigned seed, float *pts, float *nrm)
     free(perm);
 }
 
+/* The level build and the host build of the same points are one tree. */
+static void check_same_as_host(const float *pts, const float *nv, size_t n)
+{
+    kr_kdtree *c = NULL, *g = level_build(pts, nv, n);
+    REQUIRE_OK(kr_kdtree_build(&c, pts, nv, n));
+    REQUIRE(g);
+    CHECK_EQ(g->min_depth, c->min_depth);
+    CHECK(c->n_internal == 0 || memcmp(g->nodes, c->nodes, c->n_internal * sizeof *c->nodes) == 0);
+    CHECK(memcmp(g->cells, c->cells, n * sizeof *c->cells) == 0);
+    CHECK(memcmp(g->leaf_orig, c->leaf_orig, n * sizeof *c->leaf_orig) == 0);
+    CHECK(memcmp(g->orig_leaf, c->orig_leaf, n * sizeof *c->orig_leaf) == 0);
+    if (kr_test_failed()) printf("    differs at n=%zu (normals %d)\n", n, nv != NULL);
+    kr_kdtree_destroy(&c);
+    kr_kdtree_destroy(&g);
+}
+
 KR_TEST(kdtree_levels, same_tree_as_host_build_without_ties)
 {
     const size_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 100, 1023, 1024, 1025, 5000, 40000};
@@ -133,27 +149,14 @@ KR_TEST(kdtree_levels, same_tree_as_host_build_without_ties)
         float *pts = malloc(3 * n * sizeof *pts), *nrm = malloc(3 * n * sizeof *nrm);
         REQUIRE(pts && nrm);
         distinct_points(n, (unsigned)(11 + s), pts, nrm);
-        for (int with_normals = 0; with_normals < 2; with_normals++) {
-            const float *nv = with_normals ? nrm : NULL;
-            kr_kdtree *c = NULL, *g = level_build(pts, nv, n);
-            REQUIRE_OK(kr_kdtree_build(&c, pts, nv, n));
-            REQUIRE(g);
-            CHECK_EQ(g->min_depth, c->min_depth);
-            CHECK(c->n_internal == 0 ||
-                  memcmp(g->nodes, c->nodes, c->n_internal * sizeof *c->nodes) == 0);
-            CHECK(memcmp(g->cells, c->cells, n * sizeof *c->cells) == 0);
-            CHECK(memcmp(g->leaf_orig, c->leaf_orig, n * sizeof *c->leaf_orig) == 0);
-            CHECK(memcmp(g->orig_leaf, c->orig_leaf, n * sizeof *c->orig_leaf) == 0);
-            if (kr_test_failed()) printf("    differs at n=%zu (normals %d)\n", n, with_normals);
-            kr_kdtree_destroy(&c);
-            kr_kdtree_destroy(&g);
-        }
+        check_same_as_host(pts, NULL, n);
+        check_same_as_host(pts, nrm, n);
         free(pts);
         free(nrm);
     }
 }
 
-KR_TEST(kdtree_levels, valid_tree_with_ties)
+KR_TEST(kdtree_levels, same_valid_tree_with_ties)
 {
     /* A jittered-free grid: every coordinate repeats many times. */
     const size_t side = 23, n = side * side * 11;
@@ -167,6 +170,14 @@ KR_TEST(kdtree_levels, valid_tree_with_ties)
                 pts[3 * i + 1] = 0.02f * (float)y;
                 pts[3 * i + 2] = 1.0f + 0.015f * (float)z;
             }
+    check_same_as_host(pts, NULL, n);
+    /* Duplicated points too: every point of the first layer twice. */
+    float *dup = malloc(3 * (n + side * side) * sizeof *dup);
+    REQUIRE(dup);
+    memcpy(dup, pts, 3 * n * sizeof *dup);
+    memcpy(dup + 3 * n, pts, 3 * side * side * sizeof *dup);
+    check_same_as_host(dup, NULL, n + side * side);
+    free(dup);
     kr_kdtree *g = level_build(pts, NULL, n);
     REQUIRE(g);
     /* Each point in exactly one cell, holding that point. */
