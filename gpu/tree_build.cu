@@ -21,11 +21,12 @@
  * A level costs four small kernels and one scan over 3n entries; a tree of n
  * points has ceil(log2 n) levels. The per-node and per-leaf math (shape,
  * axis, split plane, the cell's coefficients) is core/kdtree_build_kernels.h,
- * shared with the host build. Where coordinates tie across a split the two
- * builds may put different (equal-keyed) points left, so the trees may differ
- * there; elsewhere they are identical. The cells' products go through
- * KR_MUL (never fused) and sqrtf and / are IEEE-rounded by default, so the
- * cells round as the host's. */
+ * shared with the host build. Both builds order points by coordinate, then
+ * by index (the sorts are stable and start from index order; CUB takes −0
+ * and +0 as equal, as the host's comparisons do), so they give the same tree
+ * even where coordinates tie, as they do on every depth image. The cells'
+ * products go through KR_MUL (never fused) and sqrtf and / are IEEE-rounded
+ * by default, so the cells round as the host's. */
 #include <stdlib.h>
 #include <string.h>
 
