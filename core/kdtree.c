@@ -36,7 +36,10 @@ static atomic_ullong kd_serial;
  * same tree even where coordinates tie. */
 static inline bool item_less(const kd_item *x, const kd_item *y, int axis)
 {
-    return x->p[axis] < y->p[axis] || (x->p[axis] == y->p[axis] && x->idx < y->idx);
+    /* Without short-circuit branches: ties are common in depth images, so
+     * the second test is not predictable. */
+    float a = x->p[axis], b = y->p[axis];
+    return (a < b) | ((a == b) & (x->idx < y->idx));
 }
 
 static void select_nth(kd_item *a, uint32_t m, uint32_t k, int axis)
