@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "capture/source_impl.h"
 #include "capture/synthetic_loss.h"
@@ -96,7 +97,12 @@ kr_status kr_synthetic_open(kr_source *src, const kr_source_config *cfg, const k
         s->frames = (unsigned)(cfg->max_frames * stride);
     kr_synth_scene_build(s->seed, &s->scene);
     kr_synth_renderer_init(&s->renderer, s->seed);
-    s->renderer.threads = cfg->render_threads > 1 ? 2 : 1;
+    /* Rendering is the synthetic replay's limit with a fast backend (7-8 ms
+     * a frame on one thread); a second thread costs the tracker nothing
+     * where there are cores to spare. Frames are identical either way. */
+    int threads = cfg->render_threads;
+    if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN) >= 8 ? 2 : 1;
+    s->renderer.threads = threads > 1 ? 2 : 1;
 
     kr_synth_path path;
     kr_synth_path_init(&path, s->seed, s->scene.target);
@@ -123,9 +129,11 @@ kr_status kr_synthetic_open(kr_source *src, const kr_source_config *cfg, const k
         src->intrinsics = *want;
     else {
         kr_intrinsics_preset("default", &src->intrinsics);
-        snprintf(src->intrinsics_origin, sizeof src->intrinsics_origin, "preset default, the synthetic sensor");
+        snprintf(src->intrinsics_origin, sizeof src->intrinsics_origin,
+                 "preset default, the synthetic sensor");
     }
-    snprintf(src->depth_origin, sizeof src->depth_origin, "raw 11-bit Kinect v1 disparity (simulated)");
+    snprintf(src->depth_origin, sizeof src->depth_origin,
+             "raw 11-bit Kinect v1 disparity (simulated)");
     src->groundtruth = gt;
     src->has_groundtruth = true;
     src->ops = &synth_ops;

@@ -35,6 +35,11 @@ typedef struct {
  * bricks); the distances by all threads with an atomic minimum. */
 kr_status kr_dfield_build(kr_dfield *f, const float *xyz, size_t n, size_t stride, float h,
                           int band, double subset, unsigned seed);
+/* kr_dfield_build with signed values: each corner holds n·(g − p) for its
+ * nearest point p and that point's unit normal n (normals[3·k], NaN: the point
+ * is skipped), core/dfield_kernels.h "Signed fields". */
+kr_status kr_dfield_build_signed(kr_dfield *f, const float *xyz, const float *normals, size_t n,
+                                 size_t stride, float h, int band, double subset, unsigned seed);
 /* The brick table alone, values all +∞ and no grid points: what the GPU
  * engine needs before it fills the distances itself. */
 kr_status kr_dfield_build_bricks(kr_dfield *f, const float *xyz, size_t n, size_t stride, float h,

@@ -1,9 +1,19 @@
 /* The refinement's engine dispatcher (fusion/refine_engine.h): the OpenMP
  * loops, or the CUDA twin on one device or several. With several devices each
  * gets its own context (stream) and every view's fields, takes a disjoint
- * share of each view's grid points, and the per-pair sums are added here. */
+ * share of each view's grid points, and the per-pair sums are added here.
+ *
+ * What lets the split scale (the first version ran slower on two H200 than
+ * on one): the devices' contexts are made, and each level's fields loaded, by
+ * one host thread per device at the same time instead of one device after the
+ * other; the unsigned fields' distances are filled round-robin over the
+ * devices, not all on the first; and an evaluation is enqueued on every
+ * device before any is waited for (kr_gpu_refine_eval_start/finish, staged
+ * in page-locked memory), so the devices compute together without a thread
+ * team per evaluation. */
 #include "fusion/refine_engine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "fusion/refine_partition.h"
@@ -18,7 +28,49 @@ struct kr_refine_engine {
     kr_gpu_context **own_ctx; /* contexts created here (NULL: the kr_device's) */
     kr_df_acc *part_acc;      /* n_gpu × pairs_capacity partial sums */
     int pairs_capacity;
+    unsigned next_fill; /* round-robin device of the next field's distances */
 };
+
+/* Runs job(eng, d, arg) for every device d, one host thread each (a CUDA
+ * call that waits then waits for its own device only); the first failure's
+ * status and message are kept (messages are per thread). */
+static kr_status each_device(kr_refine_engine *eng, int n,
+                             kr_status (*job)(kr_refine_engine *, int, void *), void *arg)
+{
+    if (n == 1) return job(eng, 0, arg);
+    kr_status s = KR_OK;
+    char why[512] = "";
+#pragma omp parallel for num_threads(n) schedule(static, 1)
+    for (int d = 0; d < n; d++) {
+        kr_status sd = job(eng, d, arg);
+        if (sd != KR_OK)
+#pragma omp critical(kr_refine_engine_error)
+            if (s == KR_OK) {
+                s = sd;
+                snprintf(why, sizeof why, "%s", kr_last_error());
+            }
+    }
+    return s == KR_OK ? KR_OK : kr_error(s, "%s", why);
+}
+
+typedef struct {
+    kr_device *dev;
+    const int *devices;
+    int n_devices;
+} create_arg;
+
+static kr_status create_one(kr_refine_engine *e, int d, void *arg)
+{
+    const create_arg *a = arg;
+    kr_gpu_context *ctx = kr_device_gpu(a->dev);
+    kr_status s = KR_OK;
+    if (a->n_devices > 0) {
+        s = kr_gpu_context_create(&e->own_ctx[d], a->devices[d]);
+        ctx = e->own_ctx[d];
+    }
+    if (s == KR_OK) s = kr_gpu_refine_create(&e->gpu[d], ctx);
+    return s;
+}
 
 kr_status kr_refine_engine_create(kr_refine_engine **out, kr_device *dev, const int *devices,
                                   int n_devices)
@@ -41,14 +93,9 @@ kr_status kr_refine_engine_create(kr_refine_engine **out, kr_device *dev, const 
     e->gpu = calloc((size_t)e->n_gpu, sizeof *e->gpu);
     e->own_ctx = calloc((size_t)e->n_gpu, sizeof *e->own_ctx);
     kr_status s = e->gpu && e->own_ctx ? KR_OK : kr_error(KR_ERR_NOMEM, "refine: no memory");
-    for (int d = 0; d < e->n_gpu && s == KR_OK; d++) {
-        kr_gpu_context *ctx = kr_device_gpu(dev);
-        if (n_devices > 0) {
-            s = kr_gpu_context_create(&e->own_ctx[d], devices[d]);
-            ctx = e->own_ctx[d];
-        }
-        if (s == KR_OK) s = kr_gpu_refine_create(&e->gpu[d], ctx);
-    }
+    /* Making a context initialises its device (tenths of a second each). */
+    create_arg a = {dev, devices, n_devices};
+    if (s == KR_OK) s = each_device(e, e->n_gpu, create_one, &a);
     if (s != KR_OK) {
         kr_refine_engine_destroy(&e);
         return s;
@@ -82,16 +129,19 @@ int kr_refine_engine_devices(const kr_refine_engine *eng)
     return eng->backend == KR_BACKEND_CUDA ? eng->n_gpu : 0;
 }
 
-kr_status kr_refine_engine_field(kr_refine_engine *eng, kr_dfield *f, const float *xyz, size_t n,
-                                 size_t stride, float h, int band, double subset, unsigned seed)
+kr_status kr_refine_engine_field(kr_refine_engine *eng, kr_dfield *f, const float *xyz,
+                                 const float *normals, size_t n, size_t stride, float h, int band,
+                                 double subset, unsigned seed)
 {
+    if (normals) return kr_dfield_build_signed(f, xyz, normals, n, stride, h, band, subset, seed);
     if (eng->backend != KR_BACKEND_CUDA)
         return kr_dfield_build(f, xyz, n, stride, h, band, subset, seed);
     kr_dfield g;
     kr_status s = kr_dfield_build_bricks(&g, xyz, n, stride, h, band);
     if (s != KR_OK) return s;
     kr_df_field view = kr_dfield_view(&g);
-    s = kr_gpu_refine_fill(eng->gpu[0], &view, g.bricks, band, xyz, n, stride, g.values);
+    unsigned d = __atomic_fetch_add(&eng->next_fill, 1u, __ATOMIC_RELAXED) % (unsigned)eng->n_gpu;
+    s = kr_gpu_refine_fill(eng->gpu[d], &view, g.bricks, band, xyz, n, stride, g.values);
     if (s == KR_OK) s = kr_dfield_collect(&g, subset, seed);
     if (s != KR_OK) {
         kr_dfield_free(&g);
@@ -101,27 +151,32 @@ kr_status kr_refine_engine_field(kr_refine_engine *eng, kr_dfield *f, const floa
     return KR_OK;
 }
 
+/* Device d's copy of a level: every view's field (its grid points may land
+ * in any of them) and its share of each view's grid points. */
+static kr_status load_one(kr_refine_engine *eng, int d, void *arg)
+{
+    const kr_refine_problem *pb = arg;
+    kr_gpu_refine_view *v = malloc(sizeof *v * (size_t)pb->views);
+    if (!v) return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", pb->views);
+    for (int k = 0; k < pb->views; k++) {
+        const kr_dfield *f = &pb->fields[k];
+        size_t lo, hi;
+        kr_refine_share(f->n_grid, d, eng->n_gpu, &lo, &hi);
+        v[k] = (kr_gpu_refine_view){.field = kr_dfield_view(f),
+                                    .bricks = f->bricks,
+                                    .grid = f->grid + 3 * lo,
+                                    .grid_val = f->grid_val + lo,
+                                    .n_grid = hi - lo};
+    }
+    kr_status s = kr_gpu_refine_load(eng->gpu[d], v, pb->views);
+    free(v);
+    return s;
+}
+
 kr_status kr_refine_engine_load(kr_refine_engine *eng, const kr_refine_problem *pb)
 {
     if (eng->backend != KR_BACKEND_CUDA) return KR_OK;
-    kr_gpu_refine_view *v = malloc(sizeof *v * (size_t)pb->views);
-    if (!v) return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", pb->views);
-    kr_status s = KR_OK;
-    for (int d = 0; d < eng->n_gpu && s == KR_OK; d++) {
-        for (int k = 0; k < pb->views; k++) {
-            const kr_dfield *f = &pb->fields[k];
-            size_t lo, hi;
-            kr_refine_share(f->n_grid, d, eng->n_gpu, &lo, &hi);
-            v[k] = (kr_gpu_refine_view){.field = kr_dfield_view(f),
-                                        .bricks = f->bricks,
-                                        .grid = f->grid + 3 * lo,
-                                        .grid_val = f->grid_val + lo,
-                                        .n_grid = hi - lo};
-        }
-        s = kr_gpu_refine_load(eng->gpu[d], v, pb->views);
-    }
-    free(v);
-    return s;
+    return each_device(eng, eng->n_gpu, load_one, (void *)pb);
 }
 
 static kr_status eval_devices(kr_refine_engine *eng, const kr_refine_problem *pb,
@@ -134,15 +189,18 @@ static kr_status eval_devices(kr_refine_engine *eng, const kr_refine_problem *pb
         eng->part_acc = p;
         eng->pairs_capacity = npairs;
     }
-    kr_status st[KR_REFINE_MAX_DEVICES];
-    /* One host thread per device: each waits for its own stream, so the
-     * devices work at the same time. */
-#pragma omp parallel for num_threads(D) schedule(static, 1)
-    for (int d = 0; d < D; d++)
-        st[d] = kr_gpu_refine_eval(eng->gpu[d], pb->star, pb->gauge, pb->huber, pb->cap, poses,
-                                   pairs, npairs, eng->part_acc + (size_t)d * npairs);
-    for (int d = 0; d < D; d++)
-        if (st[d] != KR_OK) return st[d];
+    /* Enqueue on every device, then wait for each: they compute together. */
+    kr_status s = KR_OK;
+    for (int d = 0; d < D; d++) {
+        kr_status sd = kr_gpu_refine_eval_start(eng->gpu[d], pb->star, pb->gauge, pb->huber,
+                                                pb->cap, poses, pairs, npairs);
+        if (s == KR_OK) s = sd;
+    }
+    for (int d = 0; d < D; d++) {
+        kr_status sd = kr_gpu_refine_eval_finish(eng->gpu[d], eng->part_acc + (size_t)d * npairs);
+        if (s == KR_OK) s = sd;
+    }
+    if (s != KR_OK) return s;
     for (int p = 0; p < npairs; p++) {
         kr_df_acc_zero(&acc[p]);
         for (int d = 0; d < D; d++)

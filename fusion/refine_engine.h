@@ -17,9 +17,11 @@ void kr_refine_engine_destroy(kr_refine_engine **eng);
 kr_backend kr_refine_engine_backend(const kr_refine_engine *eng);
 /* CUDA devices the sums run on (0 on the CPU). */
 int kr_refine_engine_devices(const kr_refine_engine *eng);
-/* kr_dfield_build on this engine. */
-kr_status kr_refine_engine_field(kr_refine_engine *eng, kr_dfield *f, const float *xyz, size_t n,
-                                 size_t stride, float h, int band, double subset, unsigned seed);
+/* kr_dfield_build on this engine; with normals (not NULL) a signed field
+ * (kr_dfield_build_signed, on the host for either engine). */
+kr_status kr_refine_engine_field(kr_refine_engine *eng, kr_dfield *f, const float *xyz,
+                                 const float *normals, size_t n, size_t stride, float h, int band,
+                                 double subset, unsigned seed);
 /* Makes pb's fields the ones evaluated next (the GPU copies them over). */
 kr_status kr_refine_engine_load(kr_refine_engine *eng, const kr_refine_problem *pb);
 kr_status kr_refine_engine_eval(kr_refine_engine *eng, const kr_refine_problem *pb,

@@ -7,6 +7,7 @@
 #include "core/dfield_kernels.h"
 #include "fusion/dfield.h"
 #include "kinreg/device.h"
+#include "kinreg/refine.h"
 
 typedef struct {
     int views;
@@ -22,5 +23,15 @@ typedef struct {
  * other j, in view order. */
 kr_status kr_refine_eval_cpu(const kr_refine_problem *pb, const kr_df_pose *poses, const int *pairs,
                              int npairs, kr_df_acc *acc);
+
+/* Unit normals of every view's points (PCA over their nearest neighbours,
+ * turned towards the view's origin, where its sensor was; NaN where the
+ * neighbourhood is degenerate), for signed fields. planes (may be NULL):
+ * each point moved along its normal onto the plane through its neighbours'
+ * mean, which averages depth noise out of the field (free both arrays with
+ * kr_refine_normals_free). */
+kr_status kr_refine_normals(const kr_refine_view *views, int n_views, float ***normals,
+                            float ***planes);
+void kr_refine_normals_free(float **normals, int n_views);
 
 #endif

@@ -43,6 +43,16 @@ kr_status kr_gpu_refine_load(kr_gpu_refine *g, const kr_gpu_refine_view *views, 
 kr_status kr_gpu_refine_eval(kr_gpu_refine *g, int star, int gauge, float huber, float cap,
                              const kr_df_pose *poses, const int *pairs, int npairs, kr_df_acc *acc);
 
+/* kr_gpu_refine_eval in two halves, so that one host thread keeps several
+ * devices busy at once: start enqueues the uploads, the kernel and the
+ * download of the sums on g's stream (page-locked staging, nothing waits);
+ * finish waits for that stream and copies the sums into acc[0 … npairs−1].
+ * Every start is followed by one finish on the same g, also after a failed
+ * start (finish then returns that failure). */
+kr_status kr_gpu_refine_eval_start(kr_gpu_refine *g, int star, int gauge, float huber, float cap,
+                                   const kr_df_pose *poses, const int *pairs, int npairs);
+kr_status kr_gpu_refine_eval_finish(kr_gpu_refine *g, kr_df_acc *acc);
+
 #ifdef __cplusplus
 }
 #endif

@@ -41,3 +41,17 @@ kr_status kr_gpu_refine_eval(kr_gpu_refine *g, int star, int gauge, float huber,
         (void)npairs, (void)acc;
     return no_cuda();
 }
+
+kr_status kr_gpu_refine_eval_start(kr_gpu_refine *g, int star, int gauge, float huber, float cap,
+                                   const kr_df_pose *poses, const int *pairs, int npairs)
+{
+    (void)g, (void)star, (void)gauge, (void)huber, (void)cap, (void)poses, (void)pairs,
+        (void)npairs;
+    return no_cuda();
+}
+
+kr_status kr_gpu_refine_eval_finish(kr_gpu_refine *g, kr_df_acc *acc)
+{
+    (void)g, (void)acc;
+    return no_cuda();
+}

@@ -22,7 +22,8 @@ typedef struct {
     kr_pose *tracked;  /* per keyframe: its pose as tracked */
     double *stamps;    /* per keyframe: its frame's timestamp */
     int capacity;
-    int since_post; /* keyframes added since the last window was posted */
+    int since_post; /* keyframes after the last posted window's end */
+    int refined_to; /* keyframes [0, refined_to) are in windows posted so far */
     int *anchor;    /* per frame: its keyframe (the newest at that frame), -1 before any */
     size_t frames, frames_cap;
     uint64_t refinements, failures;
@@ -50,8 +51,8 @@ kr_status kr_live_refine_frame(kr_live_refine *lr, kr_outbox *box, uint64_t fram
                                kr_pose *refined);
 
 /* At shutdown: waits for the window in flight and applies it; with `final`
- * (the source ended), refines the newest window once more when keyframes
- * came after the last one, and applies that too. */
+ * (the source ended), refines the windows still due, in order, until every
+ * keyframe has been in one, and applies them too. */
 kr_status kr_live_refine_finish(kr_live_refine *lr, kr_outbox *box, bool final);
 
 /* Every frame's refined pose from the tracked trajectory (one pose per frame,

@@ -16,14 +16,6 @@
 #include "kinreg/pipeline.h"
 #include "pipeline/latency_hist.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define KR_UNDER_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define KR_UNDER_SANITIZER 1
-#endif
-#endif
-
 /* ---- voxel map eviction ---------------------------------------------------- */
 
 #define PATCH 20       /* points per side: one voxel each */
@@ -342,7 +334,7 @@ KR_TEST(memory, short_soak_model_and_rss_flat_after_warm_up)
     cfg.model.evict_after = 60;
     cfg.model.evict_distance = 0.5f;
     soak_probe probe = {.settle = 50, .window = 200};
-#ifdef KR_UNDER_SANITIZER
+#ifdef KINREG_SANITIZED
     /* Slow, and its allocator's quarantine owns the RSS: the model bound
      * alone is checked. */
     cfg.source.max_frames = 150;
@@ -370,7 +362,7 @@ KR_TEST(memory, short_soak_model_and_rss_flat_after_warm_up)
             (unsigned long long)probe.model_at_warm, (unsigned long long)probe.window,
             probe.rss_warm_peak, (unsigned long long)probe.model_end,
             (unsigned long long)probe.window, probe.rss_end_peak);
-#ifndef KR_UNDER_SANITIZER
+#ifndef KINREG_SANITIZED
     /* Flat after warm-up. Without the cap the map keeps growing (the issue:
      * +84 MiB over 17 k frames); with it, what may still move is the k-d
      * tree of the active window and allocator noise: 8 MiB. */

@@ -40,8 +40,8 @@ KR_TEST(parity_refine, fields_and_sums_match)
     REQUIRE_OK(kr_refine_engine_create(&eg, gpu, NULL, 0));
     kr_dfield fc[V], fg[V];
     for (int k = 0; k < V; k++) {
-        REQUIRE_OK(kr_refine_engine_field(ec, &fc[k], xyz[k], n[k], 1, 0.003f, 2, 1.0, 1));
-        REQUIRE_OK(kr_refine_engine_field(eg, &fg[k], xyz[k], n[k], 1, 0.003f, 2, 1.0, 1));
+        REQUIRE_OK(kr_refine_engine_field(ec, &fc[k], xyz[k], NULL, n[k], 1, 0.003f, 2, 1.0, 1));
+        REQUIRE_OK(kr_refine_engine_field(eg, &fg[k], xyz[k], NULL, n[k], 1, 0.003f, 2, 1.0, 1));
         /* Same bricks (the table is built on the host), same minima: the
          * float minimum does not depend on the order of the updates. */
         REQUIRE(fc[k].bricks == fg[k].bricks);

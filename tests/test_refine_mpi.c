@@ -95,6 +95,39 @@ KR_TEST(refine_mpi, ranks_match_the_single_process_run)
 #endif
 }
 
+/* The long-scan settings of bench/refine_mpi.sh (signed fields on the room,
+ * a 2 cm grid) on a short loop: 1, 2 and 4 ranks return the single-process
+ * poses within the stated tolerance. */
+KR_TEST(refine_mpi, ranks_agree_on_the_room_scan)
+{
+#ifndef KINREG_HAVE_MPI
+    SKIP("this build has no MPI (install libopenmpi-dev and rebuild)");
+#else
+    const char *dir = kr_test_tmpdir();
+    const char *problem = "refine --synthetic room:12 --perturb 0.1:0.2,0.1:0.3 --cell 0.02 "
+                          "--levels 1 --signed -q";
+    char args[2048], out[16384], single[1024], path[1024];
+    snprintf(single, sizeof single, "%s/room_single.conf", dir);
+    snprintf(args, sizeof args, "%s -o %s", problem, single);
+    REQUIRE(kr_test_run_tool("OMP_NUM_THREADS=1", args, out, sizeof out) == 0);
+    const int ranks[] = {1, 2, 4};
+    for (int r = 0; r < 3; r++) {
+        snprintf(path, sizeof path, "%s/room_ranks%d.conf", dir, ranks[r]);
+        snprintf(args, sizeof args, "-np %d '%s' %s --json -o %s", ranks[r], kr_test_tool(),
+                 problem, path);
+        int rc = run_mpi(args, out, sizeof out);
+        if (rc != 0) fprintf(stderr, "%s\n", out);
+        REQUIRE(rc == 0);
+        double mm, deg;
+        conf_difference(single, path, &mm, &deg);
+        fprintf(stderr, "  room, %d rank(s): %.3g mm %.3g deg from the single process\n", ranks[r],
+                mm, deg);
+        CHECK(mm <= RANKS_MM);
+        CHECK(deg <= RANKS_DEG);
+    }
+#endif
+}
+
 KR_TEST(refine_mpi, a_rank_that_cannot_read_stops_every_rank)
 {
 #ifndef KINREG_HAVE_MPI

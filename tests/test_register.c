@@ -320,7 +320,7 @@ static int bunny_subsets(size_t n_each, float **a, float **b)
 }
 
 /* src = T⁻¹·(subset b), so kr_register(src → dst = subset a) should give T. */
-static void bunny_recovery(kr_reg_method method, size_t n_each)
+static void bunny_recovery(kr_reg_method method, size_t n_each, size_t n_cases)
 {
     float *a = NULL, *b = NULL;
     if (!bunny_subsets(n_each, &a, &b)) SKIP("shared data bunny/bun000.ply not found");
@@ -335,7 +335,7 @@ static void bunny_recovery(kr_reg_method method, size_t n_each)
         {0.2, -0.5, 1, -40, 0.0, 0.01, -0.05},
     };
     float *src = malloc(3 * n_each * sizeof *src);
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    for (size_t c = 0; c < n_cases && c < sizeof cases / sizeof cases[0]; c++) {
         kr_pose T = pose_from_axis(cases[c].ax, cases[c].ay, cases[c].az, cases[c].deg, cases[c].tx,
                                    cases[c].ty, cases[c].tz);
         /* Rotate about the scan's centroid g: T p = R (p − g) + g + t. */
@@ -376,14 +376,25 @@ static void bunny_recovery(kr_reg_method method, size_t n_each)
     kr_device_destroy(&dev);
 }
 
+/* Under ASan+UBSan the N×M loops run several times slower (Softassign's
+ * three motions took 7 minutes on 2 cores): one motion, and Softassign on
+ * two thirds of the points (0.44° on its first motion), the same code. */
 KR_TEST(register, emicp_recovers_bunny_motions)
 {
-    bunny_recovery(KR_REG_EMICP, 2000);
+#ifdef KINREG_SANITIZED
+    bunny_recovery(KR_REG_EMICP, 2000, 1);
+#else
+    bunny_recovery(KR_REG_EMICP, 2000, 3);
+#endif
 }
 
 KR_TEST(register, softassign_recovers_bunny_motions)
 {
-    bunny_recovery(KR_REG_SOFTASSIGN, 1500);
+#ifdef KINREG_SANITIZED
+    bunny_recovery(KR_REG_SOFTASSIGN, 1000, 1);
+#else
+    bunny_recovery(KR_REG_SOFTASSIGN, 1500, 3);
+#endif
 }
 
 /* ---- bad inputs --------------------------------------------------------------- */

@@ -35,15 +35,19 @@ static void help(FILE *out)
         "  --model FILE          write the merged, refined scans as one binary PLY\n"
         "  --cell M              finest grid spacing in metres (default 0.0015)\n"
         "  --levels N            grids cell*2^k, coarse first (default 3)\n"
-        "  --band B              influence band of the finest grid in cells (default 1)\n"
-        "  --coarse-band B       band of the coarser grids (default 3)\n"
+        "  --band B              influence band of the finest grid in cells (default 2)\n"
+        "  --coarse-band B       band of the coarsest grid (default 3)\n"
+        "  --mid-band B          band of the grids between coarsest and finest (default 2)\n"
         "  --points N            points per scan on the finest grid at most (default 0: "
         "all)\n"
         "  --iterations N        LM iterations per level at most (default 30; 0 = only the\n"
         "                        residual figures)\n"
         "  --huber C             Huber loss with threshold C cells (default 0: squares)\n"
         "  --cap C               finest grid: residuals beyond C cells weigh 0 (default 0.3)\n"
-        "  --subset F            fraction of grid points used (thesis: 0.4; default 1)\n"
+        "  --subset F            fraction of grid points used (thesis: 0.4; default 0.2)\n"
+        "  --signed              signed fields: distance to each point's tangent plane (normals\n"
+        "                        by PCA, towards the sensor at the scan's origin); exact on\n"
+        "                        planes, for long scans of rooms (default: unsigned)\n"
         "  --star                the thesis's form: pairs (gauge, j) only, grid points inside\n"
         "                        every other scan's field\n"
         "  --gauge K             index of the fixed scan (default 0)\n"
@@ -63,6 +67,8 @@ static void help(FILE *out)
         "                        160x120) from a loop\n"
         "                        inside a 4 x 3 m room with bumpy walls (exact poses; each view\n"
         "                        overlaps its neighbours); use a cm grid, e.g. --cell 0.02\n"
+        "  --noise M             --synthetic room: Gaussian depth noise of M metres along\n"
+        "                        each ray (default 0)\n"
         "  --devices LIST        cuda backend: split the sums over these GPUs ('all', '0,1');\n"
         "                        default one device (under mpirun: the rank's by local rank)\n"
         "  --mpi                 insist on MPI (mpirun -np N kinreg refine ... shares the sums\n"
@@ -178,8 +184,8 @@ static void relative_error(const kr_pose *est, const kr_pose *ref, int gauge, in
 /* N views of the synthetic object (capture/synthetic_object.h), or with
  * room set of the synthetic room (capture/synthetic_room.h), as a scan set
  * whose poses are exact. */
-static kr_status make_synthetic(int n, bool room, int width, int height, kr_scan_conf *conf,
-                                float ***xyz, size_t **count)
+static kr_status make_synthetic(int n, bool room, int width, int height, double noise,
+                                kr_scan_conf *conf, float ***xyz, size_t **count)
 {
     kr_scan_conf c = {0};
     c.scans = calloc((size_t)n, sizeof *c.scans);
@@ -190,7 +196,7 @@ static kr_status make_synthetic(int n, bool room, int width, int height, kr_scan
                       ? KR_OK
                       : kr_error(KR_ERR_NOMEM, "no memory for %d views", n);
     if (s == KR_OK)
-        s = room ? kr_synthetic_room_views(n, width, height, 0, 1, pts, cnt, poses)
+        s = room ? kr_synthetic_room_views(n, width, height, noise, 1, pts, cnt, poses)
                  : kr_synthetic_object_views(n, 60000, pts, cnt, poses);
     for (int k = 0; k < n && s == KR_OK; k++) {
         char name[32];
@@ -237,7 +243,8 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
                         kr_refine_sequence_args *seqp, const char *output, const char *model,
                         kr_backend backend, const char *devices, bool json, bool quiet,
                         bool perturbing, const double deg[2], const double cm[2], unsigned seed,
-                        int synthetic, bool room, int room_width, int room_height);
+                        int synthetic, bool room, int room_width, int room_height,
+                        double room_noise);
 
 static int refine_sequence(kr_refine_sequence_args *seq, kr_refine_config *cfg, const char *output,
                            kr_backend backend, bool json, bool quiet)
@@ -286,12 +293,14 @@ static const kr_number_rule rule_levels = {"--levels", 1, 12, false, true, "grid
 static const kr_number_rule rule_band = {"--band", 1, 100, false, true, "cells", NULL};
 static const kr_number_rule rule_coarse_band = {"--coarse-band", 1,   100, false, true,
                                                 "cells",         NULL};
+static const kr_number_rule rule_mid_band = {"--mid-band", 1, 100, false, true, "cells", NULL};
 static const kr_number_rule rule_points = {"--points", 0,        INT_MAX,  false,
                                            true,       "points", "0 = all"};
-static const kr_number_rule rule_iterations = {"--iterations", 0, 100000, false, true,
-                                               "LM iterations", "0 = only the residual figures"};
+static const kr_number_rule rule_iterations = {
+    "--iterations", 0, 100000, false, true, "LM iterations", "0 = only the residual figures"};
 static const kr_number_rule rule_huber = {"--huber", 0, 1000, false, false, "cells", "0 = squares"};
 static const kr_number_rule rule_cap = {"--cap", 0, 1000, false, false, "cells", NULL};
+static const kr_number_rule rule_noise = {"--noise", 0, 0.1, false, false, "metres", "0 = none"};
 static const kr_number_rule rule_subset = {"--subset", 0, 1, true, false, "a fraction", NULL};
 static const kr_number_rule rule_gauge = {"--gauge", 0, INT_MAX, false, true, "a scan index", NULL};
 static const kr_number_rule rule_seed = {"--seed", 0, 4294967295.0, false, true, "a seed", NULL};
@@ -329,12 +338,15 @@ int kr_cmd_refine(int argc, char **argv)
         OPT_LEVELS,
         OPT_BAND,
         OPT_COARSE_BAND,
+        OPT_MID_BAND,
         OPT_POINTS,
         OPT_ITER,
         OPT_HUBER,
         OPT_CAP,
         OPT_SUBSET,
         OPT_STAR,
+        OPT_SIGNED,
+        OPT_NOISE,
         OPT_GAUGE,
         OPT_BACKEND,
         OPT_PERTURB,
@@ -354,12 +366,15 @@ int kr_cmd_refine(int argc, char **argv)
                                              {"levels", required_argument, 0, OPT_LEVELS},
                                              {"band", required_argument, 0, OPT_BAND},
                                              {"coarse-band", required_argument, 0, OPT_COARSE_BAND},
+                                             {"mid-band", required_argument, 0, OPT_MID_BAND},
                                              {"points", required_argument, 0, OPT_POINTS},
                                              {"iterations", required_argument, 0, OPT_ITER},
                                              {"huber", required_argument, 0, OPT_HUBER},
                                              {"cap", required_argument, 0, OPT_CAP},
                                              {"subset", required_argument, 0, OPT_SUBSET},
                                              {"star", no_argument, 0, OPT_STAR},
+                                             {"signed", no_argument, 0, OPT_SIGNED},
+                                             {"noise", required_argument, 0, OPT_NOISE},
                                              {"gauge", required_argument, 0, OPT_GAUGE},
                                              {"backend", required_argument, 0, OPT_BACKEND},
                                              {"perturb", required_argument, 0, OPT_PERTURB},
@@ -382,6 +397,7 @@ int kr_cmd_refine(int argc, char **argv)
     bool json = false, quiet = false, perturbing = false, room = false, want_mpi = false;
     const char *devices = NULL;
     int room_width = 160, room_height = 120;
+    double room_noise = 0;
     double deg[2] = {0, 0}, cm[2] = {0, 0};
     unsigned seed = 1;
     int opt, synthetic = 0;
@@ -412,6 +428,10 @@ int kr_cmd_refine(int argc, char **argv)
             if (!refine_number(&rule_coarse_band, optarg, &v)) return KR_EXIT_USAGE;
             cfg.coarse_band = (int)v;
             break;
+        case OPT_MID_BAND:
+            if (!refine_number(&rule_mid_band, optarg, &v)) return KR_EXIT_USAGE;
+            cfg.mid_band = (int)v;
+            break;
         case OPT_POINTS:
             if (!refine_number(&rule_points, optarg, &v)) return KR_EXIT_USAGE;
             cfg.max_points = (int)v;
@@ -431,6 +451,13 @@ int kr_cmd_refine(int argc, char **argv)
         case OPT_SUBSET:
             if (!refine_number(&rule_subset, optarg, &v)) return KR_EXIT_USAGE;
             cfg.subset = v;
+            break;
+        case OPT_SIGNED:
+            cfg.signed_field = true;
+            break;
+        case OPT_NOISE:
+            if (!refine_number(&rule_noise, optarg, &v)) return KR_EXIT_USAGE;
+            room_noise = v;
             break;
         case OPT_STAR:
             cfg.star = true;
@@ -539,9 +566,9 @@ int kr_cmd_refine(int argc, char **argv)
             return kr_exit_code(ms);
         }
     }
-    int rc =
-        refine_scans(&mpi, argc, argv, &cfg, &seq, output, model, backend, devices, json, quiet,
-                     perturbing, deg, cm, seed, synthetic, room, room_width, room_height);
+    int rc = refine_scans(&mpi, argc, argv, &cfg, &seq, output, model, backend, devices, json,
+                          quiet, perturbing, deg, cm, seed, synthetic, room, room_width,
+                          room_height, room_noise);
     kr_mpi_end(&mpi);
     return rc;
 }
@@ -551,7 +578,8 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
                         kr_refine_sequence_args *seqp, const char *output, const char *model,
                         kr_backend backend, const char *devices, bool json, bool quiet,
                         bool perturbing, const double deg[2], const double cm[2], unsigned seed,
-                        int synthetic, bool room, int room_width, int room_height)
+                        int synthetic, bool room, int room_width, int room_height,
+                        double room_noise)
 {
     kr_refine_config cfg = *cfgp;
     kr_refine_sequence_args seq = *seqp;
@@ -605,9 +633,9 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
     kr_scan_conf conf = {0};
     float **made = NULL;
     size_t *made_n = NULL;
-    kr_status s =
-        synthetic ? make_synthetic(synthetic, room, room_width, room_height, &conf, &made, &made_n)
-                  : kr_scan_conf_read(argv[optind], &conf);
+    kr_status s = synthetic ? make_synthetic(synthetic, room, room_width, room_height, room_noise,
+                                             &conf, &made, &made_n)
+                            : kr_scan_conf_read(argv[optind], &conf);
     if (s != KR_OK && !shared) {
         fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
         return kr_exit_code(s);
@@ -713,17 +741,21 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
                    "\"residuals_before\":%zu,\"residuals_after\":%zu,\"iterations\":%d,"
                    "\"accepted\":%d,"
                    "\"seconds\":%.6f,\"ranks\":%d,\"devices\":%d,\"solver\":\"%s\","
-                   "\"reduced_bytes\":%.0f,\"bytes_per_iteration\":%.0f",
+                   "\"reduced_bytes\":%.0f,\"bytes_per_iteration\":%.0f,"
+                   "\"fields_seconds\":%.6f,\"sums_seconds\":%.6f,\"evaluations\":%d",
                    n, kr_backend_name(res.backend), res.rms_before, res.rms_after,
                    res.residuals_before, res.residuals_after, res.iterations, res.accepted,
                    res.seconds, res.ranks, res.devices, kr_refine_solver(), res.reduced_bytes,
-                   bytes_per_iteration(&res));
+                   bytes_per_iteration(&res), res.fields_seconds, res.sums_seconds,
+                   res.evaluations);
         else
-            printf("refined %d scans on %s in %.3f s (%d LM iterations, %d accepted)\n"
+            printf("refined %d scans on %s in %.3f s (fields %.3f s, sums %.3f s; %d LM "
+                   "iterations, %d accepted)\n"
                    "RMS residual %.4f mm -> %.4f mm (%zu -> %zu residuals on the %.2f mm grid)\n",
-                   n, kr_backend_name(res.backend), res.seconds, res.iterations, res.accepted,
-                   res.rms_before * 1000, res.rms_after * 1000, res.residuals_before,
-                   res.residuals_after, cfg.cell * 1000);
+                   n, kr_backend_name(res.backend), res.seconds, res.fields_seconds,
+                   res.sums_seconds, res.iterations, res.accepted, res.rms_before * 1000,
+                   res.rms_after * 1000, res.residuals_before, res.residuals_after,
+                   cfg.cell * 1000);
         if (!json && (res.ranks > 1 || res.devices > 1))
             printf("%d rank%s, %d GPU%s each; all-reduce payload %.0f bytes per LM iteration "
                    "(%.0f in all)\n",

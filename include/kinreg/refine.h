@@ -39,14 +39,16 @@ typedef struct {
     double cell;        /* finest grid spacing, metres */
     int levels;         /* grids of spacing cell·2^k, k = levels−1 … 0, coarse first */
     int band;           /* influence band of the finest grid, in cells (1: the 8 corners) */
-    int coarse_band;    /* band of the coarser grids (wider: a larger basin) */
+    int coarse_band;    /* band of the coarsest grid (wider: a larger basin) */
+    int mid_band;       /* band of the grids between the coarsest and the finest: each starts
+                           within about a cell of the grid before, so it needs no wide basin */
     int max_points;     /* points per view per level at most (evenly strided); 0: all */
     int max_iterations; /* LM iterations per level */
     double
         lambda; /* initial LM damping of (H + λ·diag H); ×10 on a failed step, ÷10 on a good one */
     double huber;  /* Huber threshold in cells; 0: plain squares */
     double cap;    /* finest grid: residuals beyond cap cells cost ρ(cap) and weigh 0 (coarser
-                      grids: coarse_band cells) */
+                      grids: their band in cells) */
     double subset; /* fraction of the grid points used (thesis: 0.4); 1: all */
     unsigned seed; /* for the subset */
     int gauge;     /* index of the view that stays fixed */
@@ -54,6 +56,13 @@ typedef struct {
                       when it lands inside every other view's field */
     double tolerance; /* stop a level when a step moves no view by more than tolerance·cell
                          (translation, and rotation times the views' radius) */
+    /* Signed fields: each corner holds the signed distance to its nearest
+     * point's tangent plane (normals by PCA, turned towards the view's origin,
+     * which must be where its sensor was), instead of the unsigned distance to
+     * the nearest point. Exact on planes and free of the unsigned field's
+     * interpolation bias at the surface: the choice for long scans of rooms
+     * (core/dfield_kernels.h, "Signed fields"). Off by default. */
+    bool signed_field;
     const kr_refine_partition *partition; /* NULL: this process alone */
     /* CUDA backend: split each view's grid points over these device ordinals
      * (one context and stream each, sums added on the host); the same ordinal
@@ -85,6 +94,8 @@ typedef struct {
     double reduced_bytes; /* payload of all all-reduces, bytes (each rank sends and receives
                              it); divide by evaluations for one LM iteration's */
     int evaluations;      /* objective evaluations (one per LM iteration, one per level) */
+    double fields_seconds; /* of seconds: normals, fields, and loading them onto the devices */
+    double sums_seconds;   /* of seconds: the evaluations' sums (engine and all-reduce) */
 } kr_refine_result;
 
 KR_API void kr_refine_config_default(kr_refine_config *cfg);

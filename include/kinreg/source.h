@@ -39,7 +39,7 @@ typedef struct {
     double duration_s;          /* default 30 */
     double fps;                 /* default 30 */
     int max_frames;             /* 0 = all (honoured by every source) */
-    int render_threads;         /* synthetic only: OpenMP threads per frame, 1 or 2 (0 = 1) */
+    int render_threads;         /* synthetic only: threads per frame, 1 or 2 (0 = 2 with 8+ cores) */
     /* Loss you can reproduce (synthetic only; seeded, placed evenly through
      * the sequence with some jitter). The ground truth keeps the true poses. */
     int jumps;                  /* sudden camera jumps: away from the path, then back at the next */

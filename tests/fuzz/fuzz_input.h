@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kinreg/source.h"
 #include "kinreg/status.h"
 
 static void fuzz_quiet_log(kr_log_level level, const char *message, void *user)
@@ -56,6 +57,24 @@ static const char *fuzz_write(const char *name, const uint8_t *data, size_t size
         abort();
     }
     return path;
+}
+
+/* Opens fuzz_dir() as a `SCHEME:DIR` source, as `kinreg run` would, and reads
+ * its first frame (whose file is usually missing: an error, not a crash). */
+static inline void fuzz_open_source(const char *scheme, const char *intrinsics)
+{
+    char uri[600];
+    snprintf(uri, sizeof uri, "%s:%s", scheme, fuzz_dir());
+    kr_source_config cfg;
+    kr_source_config_default(&cfg);
+    cfg.uri = uri;
+    cfg.intrinsics = intrinsics;
+    kr_source *src = NULL;
+    if (kr_source_create(&src, &cfg) == KR_OK) {
+        kr_frame frame;
+        if (kr_source_read(src, &frame) == KR_OK) kr_frame_release(&frame);
+        kr_source_destroy(&src);
+    }
 }
 
 #endif

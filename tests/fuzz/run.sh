@@ -36,13 +36,28 @@ if [ ${#harnesses[@]} -eq 0 ]; then
 fi
 [ ${#harnesses[@]} -gt 0 ] || { echo "fuzz: no harnesses in $build/tests/fuzz (configure with -DKINREG_FUZZ=ON, CC=clang-14)" >&2; exit 2; }
 
+# copy_first N DIR FILE...: the first N files that exist. (Not `ls | head`:
+# head closing the pipe early kills ls with SIGPIPE, which pipefail and
+# set -e turn into a silent exit of the whole harness run.)
+copy_first() {
+    local n=$1 dir=$2
+    shift 2
+    local f
+    for f in "$@"; do
+        [ "$n" -gt 0 ] && [ -f "$f" ] || continue
+        cp "$f" "$dir/"
+        n=$((n - 1))
+    done
+    return 0
+}
+
 # Small samples of the real inputs each parser sees.
 seed_shared() {
     local name=$1 dir=$2
     [ -d "$data" ] || return 0
     case $name in
-    png_depth) ls "$data"/tum/fr1_xyz_head/depth/*.png 2>/dev/null | head -3 | xargs -r cp -t "$dir" ;;
-    pgm_depth) ls "$data"/fakenect/planes/d-*.pgm 2>/dev/null | head -2 | xargs -r cp -t "$dir" ;;
+    png_depth) copy_first 3 "$dir" "$data"/tum/fr1_xyz_head/depth/*.png ;;
+    pgm_depth) copy_first 2 "$dir" "$data"/fakenect/planes/d-*.pgm ;;
     fakenect_index) [ -f "$data/fakenect/planes/INDEX.txt" ] && head -c 8192 "$data/fakenect/planes/INDEX.txt" > "$dir/planes_INDEX.txt" ;;
     tum_depth_txt) [ -f "$data/tum/fr1_xyz_head/depth.txt" ] && head -c 8192 "$data/tum/fr1_xyz_head/depth.txt" > "$dir/fr1_depth.txt" ;;
     trajectory) [ -f "$data/tum/fr1_xyz_head/groundtruth.txt" ] && head -c 8192 "$data/tum/fr1_xyz_head/groundtruth.txt" > "$dir/fr1_groundtruth.txt" ;;
