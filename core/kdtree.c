@@ -3,14 +3,12 @@
  *
  * Build: O(n log n). Each node splits its points on the axis of widest extent
  * into the number of leaves the complete-tree shape gives its left subtree
- * (≈ the median) by quickselect, ties in coordinate broken by point index;
- * the split plane lies halfway between the two groups so a query descends
- * into the cell of the nearer side. Subtrees are built as OpenMP tasks: they
- * touch disjoint ranges. */
+ * (≈ the median) by quickselect; the split plane lies halfway between the two
+ * groups so a query descends into the cell of the nearer side. Subtrees are
+ * built as OpenMP tasks: they touch disjoint ranges. */
 #include <float.h>
 #include <math.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,38 +25,33 @@ static atomic_ullong kd_serial;
 /* Subtrees at least this large are worth a task of their own. */
 #define KD_TASK_MIN 32768
 
-/* Reorders a[0..m) so that a[k] holds the k-th smallest item on `axis`,
- * items before it smaller and items after it larger (Hoare partition, median
- * of three). Items are ordered by coordinate, then by index: a total order,
- * so the left group of a split is the same whatever the partition's
- * history — and the same as the device build's, which takes it from lists
- * sorted stably by coordinate (gpu/tree_build.cu): the two builds give the
- * same tree even where coordinates tie. */
-static inline bool item_less(const kd_item *x, const kd_item *y, int axis)
-{
-    /* Without short-circuit branches: ties are common in depth images, so
-     * the second test is not predictable. */
-    float a = x->p[axis], b = y->p[axis];
-    return (a < b) | ((a == b) & (x->idx < y->idx));
-}
-
+/* Reorders a[0..m) so that a[k] holds the k-th smallest key on `axis`, keys
+ * before it are <= and keys after it >= (Hoare partition, median of three;
+ * handles runs of equal keys without degrading). Points that tie on the key
+ * go left or right by the partition's history: the host build keeps this
+ * order, the fastest and the one its accuracy figures were taken with. The
+ * device build orders ties by point index instead (gpu/tree_build.cu), so
+ * the two trees are identical where no coordinates tie and differ only in
+ * which of the tied points a split sends left where they do: parity_tree
+ * and kdtree_levels compare them by what tracking reads (docs/DESIGN.md §4). */
 static void select_nth(kd_item *a, uint32_t m, uint32_t k, int axis)
 {
     int64_t lo = 0, hi = (int64_t)m - 1, kk = k;
     while (hi > lo) {
         int64_t mid = lo + (hi - lo) / 2;
         kd_item t;
+#define KD_KEY(x) ((x).p[axis])
 #define KD_SWAP(x, y) (t = (x), (x) = (y), (y) = t)
-        if (item_less(&a[mid], &a[lo], axis)) KD_SWAP(a[mid], a[lo]);
-        if (item_less(&a[hi], &a[lo], axis)) KD_SWAP(a[hi], a[lo]);
-        if (item_less(&a[hi], &a[mid], axis)) KD_SWAP(a[hi], a[mid]);
-        kd_item pivot = a[mid];
+        if (KD_KEY(a[mid]) < KD_KEY(a[lo])) KD_SWAP(a[mid], a[lo]);
+        if (KD_KEY(a[hi]) < KD_KEY(a[lo])) KD_SWAP(a[hi], a[lo]);
+        if (KD_KEY(a[hi]) < KD_KEY(a[mid])) KD_SWAP(a[hi], a[mid]);
+        float pivot = KD_KEY(a[mid]);
         /* a[lo] <= pivot <= a[hi] act as sentinels for the two scans. */
         int64_t i = lo, j = hi;
         while (i <= j) {
-            while (item_less(&a[i], &pivot, axis))
+            while (KD_KEY(a[i]) < pivot)
                 i++;
-            while (item_less(&pivot, &a[j], axis))
+            while (KD_KEY(a[j]) > pivot)
                 j--;
             if (i <= j) {
                 KD_SWAP(a[i], a[j]);
@@ -66,8 +59,9 @@ static void select_nth(kd_item *a, uint32_t m, uint32_t k, int axis)
                 j--;
             }
         }
+#undef KD_KEY
 #undef KD_SWAP
-        /* Now a[lo..j] <= pivot <= a[i..hi], and a[j+1..i-1] is the pivot. */
+        /* Now a[lo..j] <= pivot <= a[i..hi], and a[j+1..i-1] equal it. */
         if (kk <= j)
             hi = j;
         else if (kk >= i)

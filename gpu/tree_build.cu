@@ -21,10 +21,14 @@
  * A level costs four small kernels and one scan over 3n entries; a tree of n
  * points has ceil(log2 n) levels. The per-node and per-leaf math (shape,
  * axis, split plane, the cell's coefficients) is core/kdtree_build_kernels.h,
- * shared with the host build. Both builds order points by coordinate, then
- * by index (the sorts are stable and start from index order; CUB takes −0
- * and +0 as equal, as the host's comparisons do), so they give the same tree
- * even where coordinates tie, as they do on every depth image. The cells'
+ * shared with the host build. Points that tie on a coordinate are ordered
+ * by index here (the sorts are stable and start from index order; CUB takes
+ * −0 and +0 as equal, as the host's comparisons do); the host's quickselect
+ * orders them by its partition's history instead, its fastest order. So the
+ * two builds give the same tree where no coordinates tie, and trees that
+ * differ only in which tied points a split sends left where they do (every
+ * depth image): the same cells, descents as near (tests/test_parity_tree.c).
+ * tests/level_build.h is this build's exact host reference. The cells'
  * products go through KR_MUL (never fused) and sqrtf and / are IEEE-rounded
  * by default, so the cells round as the host's. */
 #include <stdlib.h>

@@ -2,17 +2,26 @@
  * the host build (core/kdtree.c) on the same points, and tracking against
  * either. Skips cleanly without a CUDA device (CTest label gpu).
  *
- * Tolerances. Both builds order points by coordinate, then by index (a total
- * order; CUB's radix sort is stable and takes −0 and +0 as equal, as the
- * host's comparisons do), so the trees must be identical, with or without
- * ties: the same split axes and planes (bit for bit: the same two floats
- * halved), the same point in every cell, and the cells' coefficients equal —
- * the shared code rounds alike on both (products never fused, IEEE sqrt and
- * division); coefficients are checked to 1e-6 and the largest difference
- * printed. The device tree must also be a valid k-d tree on its own (nearest
- * neighbours by back-tracking equal brute force), and a tracked frame's pose
- * against either tree must agree within 1e-5 m and 1e-5 rad. */
+ * Tolerances. The device build orders points by coordinate, then by index
+ * (CUB's radix sort is stable and takes −0 and +0 as equal, as the host's
+ * comparisons do); so does its host reference, the level build in host loops
+ * (tests/level_build.h). Device tree and reference must be identical on any
+ * input, ties included: the same split axes and planes (bit for bit: the same
+ * two floats halved), the same point in every cell, and the cells'
+ * coefficients equal — the shared code rounds alike on both (products never
+ * fused, IEEE sqrt and division); coefficients are checked to 1e-6 and the
+ * largest difference printed. The host build (core/kdtree.c) sends tied
+ * points left or right by its quickselect's history (its fastest order), so
+ * against it the device tree is identical where no coordinates tie, and on
+ * real scans (ties everywhere) equivalent for tracking: every point's cell
+ * coefficients equal, descents reaching cells as near on average (within
+ * 25 %), a frame tracked against either tree within 5e-4 m and 5e-4 rad (a
+ * different tie order moved it by up to 1.8e-4 m / 1.1e-4 rad on fr1). The
+ * device tree must also be a valid k-d tree on its own (nearest neighbours by
+ * back-tracking equal brute force), and the CUDA tracker on one tree must
+ * give the CPU tracker's pose on it within 1e-5 m and 1e-5 rad. */
 #include "kr_test.h"
+#include "level_build.h"
 #include "parity_fixture.h"
 
 #include <math.h>
@@ -215,14 +224,21 @@ static void check_valid(const kr_kdtree *t, const float *pts, size_t n)
     CHECK_EQ(wrong, 0);
 }
 
-static void check_same_pose(const kr_track_result *a, const kr_track_result *b)
+static void check_pose_within(const kr_track_result *a, const kr_track_result *b, double tol)
 {
     kr_pose ia = kr_pose_inv(&a->pose), d = kr_pose_mul(&ia, &b->pose);
     double dt[3] = {b->pose.t[0] - a->pose.t[0], b->pose.t[1] - a->pose.t[1],
                     b->pose.t[2] - a->pose.t[2]};
-    CHECK_LE(kr_pose_angle(&d), 1e-5);
-    CHECK_LE(sqrt(dt[0] * dt[0] + dt[1] * dt[1] + dt[2] * dt[2]), 1e-5);
+    double dm = sqrt(dt[0] * dt[0] + dt[1] * dt[1] + dt[2] * dt[2]);
+    CHECK_LE(kr_pose_angle(&d), tol);
+    CHECK_LE(dm, tol);
     CHECK_EQ(b->state, a->state);
+    if (tol > 1e-5) printf("    poses differ by %.3g m, %.3g rad\n", dm, kr_pose_angle(&d));
+}
+
+static void check_same_pose(const kr_track_result *a, const kr_track_result *b)
+{
+    check_pose_within(a, b, 1e-5);
 }
 
 /* A model from one frame of `uri`, the frame `later` frames on tracked
@@ -257,8 +273,18 @@ static void track_against_both(const char *uri, int later)
     kr_kdtree *c = NULL, *g = NULL;
     REQUIRE_OK(kr_kdtree_build(&c, pts, nrm, n));
     REQUIRE_OK(kr_gpu_tree_build(kr_device_gpu(dev), pts, nrm, n, &g, NULL));
-    /* A real scan has many ties (a pixel column at one depth shares x). */
-    check_identical(c, g);
+    /* A real scan has many ties (a pixel column at one depth shares x): the
+     * device tree is its reference's bit for bit, the host build's for what
+     * tracking reads. */
+    kr_kdtree *ref = level_build(pts, nrm, n);
+    REQUIRE(ref);
+    check_identical(ref, g);
+    kr_kdtree_destroy(&ref);
+    CHECK_EQ(cells_differ_by_point(c, g), 0);
+    double mc = mean_descent_d2(c, pts, n, 20000, 0.01f, 3),
+           mg = mean_descent_d2(g, pts, n, 20000, 0.01f, 3);
+    CHECK(mg <= 1.25 * mc && mc <= 1.25 * mg);
+    printf("    mean descent distance² host %.4g, device %.4g\n", mc, mg);
     check_valid(g, pts, n);
 
     kr_track_config cfg;
@@ -269,12 +295,12 @@ static void track_against_both(const char *uri, int later)
     CHECK_OK(kr_track_frame(c, &b, &seed, &cfg, &rc));
     CHECK_OK(kr_track_frame(g, &b, &seed, &cfg, &rg));
     CHECK_EQ(rc.state, KR_TRACK_GOOD);
-    check_same_pose(&rc, &rg);
+    check_pose_within(&rc, &rg, 5e-4);
     /* The CUDA tracker: the host tree uploaded, the device tree in place. */
     CHECK_OK(kr_track_frame_on(dev, c, &b, &seed, &cfg, &dc));
     CHECK_OK(kr_track_frame_on(dev, g, &b, &seed, &cfg, &dg));
     check_same_pose(&rc, &dc);
-    check_same_pose(&rc, &dg);
+    check_same_pose(&rg, &dg);
     free(pts);
     free(nrm);
     kr_kdtree_destroy(&c);
@@ -306,7 +332,7 @@ KR_TEST(parity_tree, tum_frame_same_pose)
 /* The model's snapshots built on the device (as the CUDA pipeline does, in
  * the background): the snapshot tree carries its device copy, is a valid
  * k-d tree over the voxels, and tracks the next frame to the pose the host
- * build of the same voxels gives. */
+ * tracker gives on it, and near the pose the host build of the voxels gives. */
 KR_TEST(parity_tree, model_snapshot_on_device)
 {
     NEED_CUDA();
@@ -355,11 +381,15 @@ KR_TEST(parity_tree, model_snapshot_on_device)
     kr_track_config_default(&cfg);
     double w[6] = {0.002, -0.003, 0.002, 0.005, -0.004, 0.003};
     kr_pose seed = kr_pose_exp(w);
-    kr_track_result rc, dg;
+    kr_track_result rc, rg, dg;
     CHECK_OK(kr_track_frame(c, &b, &seed, &cfg, &rc));
+    CHECK_OK(kr_track_frame(g, &b, &seed, &cfg, &rg));
     CHECK_OK(kr_track_frame_on(dev, g, &b, &seed, &cfg, &dg));
     CHECK_EQ(rc.state, KR_TRACK_GOOD);
-    check_same_pose(&rc, &dg);
+    /* Voxel means may tie on a coordinate: the host build of them is the
+     * device's for tracking (see the head of this file). */
+    check_pose_within(&rc, &dg, 5e-4);
+    check_same_pose(&rg, &dg);
     printf("    snapshot of %zu voxels: device build %.3f ms\n", n, tt.build_ms);
     free(pts);
     free(nrm);
