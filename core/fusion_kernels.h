@@ -20,6 +20,17 @@
 #define KR_FK_AXIS_OFFSET (1 << (KR_FK_AXIS_BITS - 1))
 #define KR_FK_EMPTY_KEY UINT64_MAX
 
+/* One voxel as both maps store it (fusion/voxel_map.h: kr_voxel; the device
+ * map of gpu/fusion.cu), 48 bytes. Means, not sums: see kr_fk_fuse. */
+typedef struct {
+    uint64_t key;       /* packed voxel coordinates */
+    uint64_t last_seen; /* frame index of the last integration */
+    float point[3];     /* weighted mean point, world frame */
+    float normal[3];    /* weighted mean of unit normals: not unit length */
+    float weight;       /* accumulated weight, capped */
+    uint32_t active;    /* host map: in its active list; device map: unused (0) */
+} kr_fk_voxel;
+
 /* A weight never falls below this (grazing or far samples still count). */
 #define KR_FK_MIN_WEIGHT 0.05f
 
@@ -98,6 +109,14 @@ static inline KR_HD bool kr_fk_unit_normal(const float normal[3], float out[3])
     for (int r = 0; r < 3; r++)
         out[r] = normal[r] / len;
     return true;
+}
+
+/* Eviction's distance test: the voxel's mean point farther than
+ * sqrt(min_d2) from the camera c. */
+static inline KR_HD bool kr_fk_far_from(const float point[3], const float c[3], float min_d2)
+{
+    float dx = point[0] - c[0], dy = point[1] - c[1], dz = point[2] - c[2];
+    return KR_MUL(dx, dx) + KR_MUL(dy, dy) + KR_MUL(dz, dz) > min_d2;
 }
 
 #endif

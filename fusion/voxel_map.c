@@ -334,8 +334,7 @@ static int compare_u64(const void *a, const void *b)
 
 static inline bool far_from(const kr_voxel *v, const float c[3], float min_d2)
 {
-    float dx = v->point[0] - c[0], dy = v->point[1] - c[1], dz = v->point[2] - c[2];
-    return dx * dx + dy * dy + dz * dz > min_d2;
+    return kr_fk_far_from(v->point, c, min_d2);
 }
 
 /* The last_seen value at or below which dropping the candidates (those older
@@ -406,4 +405,31 @@ kr_status kr_voxel_map_evict(kr_voxel_map *m, size_t max_voxels, size_t target, 
     }
     m->active_count = active;
     return KR_OK;
+}
+
+kr_status kr_voxel_map_assign(kr_voxel_map *m, const kr_voxel *records, size_t n)
+{
+    if (!m || (!records && n)) return kr_error(KR_ERR_INVALID_ARG, "kr_voxel_map_assign: NULL argument");
+    /* Room first (the old records kept while it fails), then the copy. */
+    size_t old = m->count;
+    m->count = 0;
+    kr_status s = reserve(m, n);
+    m->count = old;
+    if (s != KR_OK) return s;
+    if (n) memcpy(m->records, records, n * sizeof *records);
+    m->count = n;
+    if (m->table) memset(m->table, 0xff, m->table_cap * sizeof *m->table);
+    for (size_t i = 0; i < n; i++) {
+        table_insert(m->table, m->table_cap, m->records[i].key, (uint32_t)i);
+        m->records[i].active = 1;
+        m->active[i] = (uint32_t)i;
+    }
+    m->active_count = n;
+    m->pruned_below = 0;
+    return KR_OK;
+}
+
+const kr_voxel *kr_voxel_map_records(const kr_voxel_map *m)
+{
+    return m && m->count ? m->records : NULL;
 }

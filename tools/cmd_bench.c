@@ -12,15 +12,18 @@
 #include "pipeline_options.h"
 
 enum {
-    ST_READ, ST_UPLOAD, ST_PREPROCESS, ST_DOWNLOAD, ST_TRACK, ST_ITERATION, ST_FUSE, ST_SNAPSHOT, ST_TREE_DEVICE,
+    ST_READ, ST_UPLOAD, ST_PREPROCESS, ST_DOWNLOAD, ST_TRACK, ST_ITERATION, ST_FUSE, ST_FUSE_DEVICE, ST_SNAPSHOT,
+    ST_GATHER_DEVICE, ST_TREE_DEVICE,
     ST_TREE_500K, ST_POSE, ST_FRAME, ST_COUNT
 };
 static const char *const stage_names[ST_COUNT] = {
     "source read", "  upload (device)", "preprocess", "  download (device)", "track (whole frame)", "one Newton iteration",
-    "fuse into model", "tree build (snapshot)", "  tree kernels (device)", "tree 500k pts (device)", "frame to pose",
+    "fuse into model", "  fusion kernels (device)", "tree build (snapshot)", "  gather (device)",
+    "  tree kernels (device)", "tree 500k pts (device)", "frame to pose",
     "frame total"};
 static const char *const stage_keys[ST_COUNT] = {"read", "upload", "preprocess", "download", "track", "newton_iteration",
-                                                 "fuse", "tree_build", "tree_build_device", "tree_build_device_500k",
+                                                 "fuse", "fuse_device", "tree_build", "gather_device",
+                                                 "tree_build_device", "tree_build_device_500k",
                                                  "frame_to_pose", "frame"};
 
 typedef struct {
@@ -123,6 +126,9 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
     /* As the pipeline does: snapshot trees on the device with the CUDA engine. */
     bool device_trees = kr_device_backend(dev) == KR_BACKEND_CUDA &&
                         kr_model_build_trees_on(model, kr_device_gpu(dev)) == KR_OK;
+    /* And fusion on the device, as the pipeline does. */
+    bool device_fusion = kr_device_backend(dev) == KR_BACKEND_CUDA &&
+                         kr_model_fuse_on(model, kr_device_gpu(dev)) == KR_OK;
     if (device_trees && (s = bench_tree_500k(kr_device_gpu(dev), &st[ST_TREE_500K])) != KR_OK) goto done;
     kr_intrinsics K = kr_source_intrinsics(src);
     kr_pose pose = kr_pose_identity(), velocity = kr_pose_identity();
@@ -187,10 +193,15 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
         if (good) kr_model_integrate(model, &pyr.level[fuse_level], &pose, frame.index);
         double t7 = kr_now();
         add(&st[ST_FUSE], 1e3 * (t7 - t6));
+        double fuse_ms = 0, gather_ms = 0;
+        kr_model_fuse_times(model, &fuse_ms, &gather_ms);
+        if (device_fusion && good) add(&st[ST_FUSE_DEVICE], fuse_ms);
         if (!have_model || frame.index % (uint64_t)cfg->rebuild_every == 0) {
             double t8 = kr_now();
             kr_model_request_snapshot(model, frame.index);
             add(&st[ST_SNAPSHOT], 1e3 * (kr_now() - t8));
+            kr_model_fuse_times(model, NULL, &gather_ms);
+            if (device_fusion && gather_ms > 0) add(&st[ST_GATHER_DEVICE], gather_ms);
             kr_gpu_tree_times tt = kr_model_last_tree_times(model);
             if (device_trees && tt.build_ms > 0) add(&st[ST_TREE_DEVICE], tt.build_ms);
         }
