@@ -84,8 +84,10 @@ kr_status kr_gpu_descend(kr_gpu_context *ctx, const kr_kdtree *tree, const float
                          uint32_t *cells);
 /* The model k-d tree of n points built on the device (gpu/tree_build.cu), the
  * twin of kr_kdtree_build: the same complete-tree shape, split axes and planes
- * and cells (core/kdtree_build_kernels.h), ties in coordinate broken by point
- * index on both: the same tree. The tree comes back on the host
+ * and cells (core/kdtree_build_kernels.h): the same tree where no two points
+ * tie on a coordinate (ties go by point index here, by the quickselect's
+ * history on the host; tests/level_build.h is this build's exact host
+ * reference). The tree comes back on the host
  * (for the host-side readers) and keeps its device copy (tree->device), which
  * kr_gpu_track reads in place instead of uploading. Blocks the calling thread
  * until the tree is down: call it on a background thread. times (may be NULL)
