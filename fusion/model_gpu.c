@@ -61,7 +61,8 @@ kr_status kr_model_fuse_on(kr_model *m, const kr_gpu_context *like)
     kr_gpu_voxel_map *dmap = NULL;
     kr_status s = kr_gpu_context_twin(like, &ctx);
     if (s == KR_OK)
-        s = kr_gpu_voxel_map_create(ctx, m->cfg.voxel_size, m->cfg.max_weight, m->cfg.geometric_weight, &dmap);
+        s = kr_gpu_voxel_map_create(ctx, m->cfg.voxel_size, m->cfg.max_weight,
+                                    m->cfg.geometric_weight, &dmap);
     /* What was fused on the host so far goes up with it. */
     if (s == KR_OK && kr_voxel_map_size(m->map))
         s = kr_gpu_voxel_map_upload(dmap, kr_voxel_map_records(m->map), kr_voxel_map_size(m->map));
@@ -88,13 +89,16 @@ kr_status kr_model_integrate_on_device(kr_model *m, const kr_cloud *cloud, const
     size_t w = (size_t)cloud->width, h = (size_t)cloud->height;
     if (w * h == 0) return KR_OK;
     if (!cloud->points || !cloud->normals)
-        return kr_error(KR_ERR_INVALID_ARG, "cloud %dx%d without point or normal buffers", cloud->width,
-                        cloud->height);
+        return kr_error(KR_ERR_INVALID_ARG, "cloud %dx%d without point or normal buffers",
+                        cloud->width, cloud->height);
     /* The pose in float, as the host map converts it. */
     float R[9], t[3];
-    for (int k = 0; k < 9; k++) R[k] = (float)pose->R[k];
-    for (int k = 0; k < 3; k++) t[k] = (float)pose->t[k];
-    kr_status s = kr_gpu_voxel_map_integrate(m->dmap, cloud->points, cloud->normals, w, h, false, R, t, frame_index);
+    for (int k = 0; k < 9; k++)
+        R[k] = (float)pose->R[k];
+    for (int k = 0; k < 3; k++)
+        t[k] = (float)pose->t[k];
+    kr_status s = kr_gpu_voxel_map_integrate(m->dmap, cloud->points, cloud->normals, w, h, false, R,
+                                             t, frame_index);
     size_t n = kr_gpu_voxel_map_size(m->dmap);
     if (s == KR_OK && m->max_voxels && n > m->max_voxels) {
         /* Over the cap: the host's eviction over a download, survivors up. */
@@ -105,7 +109,8 @@ kr_status kr_model_integrate_on_device(kr_model *m, const kr_cloud *cloud, const
         free(all);
         if (s == KR_OK) s = kr_model_evict_host_map(m, pose, frame_index);
         if (s == KR_OK && kr_voxel_map_size(m->map) != n)
-            s = kr_gpu_voxel_map_upload(m->dmap, kr_voxel_map_records(m->map), kr_voxel_map_size(m->map));
+            s = kr_gpu_voxel_map_upload(m->dmap, kr_voxel_map_records(m->map),
+                                        kr_voxel_map_size(m->map));
         /* The host copy is not kept in step with the device: free it. */
         kr_voxel_map *fresh = NULL;
         kr_voxel_map_config vcfg = {m->cfg.voxel_size, m->cfg.max_weight, m->cfg.geometric_weight};
@@ -122,6 +127,7 @@ kr_status kr_model_integrate_on_device(kr_model *m, const kr_cloud *cloud, const
 kr_status kr_model_gather(kr_model *m, uint64_t since, size_t *n)
 {
     if (m->dmap)
-        return kr_gpu_voxel_map_gather(m->dmap, since, &m->job_points, &m->job_normals, &m->job_capacity, n);
+        return kr_gpu_voxel_map_gather(m->dmap, since, &m->job_points, &m->job_normals,
+                                       &m->job_capacity, n);
     return kr_voxel_map_gather(m->map, since, &m->job_points, &m->job_normals, &m->job_capacity, n);
 }

@@ -26,7 +26,8 @@ kr_gpu_tree_times kr_model_last_tree_times(kr_model *model);
  * active voxels are gathered there, and kr_model_save_ply downloads the map.
  * The device map holds the host map's voxels, bit for bit; the memory cap
  * evicts as on the host (the map comes down, the host's eviction runs, the
- * survivors go back up: once per cap crossing). Call from the integrating
+ * survivors go back up: once per cap crossing, every frame while the recent
+ * voxels alone exceed the cap). Call from the integrating
  * thread, or before it starts. */
 kr_status kr_model_fuse_on(kr_model *model, const kr_gpu_context *like);
 
