@@ -1,7 +1,10 @@
 /* The refinement's engine dispatcher (fusion/refine_engine.h): the OpenMP
  * loops, or the CUDA twin on one device or several. With several devices each
- * gets its own context (stream) and every view's fields, takes a disjoint
- * share of each view's grid points, and the per-pair sums are added here.
+ * gets its own context (stream) and every view's fields, evaluates its share
+ * of the grid points, and the per-pair sums are added here. kr_refine builds
+ * the fields on the devices (kr_refine_engine_prepare / _build_level, at the
+ * end of this file): each device builds its views' fields and copies the
+ * others'; kr_refine_engine_field / _load remain for host-built fields.
  *
  * What lets the split scale (the first version ran slower on two H200 than
  * on one): the devices' contexts are made, and each level's fields loaded, by
