@@ -25,8 +25,9 @@
  * does not depend on the order, so the values are the host's bits whenever
  * the points (and normals) are.
  *
- * Grid points: one thread per corner; kept corners are appended with an
- * atomic counter into scratch, then copied into buffers of their exact size.
+ * Grid points: one thread per corner writes its grid point (if kept) and a
+ * flag; an exclusive scan of the flags places the kept ones, in corner order,
+ * into buffers of their exact size.
  *
  * Every buffer that outlives a call comes from the stream-ordered pool (as
  * gpu/refine.cu's); scratch grows and is kept. An allocation that fails
@@ -35,6 +36,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
 
 #include "core/refine_field_kernels.h"
 #include "gpu/context.h"
@@ -205,14 +209,16 @@ __global__ void pair_values_kernel(const unsigned long long *__restrict__ pairs,
     if (i < cells) values[i] = kr_df_pair_value(pairs[i]);
 }
 
-/* One thread per corner: the bounds of the influenced corners, and the kept
- * grid points appended into grid/val (room for every corner). */
+/* One thread per corner: the bounds of the influenced corners, and corner
+ * i's grid point at grid[3i], val[i] with kept[i] = 1 when it is one. */
 __global__ void collect_kernel(kr_df_field f, const int *__restrict__ brick_xyz, long cells,
                                uint32_t threshold, unsigned seed, float *grid, float *val,
-                               Counters *cnt)
+                               uint32_t *kept, Counters *cnt)
 {
     long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
-    if (i >= cells || !(f.values[i] < INFINITY)) return;
+    if (i >= cells) return;
+    kept[i] = 0;
+    if (!(f.values[i] < INFINITY)) return;
     int c3[3];
     kr_rf_cell_corner(brick_xyz, (int)(i / KR_DF_BRICK_CELLS), (int)(i % KR_DF_BRICK_CELLS), c3);
     for (int a = 0; a < 3; a++) {
@@ -221,11 +227,33 @@ __global__ void collect_kernel(kr_df_field f, const int *__restrict__ brick_xyz,
     }
     float q[3], v;
     if (!kr_rf_grid_point(&f, c3[0], c3[1], c3[2], threshold, seed, q, &v)) return;
-    unsigned long long at = atomicAdd(&cnt->kept, 1ull);
-    grid[3 * at] = q[0];
-    grid[3 * at + 1] = q[1];
-    grid[3 * at + 2] = q[2];
-    val[at] = v;
+    grid[3 * i] = q[0];
+    grid[3 * i + 1] = q[1];
+    grid[3 * i + 2] = q[2];
+    val[i] = v;
+    kept[i] = 1;
+}
+
+/* The kept count: the scan's last entry plus the last flag. */
+__global__ void kept_total_kernel(const uint32_t *kept, const uint32_t *at, long cells,
+                                  Counters *cnt)
+{
+    if (threadIdx.x == 0 && blockIdx.x == 0)
+        cnt->kept = cells ? (unsigned long long)at[cells - 1] + kept[cells - 1] : 0ull;
+}
+
+/* The kept grid points to their places (corner order). */
+__global__ void compact_kernel(const float *__restrict__ grid, const float *__restrict__ val,
+                               const uint32_t *__restrict__ kept, const uint32_t *__restrict__ at,
+                               long cells, float *out_grid, float *out_val)
+{
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i >= cells || !kept[i]) return;
+    uint32_t j = at[i];
+    out_grid[3 * (size_t)j] = grid[3 * i];
+    out_grid[3 * (size_t)j + 1] = grid[3 * i + 1];
+    out_grid[3 * (size_t)j + 2] = grid[3 * i + 2];
+    out_val[j] = val[i];
 }
 
 unsigned blocks_for(long n)
@@ -242,12 +270,12 @@ struct kr_gpu_fields {
     ViewPoints *points; /* views entries */
     Field *slot[2];     /* views entries each */
     /* Grow-only scratch of one build. */
-    void *scratch[5]; /* big table, list, brick_xyz, pairs, grid+val */
-    size_t scratch_bytes[5];
+    void *scratch[7]; /* big table, list, brick_xyz, pairs, grid+val, flags+places, CUB */
+    size_t scratch_bytes[7];
     Counters *d_cnt, *h_cnt; /* device counters, page-locked read-back */
 };
 
-enum { S_BIG, S_LIST, S_XYZ, S_PAIRS, S_GRID };
+enum { S_BIG, S_LIST, S_XYZ, S_PAIRS, S_GRID, S_FLAGS, S_TEMP, S_COUNT };
 
 static cudaStream_t stream_of(const kr_gpu_fields *f)
 {
@@ -278,7 +306,8 @@ static void dev_free(kr_gpu_fields *f, void *p)
 
 static kr_status scratch(kr_gpu_fields *f, int which, size_t bytes, int k, void **out)
 {
-    if (bytes > f->scratch_bytes[which]) {
+    /* Never NULL (CUB reads a NULL temp buffer as a size query). */
+    if (bytes > f->scratch_bytes[which] || !f->scratch[which]) {
         dev_free(f, f->scratch[which]);
         f->scratch[which] = NULL;
         f->scratch_bytes[which] = 0;
@@ -351,7 +380,7 @@ extern "C" void kr_gpu_fields_destroy(kr_gpu_fields **fp)
             for (int s = 0; s < 2; s++)
                 if (f->slot[s]) free_field(f, &f->slot[s][k]);
         }
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < S_COUNT; i++)
             dev_free(f, f->scratch[i]);
         dev_free(f, f->d_cnt);
         (void)cudaStreamSynchronize(stream_of(f));
@@ -495,7 +524,17 @@ static kr_status build(kr_gpu_fields *f, Field *d, const ViewPoints *v, int k, s
     int *brick_xyz = (int *)p_xyz;
     KR_CUDA_CHECK(cudaMemsetAsync(d->keys, 0xff, sizeof(uint64_t) * cap, st));
     if (bricks) {
-        table_kernel<<<blocks_for(bricks), kThreads, 0, st>>>(list, bricks, d->keys, d->slots,
+        /* Slots in key order (the big table is free again: the sorted list
+         * goes there). */
+        uint64_t *sorted = keys_big;
+        size_t temp_bytes = 0;
+        void *temp;
+        KR_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(NULL, temp_bytes, (const uint64_t *)list,
+                                                     sorted, bricks, 0, 64, st));
+        if ((s = scratch(f, S_TEMP, temp_bytes, k, &temp)) != KR_OK) return s;
+        KR_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(temp, temp_bytes, (const uint64_t *)list,
+                                                     sorted, bricks, 0, 64, st));
+        table_kernel<<<blocks_for(bricks), kThreads, 0, st>>>(sorted, bricks, d->keys, d->slots,
                                                               cap - 1, brick_xyz, f->d_cnt);
         KR_CUDA_CHECK_LAUNCH(table_kernel);
     }
@@ -519,15 +558,32 @@ static kr_status build(kr_gpu_fields *f, Field *d, const ViewPoints *v, int k, s
                                                             d->values);
         KR_CUDA_CHECK_LAUNCH(unsigned_kernel);
     }
-    void *p_grid;
-    if ((s = scratch(f, S_GRID, sizeof(float) * 4 * (cells ? cells : 1), k, &p_grid)) != KR_OK)
-        return s;
+    if (cells > (size_t)INT32_MAX)
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "refine: view %d: %zu corners is too many for one field; use a coarser "
+                        "--cell or fewer points per view",
+                        k, cells);
+    void *p_grid, *p_flags;
+    s = scratch(f, S_GRID, sizeof(float) * 4 * (cells ? cells : 1), k, &p_grid);
+    if (s == KR_OK)
+        s = scratch(f, S_FLAGS, sizeof(uint32_t) * 2 * (cells ? cells : 1), k, &p_flags);
+    if (s != KR_OK) return s;
     float *grid = (float *)p_grid, *val = grid + 3 * cells;
+    uint32_t *kept_flag = (uint32_t *)p_flags, *at = kept_flag + cells;
     if (cells) {
-        collect_kernel<<<blocks_for((long)cells), kThreads, 0, st>>>(view, brick_xyz, (long)cells,
-                                                                     kr_rf_subset_threshold(subset),
-                                                                     seed, grid, val, f->d_cnt);
+        collect_kernel<<<blocks_for((long)cells), kThreads, 0, st>>>(
+            view, brick_xyz, (long)cells, kr_rf_subset_threshold(subset), seed, grid, val,
+            kept_flag, f->d_cnt);
         KR_CUDA_CHECK_LAUNCH(collect_kernel);
+        size_t temp_bytes = 0;
+        void *temp;
+        KR_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(NULL, temp_bytes, (const uint32_t *)kept_flag,
+                                                    at, (int)cells, st));
+        if ((s = scratch(f, S_TEMP, temp_bytes, k, &temp)) != KR_OK) return s;
+        KR_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, temp_bytes, (const uint32_t *)kept_flag,
+                                                    at, (int)cells, st));
+        kept_total_kernel<<<1, 32, 0, st>>>(kept_flag, at, (long)cells, f->d_cnt);
+        KR_CUDA_CHECK_LAUNCH(kept_total_kernel);
     }
     if ((s = read_counters(f)) != KR_OK) return s;
     if (f->h_cnt->overflow)
@@ -538,10 +594,9 @@ static kr_status build(kr_gpu_fields *f, Field *d, const ViewPoints *v, int k, s
     if (s == KR_OK) s = dev_alloc(f, (void **)&d->grid_val, sizeof(float) * kept, "grid values", k);
     if (s != KR_OK) return s;
     if (kept) {
-        KR_CUDA_CHECK(
-            cudaMemcpyAsync(d->grid, grid, sizeof(float) * 3 * kept, cudaMemcpyDeviceToDevice, st));
-        KR_CUDA_CHECK(
-            cudaMemcpyAsync(d->grid_val, val, sizeof(float) * kept, cudaMemcpyDeviceToDevice, st));
+        compact_kernel<<<blocks_for((long)cells), kThreads, 0, st>>>(
+            grid, val, kept_flag, at, (long)cells, d->grid, d->grid_val);
+        KR_CUDA_CHECK_LAUNCH(compact_kernel);
     }
     /* The host's bounds: the corners' positions h·x, whose extremes are
      * those of x (h > 0); none influenced: +∞ / −∞ as the host leaves them. */
