@@ -122,7 +122,7 @@ __global__ void insert_kernel(const float *__restrict__ pts, long m, long stride
             }
 }
 
-/* The distinct keys into a list (its order is the bricks' slots). */
+/* The distinct keys into a list (in any order: sorted next). */
 __global__ void list_kernel(const uint64_t *__restrict__ keys, long capacity, uint64_t *list,
                             Counters *cnt)
 {
