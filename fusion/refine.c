@@ -158,9 +158,9 @@ static kr_status level_fields_on_devices(level *L, kr_refine_engine *eng,
 }
 
 /* The level's fields on the host (the CPU engine), one thread per view. */
-static kr_status level_fields_on_host(level *L, kr_refine_engine *eng,
-                                      const kr_refine_config *cfg, const kr_refine_view *views,
-                                      float **normals, int V, double h, int band, int coarseness)
+static kr_status level_fields_on_host(level *L, kr_refine_engine *eng, const kr_refine_config *cfg,
+                                      const kr_refine_view *views, float **normals, int V, double h,
+                                      int band, int coarseness)
 {
     /* The views' fields are independent, and building them was most of a
      * refinement's time on the CPU, so one thread per view. A failure's

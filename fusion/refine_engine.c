@@ -277,9 +277,9 @@ static kr_status prepare_one(kr_refine_engine *eng, int d, void *arg)
     kr_status s = KR_OK;
     /* On the context device d's sums run on (its stream orders the two). */
     if (!eng->fields[d])
-        s = eng->own_ctx[d] ? kr_gpu_fields_create(&eng->fields[d], eng->own_ctx[d], eng->views, 0)
-                            : kr_gpu_fields_create(&eng->fields[d], eng->dev_ctx, eng->views,
-                                                   eng->own_context);
+        s = eng->own_ctx[d]
+                ? kr_gpu_fields_create(&eng->fields[d], eng->own_ctx[d], eng->views, 0)
+                : kr_gpu_fields_create(&eng->fields[d], eng->dev_ctx, eng->views, eng->own_context);
     for (int k = d; k < eng->views && s == KR_OK; k += eng->n_gpu)
         s = kr_gpu_fields_points(eng->fields[d], k, a->views[k].xyz, a->views[k].n,
                                  a->signed_fields);
@@ -320,8 +320,8 @@ static kr_status build_one(kr_refine_engine *eng, int d, void *arg)
     const build_arg *a = arg;
     kr_status s = KR_OK;
     for (int k = d; k < eng->views && s == KR_OK; k += eng->n_gpu)
-        s = kr_gpu_fields_build(eng->fields[d], a->slot, k, a->stride[k], a->h, a->band,
-                                a->subset, a->seed + (unsigned)k, &eng->info[a->slot][k]);
+        s = kr_gpu_fields_build(eng->fields[d], a->slot, k, a->stride[k], a->h, a->band, a->subset,
+                                a->seed + (unsigned)k, &eng->info[a->slot][k]);
     return s;
 }
 
