@@ -273,6 +273,9 @@ struct kr_gpu_fields {
     void *scratch[7]; /* big table, list, brick_xyz, pairs, grid+val, flags+places, CUB */
     size_t scratch_bytes[7];
     Counters *d_cnt, *h_cnt; /* device counters, page-locked read-back */
+    /* Devices whose pool this device may read (set on the first copy from
+     * them: granting maps the whole pool, so once). */
+    unsigned char pool_access[64];
 };
 
 enum { S_BIG, S_LIST, S_XYZ, S_PAIRS, S_GRID, S_FLAGS, S_TEMP, S_COUNT };
@@ -673,14 +676,17 @@ static kr_status copy_between(kr_gpu_fields *dst, const kr_gpu_fields *src, void
     if (can) {
         /* Pool allocations are reachable from another device only once the
          * pool grants it (peer access alone does not). */
-        cudaMemPool_t pool;
-        KR_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, sd));
-        cudaMemAccessDesc desc;
-        memset(&desc, 0, sizeof desc);
-        desc.location.type = cudaMemLocationTypeDevice;
-        desc.location.id = dd;
-        desc.flags = cudaMemAccessFlagsProtReadWrite;
-        KR_CUDA_CHECK(cudaMemPoolSetAccess(pool, &desc, 1));
+        if (sd >= 64 || !dst->pool_access[sd]) {
+            cudaMemPool_t pool;
+            KR_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, sd));
+            cudaMemAccessDesc desc;
+            memset(&desc, 0, sizeof desc);
+            desc.location.type = cudaMemLocationTypeDevice;
+            desc.location.id = dd;
+            desc.flags = cudaMemAccessFlagsProtReadWrite;
+            KR_CUDA_CHECK(cudaMemPoolSetAccess(pool, &desc, 1));
+            if (sd < 64) dst->pool_access[sd] = 1;
+        }
         return KR_CUDA_STATUS(cudaMemcpyPeerAsync(to, dd, from, sd, bytes, stream_of(dst)));
     }
     /* No path between them: through the host. */
