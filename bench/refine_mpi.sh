@@ -8,8 +8,9 @@
 # every run returned the same poses as the first (within 1 µm and 1e-4°).
 #   bench/refine_mpi.sh [KINREG]            CPU: 1, 2, 4 ranks
 #   MODE=gpu bench/refine_mpi.sh [KINREG]   CUDA: --devices 0, then 0,1
+#                                           (DEVICES="0 0,0": two contexts on one GPU)
 # Environment: VIEWS (200), SEED (1), PERTURB (0.1:0.2,0.1:0.3: degrees, cm),
-# RANKS ("1 2 4"), CORES (nproc; OpenMP threads per rank = CORES / ranks),
+# RANKS ("1 2 4"), DEVICES ("0 0,1"), CORES (nproc; OpenMP threads per rank = CORES / ranks),
 # OPTIONS (the refinement's: "--cell 0.02 --levels 1 --signed --subset 1":
 # signed fields on every grid point, which bring this scan back within 1 mm /
 # 0.1°).
@@ -33,7 +34,7 @@ problem="refine --synthetic room:$views --perturb $perturb --seed $seed $options
 echo "synthetic room scan: $views views, perturbation $perturb (deg, cm), seed $seed, $options; $(nproc) cores"
 runs=()
 if [ "${MODE:-cpu}" = gpu ]; then
-    for devices in 0 0,1; do
+    for devices in ${DEVICES:-0 0,1}; do
         # shellcheck disable=SC2086
         "$kinreg" $problem --backend cuda --devices "$devices" -o "$out/d$devices.conf" >"$out/d$devices.json"
         runs+=("d$devices")

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/kdtree_build_kernels.h"
+#include "core/refine_field_kernels.h"
 
 typedef struct {
     float p[3];
@@ -267,45 +268,15 @@ size_t kr_kdtree_knn(const kr_kdtree *t, const float q[3], size_t k, uint32_t *i
 {
     if (!t || !q || !idx || k == 0) return 0;
     if (k > t->n) k = t->n;
-    /* best[0..found) sorted ascending; the bound is the k-th distance. */
-    enum { KNN_MAX = 64 };
-    float bd[KNN_MAX];
-    uint32_t bc[KNN_MAX];
-    if (k > KNN_MAX) k = KNN_MAX;
-    size_t found = 0;
-    kd_pending stack[64];
-    int sp = 0;
-    uint32_t node = 0;
-    for (;;) {
-        while (node < t->n_internal) {
-            kr_kd_node nd = t->nodes[node];
-            float diff = q[nd.axis] - nd.split;
-            stack[sp].node = diff >= 0 ? 2 * node + 1 : 2 * node + 2;
-            stack[sp].bound = diff * diff;
-            sp++;
-            node = diff >= 0 ? 2 * node + 2 : 2 * node + 1;
-        }
-        uint32_t cell = node - t->n_internal;
-        float dd = cell_dist2(&t->cells[cell], q);
-        if (found < k || dd < bd[found - 1]) {
-            size_t j = found < k ? found++ : k - 1;
-            while (j > 0 && bd[j - 1] > dd) {
-                bd[j] = bd[j - 1];
-                bc[j] = bc[j - 1];
-                j--;
-            }
-            bd[j] = dd;
-            bc[j] = cell;
-        }
-        float bound = found < k ? INFINITY : bd[k - 1];
-        while (sp > 0 && stack[sp - 1].bound >= bound)
-            sp--;
-        if (sp == 0) break;
-        node = stack[--sp].node;
-    }
-    for (size_t j = 0; j < found; j++) {
+    if (k > KR_KD_KNN_MAX) k = KR_KD_KNN_MAX;
+    /* The search is core/refine_field_kernels.h's, shared with the device
+     * (gpu/refine_fields.cu). */
+    float bd[KR_KD_KNN_MAX];
+    uint32_t bc[KR_KD_KNN_MAX];
+    int found = kr_kd_knn(t->nodes, t->n_internal, t->cells, q, (int)k, bd, bc);
+    for (int j = 0; j < found; j++) {
         idx[j] = t->leaf_orig[bc[j]];
         if (d2) d2[j] = bd[j];
     }
-    return found;
+    return (size_t)found;
 }

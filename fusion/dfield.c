@@ -1,6 +1,8 @@
 /* Sparse distance fields of the influenced corners (see fusion/dfield.h). */
 #include "fusion/dfield.h"
 
+#include "core/refine_field_kernels.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,7 +141,7 @@ static void fill_distances(kr_dfield *f, const float *xyz, size_t n, size_t stri
 kr_status kr_dfield_collect(kr_dfield *f, double subset, unsigned seed)
 {
     size_t cells = (size_t)f->bricks * KR_DF_BRICK_CELLS, kept = 0;
-    uint32_t threshold = subset >= 1 ? UINT32_MAX : (uint32_t)(subset * 4294967295.0);
+    uint32_t threshold = kr_rf_subset_threshold(subset);
     float *grid = malloc(sizeof *grid * 3 * (cells ? cells : 1));
     float *val = malloc(sizeof *val * (cells ? cells : 1));
     if (!grid || !val) {
@@ -153,28 +155,17 @@ kr_status kr_dfield_collect(kr_dfield *f, double subset, unsigned seed)
         for (int c = 0; c < KR_DF_BRICK_CELLS; c++) {
             float v = f->values[(size_t)b * KR_DF_BRICK_CELLS + c];
             if (!(v < INFINITY)) continue;
-            int x = f->brick_xyz[3 * b] * KR_DF_BRICK + (c & (KR_DF_BRICK - 1));
-            int y = f->brick_xyz[3 * b + 1] * KR_DF_BRICK +
-                    ((c >> KR_DF_BRICK_LOG) & (KR_DF_BRICK - 1));
-            int z = f->brick_xyz[3 * b + 2] * KR_DF_BRICK + (c >> (2 * KR_DF_BRICK_LOG));
-            float p[3] = {f->h * (float)x, f->h * (float)y, f->h * (float)z};
+            int c3[3];
+            kr_rf_cell_corner(f->brick_xyz, b, c, c3);
+            float p[3] = {f->h * (float)c3[0], f->h * (float)c3[1], f->h * (float)c3[2]};
             for (int a = 0; a < 3; a++) {
                 lo[a] = fminf(lo[a], p[a]);
                 hi[a] = fmaxf(hi[a], p[a]);
             }
-            uint64_t key = ((uint64_t)(uint32_t)x << 40) ^ ((uint64_t)(uint32_t)y << 20) ^
-                           (uint32_t)z ^ ((uint64_t)seed << 32);
-            if (threshold != UINT32_MAX && kr_df_hash(key) > threshold) continue;
             /* A fixed offset inside the corner's cell, valued by
              * interpolation (core/dfield_kernels.h, "Grid points"). */
-            uint32_t r = kr_df_hash(key * 31 + 7);
-            float q[3] = {p[0] + f->h * (float)(r & 1023) / 1024.0f,
-                          p[1] + f->h * (float)((r >> 10) & 1023) / 1024.0f,
-                          p[2] + f->h * (float)((r >> 20) & 1023) / 1024.0f},
-                  gq[3];
-            if (!kr_df_sample(&view, q, &v, gq)) continue;
-            memcpy(p, q, sizeof q);
-            memcpy(grid + 3 * kept, p, sizeof p);
+            if (!kr_rf_grid_point(&view, c3[0], c3[1], c3[2], threshold, seed, grid + 3 * kept, &v))
+                continue;
             val[kept++] = v;
         }
     free(f->grid);

@@ -1,8 +1,8 @@
 /* Signed sparse distance fields (fusion/dfield.h, core/dfield_kernels.h
  * "Signed fields"): the same bricks and grid points as kr_dfield_build, each
  * corner valued by the signed distance to the tangent plane of its nearest
- * point. Filled on the host for both engines: the GPU engine's share of a
- * refinement is the sums, and the fill is a small part of a field's cost. */
+ * point. The CPU engine's build; the CUDA engine builds the same fields on its
+ * devices (gpu/refine_fields.cu) from the same per-element math. */
 #include <math.h>
 #include <stdlib.h>
 

@@ -124,6 +124,72 @@ static void level_free(level *L)
     memset(L, 0, sizeof *L);
 }
 
+/* The points of view k that a level's field takes: every stride-th, so
+ * that level `coarseness` (cells 2^coarseness times the finest) keeps points
+ * per cell area alike (the corners a point updates grow with the band, not
+ * the cell): a quarter of the points per step. */
+static size_t level_stride(const kr_refine_config *cfg, const kr_refine_view *view, int coarseness)
+{
+    size_t m = view->n;
+    if (cfg->max_points > 0 && m > (size_t)cfg->max_points) m = (size_t)cfg->max_points;
+    m >>= 2 * coarseness;
+    if (m < 2000) m = 2000;
+    return view->n > m ? (view->n + m - 1) / m : 1;
+}
+
+/* The level's fields on the engine's devices (refine_engine.h): slot 0 for
+ * the finest grid, 1 for a coarser one. */
+static kr_status level_fields_on_devices(level *L, kr_refine_engine *eng,
+                                         const kr_refine_config *cfg, const kr_refine_view *views,
+                                         int V, double h, int band, int coarseness)
+{
+    size_t *stride = malloc(sizeof *stride * (size_t)V);
+    if (!stride) return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
+    for (int k = 0; k < V; k++)
+        stride[k] = level_stride(cfg, &views[k], coarseness);
+    int parts = cfg->partition && cfg->partition->ranks > 1 ? cfg->partition->ranks : 1;
+    int part = parts > 1 ? cfg->partition->rank : 0;
+    int slot = coarseness > 0;
+    kr_status s = kr_refine_engine_build_level(eng, slot, stride, (float)h, band, cfg->subset,
+                                               cfg->seed, part, parts, L->fields);
+    free(stride);
+    if (s == KR_OK) L->pb.device_level = 1 + slot;
+    return s;
+}
+
+/* The level's fields on the host (the CPU engine), one thread per view. */
+static kr_status level_fields_on_host(level *L, kr_refine_engine *eng, const kr_refine_config *cfg,
+                                      const kr_refine_view *views, float **normals, int V, double h,
+                                      int band, int coarseness)
+{
+    /* The views' fields are independent, and building them was most of a
+     * refinement's time on the CPU, so one thread per view. A failure's
+     * message is thread-local: carried over. */
+    kr_status s = KR_OK;
+    char why[512] = "";
+#pragma omp parallel for schedule(dynamic)
+    for (int k = 0; k < V; k++) {
+        size_t stride = level_stride(cfg, &views[k], coarseness);
+        kr_status sk = kr_refine_engine_field(eng, &L->fields[k], views[k].xyz,
+                                              normals ? normals[k] : NULL, views[k].n, stride,
+                                              (float)h, band, cfg->subset, cfg->seed + (unsigned)k);
+        if (sk != KR_OK)
+#pragma omp critical(kr_refine_field_error)
+            if (s == KR_OK) {
+                s = sk;
+                snprintf(why, sizeof why, "%s", kr_last_error());
+            }
+    }
+    if (s != KR_OK) return kr_error(s, "%s", why);
+    /* Influence-based partitioning: every process holds every field and
+     * evaluates its own share of each view's grid points. */
+    for (int k = 0; k < V; k++)
+        L->all_grid[k] = L->fields[k].n_grid;
+    if (cfg->partition && cfg->partition->ranks > 1)
+        kr_refine_keep_share(L->fields, V, cfg->partition->rank, cfg->partition->ranks);
+    return KR_OK;
+}
+
 static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_config *cfg,
                              const kr_refine_view *views, float **normals, int V, double h,
                              int band, double cap, int coarseness)
@@ -141,42 +207,24 @@ static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_co
         level_free(L);
         return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
     }
-    /* The views' fields are independent, and building them (mostly host work
-     * even with the CUDA engine: the sparse grid's bricks and the collection
-     * of influenced grid points) was most of a refinement's time, so one
-     * thread per view. A failure's message is thread-local: carried over. */
     kr_status s = KR_OK;
-    char why[512] = "";
-#pragma omp parallel for schedule(dynamic)
-    for (int k = 0; k < V; k++) {
-        /* Level `coarseness` has cells 2^coarseness times the finest: a
-         * quarter of the points per step keeps points per cell area alike
-         * (the corners a point updates grow with the band, not the cell). */
-        size_t m = views[k].n;
-        if (cfg->max_points > 0 && m > (size_t)cfg->max_points) m = (size_t)cfg->max_points;
-        m >>= 2 * coarseness;
-        if (m < 2000) m = 2000;
-        size_t stride = views[k].n > m ? (views[k].n + m - 1) / m : 1;
-        kr_status sk = kr_refine_engine_field(eng, &L->fields[k], views[k].xyz,
-                                              normals ? normals[k] : NULL, views[k].n, stride,
-                                              (float)h, band, cfg->subset, cfg->seed + (unsigned)k);
-        if (sk != KR_OK)
-#pragma omp critical(kr_refine_field_error)
-            if (s == KR_OK) {
-                s = sk;
-                snprintf(why, sizeof why, "%s", kr_last_error());
-            }
+    if (kr_refine_engine_device_fields(eng)) {
+        /* Built where they are sampled; each device keeps this process's
+         * share of the grid points of the views it built. */
+        s = level_fields_on_devices(L, eng, cfg, views, V, h, band, coarseness);
+        if (s != KR_OK) {
+            level_free(L);
+            return s;
+        }
+        for (int k = 0; k < V; k++)
+            L->all_grid[k] = L->fields[k].n_grid;
+    } else {
+        s = level_fields_on_host(L, eng, cfg, views, normals, V, h, band, coarseness);
+        if (s != KR_OK) {
+            level_free(L);
+            return s;
+        }
     }
-    if (s != KR_OK) {
-        level_free(L);
-        return kr_error(s, "%s", why);
-    }
-    /* Influence-based partitioning: every process holds every field and
-     * evaluates its own share of each view's grid points. */
-    for (int k = 0; k < V; k++)
-        L->all_grid[k] = L->fields[k].n_grid;
-    if (cfg->partition && cfg->partition->ranks > 1)
-        kr_refine_keep_share(L->fields, V, cfg->partition->rank, cfg->partition->ranks);
     L->pb.fields = L->fields;
     L->pb.star = cfg->star;
     L->pb.gauge = cfg->gauge;
@@ -430,7 +478,11 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     float **normals = NULL, **planes = NULL;
     kr_refine_view *on_planes = NULL;
     double t_fields = now_seconds(), fields_seconds = 0;
-    if (cfg->signed_field) s = signed_views(views, n_views, &normals, &planes, &on_planes);
+    if (kr_refine_engine_device_fields(eng))
+        /* Points, normals and planes where the fields are built. */
+        s = kr_refine_engine_prepare(eng, views, n_views, cfg->signed_field);
+    else if (cfg->signed_field)
+        s = signed_views(views, n_views, &normals, &planes, &on_planes);
     if (on_planes) views = on_planes;
     /* The finest grid first, for the "before" figures. */
     if (s == KR_OK)

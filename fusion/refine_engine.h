@@ -5,6 +5,7 @@
 #define KINREG_FUSION_REFINE_ENGINE_H
 
 #include "fusion/refine_internal.h"
+#include "kinreg/refine.h"
 
 typedef struct kr_refine_engine kr_refine_engine;
 
@@ -22,7 +23,31 @@ int kr_refine_engine_devices(const kr_refine_engine *eng);
 kr_status kr_refine_engine_field(kr_refine_engine *eng, kr_dfield *f, const float *xyz,
                                  const float *normals, size_t n, size_t stride, float h, int band,
                                  double subset, unsigned seed);
-/* Makes pb's fields the ones evaluated next (the GPU copies them over). */
+/* Fields built on the devices (CUDA; gpu/refine_fields_gpu.h): each device
+ * builds the fields of its share of the views (view k on device k mod D),
+ * then copies the others' fields from the devices that built them; a view's
+ * grid points stay where it was built, so each device evaluates the grid
+ * points of its own views. 1 when this engine does so (CUDA), else 0. */
+int kr_refine_engine_device_fields(const kr_refine_engine *eng);
+/* Each view's points onto the device that builds its fields; signed: their
+ * normals computed there, and the points moved onto their planes. */
+kr_status kr_refine_engine_prepare(kr_refine_engine *eng, const kr_refine_view *views, int V,
+                                   int signed_fields);
+/* One level's fields on the devices (slot 0: the finest grid, kept for the
+ * run; 1: a coarser one), view k from its points k' = 0, stride[k], … with
+ * grid-point seed seed + k, this process keeping share rank of ranks of each
+ * view's grid points. fields[k] gets the host's summary only (h, band,
+ * bricks, n_grid: all of the view's grid points, lo, hi; no arrays);
+ * kr_refine_engine_load with pb.device_level = 1 + slot makes it the level
+ * evaluated. */
+kr_status kr_refine_engine_build_level(kr_refine_engine *eng, int slot, const size_t *stride,
+                                       float h, int band, double subset, unsigned seed, int rank,
+                                       int ranks, kr_dfield *fields);
+/* For tests: the device fields of device index d (0 … devices − 1), NULL
+ * when the fields are on the host. */
+struct kr_gpu_fields *kr_refine_engine_gpu_fields(kr_refine_engine *eng, int d);
+/* Makes pb's fields the ones evaluated next (the GPU copies them over, or
+ * with pb->device_level selects the level built there). */
 kr_status kr_refine_engine_load(kr_refine_engine *eng, const kr_refine_problem *pb);
 kr_status kr_refine_engine_eval(kr_refine_engine *eng, const kr_refine_problem *pb,
                                 const kr_df_pose *poses, const int *pairs, int npairs,

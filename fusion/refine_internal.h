@@ -16,6 +16,10 @@ typedef struct {
     int gauge;
     float huber; /* metres; 0: plain squares */
     float cap;   /* truncation: |e| > cap costs ρ(cap) and weighs 0, metres */
+    /* 0: the fields are the host's (fields[k] arrays); 1 + slot: the engine
+     * built them on its devices (kr_refine_engine_build_level), and fields[k]
+     * are summaries. */
+    int device_level;
 } kr_refine_problem;
 
 /* Sums per pair (i, j) = (pairs[2p], pairs[2p+1]) at the given poses into

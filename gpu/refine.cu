@@ -290,6 +290,29 @@ kr_status kr_gpu_refine_load(kr_gpu_refine *g, const kr_gpu_refine_view *views, 
     return s;
 }
 
+kr_status kr_gpu_refine_use(kr_gpu_refine *g, const kr_gpu_refine_view *views, int n_views)
+{
+    kr_status s = kr_gpu_enter(g->ctx);
+    if (s != KR_OK) return s;
+    free_level(g);
+    /* No blocks: the fields belong to their kr_gpu_fields. */
+    g->host_views = (DevView *)calloc((size_t)n_views, sizeof(DevView));
+    if (!g->host_views) return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", n_views);
+    g->views = n_views;
+    for (int k = 0; k < n_views; k++) {
+        DevView *d = &g->host_views[k];
+        d->field = views[k].field;
+        d->grid = views[k].grid;
+        d->grid_val = views[k].grid_val;
+        d->n_grid = views[k].grid ? (long)views[k].n_grid : 0;
+    }
+    s = upload(g, (void **)&g->d_views, g->host_views, sizeof(DevView) * (size_t)n_views);
+    if (s == KR_OK)
+        s = KR_CUDA_STATUS(cudaMallocAsync((void **)&g->d_poses,
+                                           sizeof(kr_df_pose) * (size_t)n_views, g->ctx->stream));
+    return s;
+}
+
 /* Staging layout: sums (npairs × kr_df_acc), then poses, then pairs. */
 static size_t stage_bytes(int views, int npairs)
 {

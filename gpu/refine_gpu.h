@@ -37,6 +37,11 @@ typedef struct {
 
 kr_status kr_gpu_refine_load(kr_gpu_refine *g, const kr_gpu_refine_view *views, int n_views);
 
+/* One level's fields already on g's device (gpu/refine_fields_gpu.h: device
+ * pointers that g reads but does not own; they must stay until the next load
+ * or use): field, then the grid points g evaluates, as in kr_gpu_refine_view. */
+kr_status kr_gpu_refine_use(kr_gpu_refine *g, const kr_gpu_refine_view *views, int n_views);
+
 /* Sums per pair (pairs[2p], pairs[2p+1]) into acc[p], as the CPU engine
  * (fusion/refine_cpu.c): block reductions on the device, one pass per pair,
  * or for star (the thesis's form) one pass over the gauge's grid points. */

@@ -34,6 +34,12 @@ kr_status kr_gpu_refine_load(kr_gpu_refine *g, const kr_gpu_refine_view *views, 
     return no_cuda();
 }
 
+kr_status kr_gpu_refine_use(kr_gpu_refine *g, const kr_gpu_refine_view *views, int n_views)
+{
+    (void)g, (void)views, (void)n_views;
+    return no_cuda();
+}
+
 kr_status kr_gpu_refine_eval(kr_gpu_refine *g, int star, int gauge, float huber, float cap,
                              const kr_df_pose *poses, const int *pairs, int npairs, kr_df_acc *acc)
 {

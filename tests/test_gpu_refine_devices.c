@@ -92,7 +92,7 @@ KR_TEST(gpu_refine_devices, split_over_devices_matches_one_device)
 /* The long-scan settings (signed fields on the room, a 2 cm grid) on every
  * visible device (or two contexts on the only one): the same poses as the
  * CPU engine, back within 1 mm / 0.1° of the truth, and the time split into
- * fields (host) and sums (devices). */
+ * fields and sums (both on the devices: gpu/refine_fields.cu, gpu/refine.cu). */
 KR_TEST(gpu_refine_devices, room_scan_split_matches_the_cpu)
 {
     NEED_CUDA();

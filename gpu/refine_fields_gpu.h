@@ -1,0 +1,82 @@
+/* The refinement's fields built on a CUDA device (gpu/refine_fields.cu), seen
+ * from plain C: the twin of fusion/refine_normals.c (normals by PCA over the
+ * 12 nearest neighbours, points moved onto their planes), fusion/dfield.c and
+ * fusion/dfield_signed.c (bricks, unsigned or signed values, grid points).
+ * The per-element math is core/refine_field_kernels.h and
+ * core/dfield_kernels.h, shared with the OpenMP build.
+ *
+ * One kr_gpu_fields per device holds the points (and normals) of the views
+ * that device builds, and two level slots (0: the finest grid, kept for the
+ * whole run; 1: the coarser grid in use) of every view's field: the ones it
+ * built, with their grid points, and copies of the others' (field only).
+ * Builds without CUDA answer KR_ERR_NO_DEVICE (gpu/refine_fields_nocuda.c). */
+#ifndef KR_GPU_REFINE_FIELDS_GPU_H
+#define KR_GPU_REFINE_FIELDS_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dfield_kernels.h"
+#include "gpu/gpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kr_gpu_fields kr_gpu_fields;
+
+/* One view's field of one level slot on a device (device pointers). */
+typedef struct {
+    kr_df_field field; /* keys, slots, values on the device (NULL: not built) */
+    int bricks;
+    const float *grid, *grid_val; /* NULL where the view was only copied */
+    size_t n_grid;                /* the builder's count of grid points */
+    float lo[3], hi[3];           /* bounds of the influenced corners, view frame */
+} kr_gpu_field_info;
+
+/* n_views views, on ctx's device; own_context: work on a second context of
+ * that device (kr_gpu_context_twin), for a ctx another thread also uses. */
+kr_status kr_gpu_fields_create(kr_gpu_fields **out, kr_gpu_context *ctx, int n_views,
+                               int own_context);
+void kr_gpu_fields_destroy(kr_gpu_fields **f);
+int kr_gpu_fields_device(const kr_gpu_fields *f);
+
+/* View k's points (xyz[3i], i < n) onto the device. with_normals: their
+ * normals (a k-d tree of the view built on the device, the 12 nearest
+ * neighbours, PCA), and the points moved onto their planes, which are then
+ * the points the view's fields are built from. Waits for the device. */
+kr_status kr_gpu_fields_points(kr_gpu_fields *f, int k, const float *xyz, size_t n,
+                               int with_normals);
+
+/* View k's field in `slot` (0 or 1) from its points i = 0, stride, 2·stride,
+ * … (signed when it has normals): the brick table, the values and the grid
+ * points, as kr_dfield_build / kr_dfield_build_signed on the host. The slot's
+ * previous field of view k is released. info gets the summary. Waits for
+ * the device (two small read-backs: the brick count, then the grid points'). */
+kr_status kr_gpu_fields_build(kr_gpu_fields *f, int slot, int k, size_t stride, float h, int band,
+                              double subset, unsigned seed, kr_gpu_field_info *info);
+
+/* Copies view k's field of `slot` from src (which built it and is idle) onto
+ * f: keys, slots and values, not the grid points. Devices that can reach each
+ * other copy directly, others through the host. Waits for the device. */
+kr_status kr_gpu_fields_copy(kr_gpu_fields *f, const kr_gpu_fields *src, int slot, int k);
+
+/* View k's field of `slot` on f's device. */
+kr_status kr_gpu_fields_info(const kr_gpu_fields *f, int slot, int k, kr_gpu_field_info *info);
+
+/* For tests: host copies (malloc'd, the caller frees) of view k's field of
+ * `slot` — keys and slots (capacity entries, *capacity), values (bricks ×
+ * KR_DF_BRICK_CELLS), grid (3 per grid point) and grid_val; any may be NULL
+ * to skip it. */
+kr_status kr_gpu_fields_download(const kr_gpu_fields *f, int slot, int k, uint32_t *capacity,
+                                 uint64_t **keys, int **slots, float **values, float **grid,
+                                 float **grid_val);
+/* For tests: view k's normals and (moved) points, 3n floats each (either may
+ * be NULL); KR_ERR_INVALID_ARG when the view has no normals. */
+kr_status kr_gpu_fields_download_normals(const kr_gpu_fields *f, int k, float *normals,
+                                         float *points);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
