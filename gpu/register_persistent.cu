@@ -54,8 +54,19 @@ namespace cg = cooperative_groups;
 /* A running sum is rescaled when a new term would exceed 2^LAZY (see top). */
 #define LAZY_EMICP 40.0f
 #define LAZY_LSE 64.0f
-/* Floats of one slice's partial in the merge buffer (EM-ICP: mu, s1, sh, sx). */
+/* Fields of one slice's partial in the merge buffer (EM-ICP: mu, s1, sh, sx). */
 #define PART_FLOATS 6
+/* The merge buffer holds each field as G rows of S + 32/G floats (S = 1024/G
+ * slices): the merging warp of a row reads 32 consecutive floats, and the
+ * 32 threads of a warp writing their partials (32/G slices × G rows) fall on
+ * 32 distinct banks. The first layout, slice-major with the fields
+ * interleaved, put a merging warp's 32 reads on one or two banks (16- to
+ * 32-way conflicts). */
+#define PART_FIELD (P_THREADS + 32)
+template <int G> static __device__ __forceinline__ int part_at(int row, int slice)
+{
+    return row * (P_THREADS / G + 32 / G) + slice;
+}
 
 typedef struct {
     kr_hd_reg_params p;
@@ -83,7 +94,7 @@ typedef struct {
     double hS[9], hN[16]; /* Horn's S and N (horn_warp) */
     long staged;          /* first column of the tile now in shared memory; -1 = none */
 #ifdef KR_PK_PROFILE
-    long long prof[8], prof_t, prof_g0;
+    long long prof[12], prof_t, prof_g0;
 #endif
 } pk_block;
 
@@ -103,7 +114,7 @@ typedef struct {
 #define PK_PROF_START(B)                                                                           \
     do {                                                                                           \
         if (threadIdx.x == 0) {                                                                    \
-            for (int k_ = 0; k_ < 8; k_++)                                                         \
+            for (int k_ = 0; k_ < 12; k_++)                                                        \
                 (B)->prof[k_] = 0;                                                                 \
             (B)->prof_t = clock64();                                                               \
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"((B)->prof_g0));                       \
@@ -116,10 +127,11 @@ typedef struct {
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1_));                                \
             printf("pk-profile %s G=%d blocks=%u steps=%d ns=%lld cycles: pass-other %lld "        \
                    "sync1 %lld pass2-other %lld sync2 %lld horn %lld stage %lld loop %lld "        \
-                   "merge %lld\n",                                                                 \
+                   "merge %lld horn-load %lld horn-prep %lld horn-qcp %lld jacobi-calls %lld\n",   \
                    name, G, gridDim.x, (B)->S.st.steps, g1_ - (B)->prof_g0, (B)->prof[0],          \
                    (B)->prof[1], (B)->prof[2], (B)->prof[3], (B)->prof[4], (B)->prof[5],           \
-                   (B)->prof[6], (B)->prof[7]);                                                    \
+                   (B)->prof[6], (B)->prof[7], (B)->prof[8], (B)->prof[9], (B)->prof[10],          \
+                   (B)->prof[11]);                                                                 \
         }                                                                                          \
     } while (0)
 #else
@@ -159,9 +171,10 @@ static __device__ void pose_to_float(pk_block *B)
 
 /* Stages columns [b, b + len) unless they are already there. fill(k, j)
  * returns tile element k for column j = b + k. Block-uniform. */
-template <typename F> static __device__ void stage(pk_block *B, long b, int len, F fill)
+template <typename F>
+static __device__ void stage(pk_block *B, long b, int len, F fill, bool force = false)
 {
-    if (B->staged == b) return;
+    if (B->staged == b && !force) return;
     PK_MARK(B, 0);
     __syncthreads(); /* the previous tile is no longer read */
     for (int k = threadIdx.x; k < len; k += blockDim.x)
@@ -269,7 +282,13 @@ static __device__ __noinline__ void horn_warp(pk_block *B, const kr_hd_reg_param
         __syncwarp();
         if (lane == 0) kr_hd_horn_matrix(B->hS, B->hN);
         __syncwarp();
-        if (!qcp_warp(B->hN, lane, q) && lane == 0) eig4_top_jacobi(B->hN, q);
+        PK_MARK(B, 9);
+        int declined = !qcp_warp(B->hN, lane, q);
+        if (declined && lane == 0) eig4_top_jacobi(B->hN, q);
+#ifdef KR_PK_PROFILE
+        if (declined && lane == 0 && blockIdx.x == 0) B->prof[11]++;
+#endif
+        PK_MARK(B, 10);
     }
     if (lane != 0) return;
     double R[9], t[3], cs[3], cd[3];
@@ -295,16 +314,28 @@ static __device__ void horn_in_block(pk_block *B, const pk_args &a, int parity)
 {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (warp < 16) {
-        const double *in = a.bmom + (size_t)parity * gridDim.x * 16;
-        double v = 0;
-        for (unsigned b = lane; b < gridDim.x; b += 32)
-            v += __ldcg(in + (size_t)b * 16 + warp);
+        /* All of a lane's loads in flight at once (up to 256 blocks; a loop
+         * that adds each before loading the next waits one L2 round trip per
+         * 32 blocks). The order of the sums is the same in every block. */
+        const double *in = a.bmom + (size_t)parity * gridDim.x * 16 + warp;
+        double part8[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            unsigned b = lane + 32u * k;
+            part8[k] = b < gridDim.x ? __ldcg(in + (size_t)b * 16) : 0.0;
+        }
+        double v = ((part8[0] + part8[1]) + (part8[2] + part8[3])) +
+                   ((part8[4] + part8[5]) + (part8[6] + part8[7]));
+        for (unsigned b = lane + 256u; b < gridDim.x; b += 32)
+            v += __ldcg(in + (size_t)b * 16);
         for (int o = 16; o > 0; o >>= 1)
             v += __shfl_down_sync(0xffffffffu, v, o);
         if (lane == 0) B->total[warp] = v;
     }
     __syncthreads();
+    PK_MARK(B, 8);
     if (threadIdx.x < 32) horn_warp(B, &B->p);
+    PK_MARK(B, 9);
     for (int k = threadIdx.x; k < 32 * 16; k += blockDim.x)
         B->mom[k / 16][k % 16] = 0;
     __syncthreads();
@@ -334,16 +365,20 @@ static __device__ void block_end(pk_block *B, const pk_args &a)
 
 /* ---- EM-ICP ------------------------------------------------------------------ */
 
-/* Pair arithmetic. With PK_EXPAND (default) the exponent of a pair is
- * expanded, kk − h‖q − x‖² = (kk − h‖q‖²) − h‖x‖² + 2h q·x, so that with ‖x‖²
- * staged beside x and 2h q and kk − h‖q‖² kept per row it costs four FMAs
- * instead of seven instructions; and the lazy-shift test is made once per
- * batch of four pairs (on their largest exponent), not per pair, so the
- * four exponentials of a batch can overlap. The expansion's rounding is
- * ~ulp(h‖q‖²) in the exponent (a few 1e-4 at the schedule's end, random
- * from pair to pair); the shift itself is taken from exact distances. */
-#ifndef PK_EXPAND
-#define PK_EXPAND 1
+/* Pair arithmetic. The lazy-shift test is made once per batch of four
+ * pairs (on their largest exponent), not per pair, so that the four
+ * exponentials of a batch overlap. With PK_EXPAND_* the exponent of a pair
+ * is expanded, kk − h‖q − x‖² = (kk − h‖q‖²) − h‖x‖² + 2h q·x, so that with
+ * ‖x‖² staged beside x and 2h q and kk − h‖q‖² kept per row it costs four
+ * FMAs instead of seven instructions; its rounding is ~ulp(h‖q‖²) in the
+ * exponent (a few 1e-4 at the schedule's end, random from pair to pair),
+ * and the shift itself is taken from exact distances. Measured on the H100
+ * (docs/BENCHMARKS.md, session 6): it pays for Softassign, not for EM-ICP. */
+#ifndef PK_EXPAND_EMICP
+#define PK_EXPAND_EMICP 0
+#endif
+#ifndef PK_EXPAND_SA
+#define PK_EXPAND_SA 1
 #endif
 
 typedef struct {
@@ -361,7 +396,7 @@ typedef struct {
 static __device__ __forceinline__ float emicp_arg(const emicp_row_c &c, const emicp_acc &r,
                                                   float4 x, float h)
 {
-#if PK_EXPAND
+#if PK_EXPAND_EMICP
     (void)r;
     return fmaf(c.q2h[0], x.x, fmaf(c.q2h[1], x.y, fmaf(c.q2h[2], x.z, fmaf(x.w, -h, c.c0))));
 #else
@@ -406,6 +441,9 @@ static __device__ void emicp_pass(pk_block *B, const pk_args &a, float4 *tile, f
     const int S = P_THREADS / G;
     const int r = threadIdx.x % G, slice = threadIdx.x / G;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    /* The lambdas below capture these, not `a`: a reference to a kernel
+     * parameter would copy all the parameters to every thread's stack. */
+    const float *dx = a.dx, *dy = a.dy, *dz = a.dz;
     const double temp = B->S.st.temp;
     const float h = (float)(P_LOG2E * 0.5 / temp), half_inv = (float)(0.5 / temp);
     const size_t groups = (a.n + G - 1) / G;
@@ -415,7 +453,7 @@ static __device__ void emicp_pass(pk_block *B, const pk_args &a, float4 *tile, f
          * group's pair loop in the other warps. Buffer b is written again two
          * groups later, after a barrier that every merging warp passes only
          * when its merge of the group before is done. */
-        float *part = parts + (size_t)buf * P_THREADS * PART_FLOATS;
+        float *part = parts + (size_t)buf * PART_FLOATS * PART_FIELD;
         size_t i = g * G + r;
         bool active = i < a.n;
         emicp_row_c rc = {{0, 0, 0}, {0, 0, 0}, 0, INFINITY};
@@ -430,7 +468,7 @@ static __device__ void emicp_pass(pk_block *B, const pk_args &a, float4 *tile, f
         for (size_t b = 0; b < a.m; b += a.tile) {
             int len = (int)(a.m - b < (size_t)a.tile ? a.m - b : (size_t)a.tile);
             stage(B, (long)b, len, [&](int k, size_t j) {
-                float x = __ldg(a.dx + j), y = __ldg(a.dy + j), z = __ldg(a.dz + j);
+                float x = __ldg(dx + j), y = __ldg(dy + j), z = __ldg(dz + j);
                 tile[k] = make_float4(x, y, z, x * x + y * y + z * z);
             });
             if (active) {
@@ -464,27 +502,27 @@ static __device__ void emicp_pass(pk_block *B, const pk_args &a, float4 *tile, f
             }
         }
         PK_MARK(B, 6);
-        float *pp = part + (size_t)threadIdx.x * PART_FLOATS; /* slice-major: (slice, r) */
+        float *pp = part + part_at<G>(r, slice);
         pp[0] = acc.mu;
-        pp[1] = acc.s1;
-        pp[2] = acc.sh;
-        pp[3] = acc.sx;
-        pp[4] = acc.sy;
-        pp[5] = acc.sz;
+        pp[PART_FIELD] = acc.s1;
+        pp[2 * PART_FIELD] = acc.sh;
+        pp[3 * PART_FIELD] = acc.sx;
+        pp[4 * PART_FIELD] = acc.sy;
+        pp[5 * PART_FIELD] = acc.sz;
         __syncthreads();
         for (int rw = warp; rw < G && g * G + rw < a.n;
              rw += P_WARPS) { /* one warp per row: merge S slices */
             kr_hd_emicp_row row;
             kr_hd_emicp_row_init(&row);
             for (int c = lane; c < S; c += 32) {
-                const float *o = part + (size_t)(c * G + rw) * PART_FLOATS;
+                const float *o = part + part_at<G>(rw, c);
                 kr_hd_emicp_row b;
                 b.mu = o[0];
-                b.s1 = o[1];
-                b.sh = o[2];
-                b.sx[0] = o[3];
-                b.sx[1] = o[4];
-                b.sx[2] = o[5];
+                b.s1 = o[PART_FIELD];
+                b.sh = o[2 * PART_FIELD];
+                b.sx[0] = o[3 * PART_FIELD];
+                b.sx[1] = o[4 * PART_FIELD];
+                b.sx[2] = o[5 * PART_FIELD];
                 kr_hd_emicp_row_merge(&row, &b, half_inv);
             }
             for (int o = 16; o > 0; o >>= 1) {
@@ -507,12 +545,12 @@ static __device__ void emicp_pass(pk_block *B, const pk_args &a, float4 *tile, f
     }
 }
 
-template <int G> static __global__ void __launch_bounds__(P_THREADS, 1) emicp_persistent(pk_args a)
+template <int G> static __global__ void __launch_bounds__(P_THREADS, 1) emicp_persistent(const __grid_constant__ pk_args a)
 {
     cg::grid_group grid = cg::this_grid();
     extern __shared__ float4 tile[];
     __shared__ pk_block B;
-    float *parts = (float *)(tile + a.tile); /* 2 × P_THREADS × PART_FLOATS */
+    float *parts = (float *)(tile + a.tile); /* 2 × PART_FLOATS × PART_FIELD */
     block_start(&B, a);
     PK_PROF_START(&B);
     int parity = 0;
@@ -601,7 +639,7 @@ typedef struct {
 
 static __device__ __forceinline__ void sa_row_setup(sa_row_c &rc, float c)
 {
-#if PK_EXPAND
+#if PK_EXPAND_SA
     for (int k = 0; k < 3; k++)
         rc.q2[k] = -2.0f * c * rc.q[k];
     rc.cqq = c * (rc.q[0] * rc.q[0] + rc.q[1] * rc.q[1] + rc.q[2] * rc.q[2]);
@@ -615,7 +653,7 @@ static __device__ __forceinline__ void sa_row_setup(sa_row_c &rc, float c)
 /* The tile's w for a column (or row) with scaling term w and point x. */
 static __device__ __forceinline__ float sa_tile_w(float w, float c, float x, float y, float z)
 {
-#if PK_EXPAND
+#if PK_EXPAND_SA
     return fmaf(c, x * x + y * y + z * z, w);
 #else
     (void)c, (void)x, (void)y, (void)z;
@@ -626,7 +664,7 @@ static __device__ __forceinline__ float sa_tile_w(float w, float c, float x, flo
 /* y − mx + (base − (c‖q‖² − mx)): y − mx for base = c‖q‖² − mx. */
 static __device__ __forceinline__ float sa_arg(const sa_row_c &rc, float4 x, float c, float base)
 {
-#if PK_EXPAND
+#if PK_EXPAND_SA
     (void)c;
     return fmaf(rc.q2[0], x.x, fmaf(rc.q2[1], x.y, fmaf(rc.q2[2], x.z, x.w + base)));
 #else
@@ -715,37 +753,51 @@ static __device__ void sa_row_pass(pk_block *B, const pk_args &a, float4 *tile, 
     const int S = P_THREADS / G;
     const int r = threadIdx.x % G, slice = threadIdx.x / G;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    /* The lambdas below capture these, not `a`: a reference to a kernel
+     * parameter would copy all the parameters to every thread's stack. */
+    const float *dx = a.dx, *dy = a.dy, *dz = a.dz;
+    const float *v2 = a.v2;
     const size_t groups = (a.n + G - 1) / G;
-    if (threadIdx.x == 0) B->staged = -1; /* the offsets changed */
-    __syncthreads();
+    /* The tile's scalings changed: the pass's first tile is staged anew
+     * (stage()'s own barrier keeps the last pass's readers safe). */
     for (size_t g = blockIdx.x; g < groups; g += gridDim.x) {
+        const bool fresh = g == blockIdx.x;
         size_t i = g * G + r;
         bool active = i < a.n;
-        sa_row_c rc = {{0, 0, 0}, {0, 0, 0}, 0};
+        /* The row's point is loaded before the first tile is staged and
+         * used after it: the two loads' latencies overlap. */
+        float s[3] = {0, 0, 0};
         if (active) {
-            float s[3] = {__ldg(a.src + 3 * i), __ldg(a.src + 3 * i + 1), __ldg(a.src + 3 * i + 2)};
-            kr_hd_move(B->R, B->t, s, rc.q);
-            if (first && slice == 0) a.q4[i] = make_float4(rc.q[0], rc.q[1], rc.q[2], 0.0f);
+            s[0] = __ldg(a.src + 3 * i);
+            s[1] = __ldg(a.src + 3 * i + 1);
+            s[2] = __ldg(a.src + 3 * i + 2);
         }
-        sa_row_setup(rc, k0.c);
+        sa_row_c rc = {{0, 0, 0}, {0, 0, 0}, 0};
         sa_run l0 = {-INFINITY, 0, INFINITY, 0, 0, 0};
         for (size_t b = 0; b < a.m; b += a.tile) {
             int len = (int)(a.m - b < (size_t)a.tile ? a.m - b : (size_t)a.tile);
             stage(B, (long)b, len, [&](int k, size_t j) {
-                float v = first ? 0.0f : __ldcg(a.v2 + j);
-                float x = __ldg(a.dx + j), y = __ldg(a.dy + j), z = __ldg(a.dz + j);
+                float v = first ? 0.0f : __ldcg(v2 + j);
+                float x = __ldg(dx + j), y = __ldg(dy + j), z = __ldg(dz + j);
                 tile[k] = make_float4(x, y, z, sa_tile_w(v + k0.aterm, k0.c, x, y, z));
-            });
+            }, fresh && b == 0);
+            if (b == 0) {
+                if (active) {
+                    kr_hd_move(B->R, B->t, s, rc.q);
+                    if (first && slice == 0) a.q4[i] = make_float4(rc.q[0], rc.q[1], rc.q[2], 0.0f);
+                }
+                sa_row_setup(rc, k0.c);
+            }
             if (active) sa_loop<false>(l0, rc, k0.c, tile, tile, slice, S, len);
         }
         PK_MARK(B, 6);
-        part[2 * threadIdx.x] = l0.mx;
-        part[2 * threadIdx.x + 1] = l0.sum;
+        part[part_at<G>(r, slice)] = l0.mx;
+        part[PART_FIELD + part_at<G>(r, slice)] = l0.sum;
         __syncthreads();
         for (int rw = warp; rw < G && g * G + rw < a.n; rw += P_WARPS) {
             lse2_acc l = {-INFINITY, 0};
             for (int c = lane; c < S; c += 32)
-                lse2_merge(l, part[2 * (c * G + rw)], part[2 * (c * G + rw) + 1]);
+                lse2_merge(l, part[part_at<G>(rw, c)], part[PART_FIELD + part_at<G>(rw, c)]);
             for (int o = 16; o > 0; o >>= 1) {
                 float bmx = __shfl_down_sync(0xffffffffu, l.mx, o);
                 float bs = __shfl_down_sync(0xffffffffu, l.sum, o);
@@ -756,7 +808,9 @@ static __device__ void sa_row_pass(pk_block *B, const pk_args &a, float4 *tile, 
                 a.u2[g * G + rw] = neg_lse2_slack(k0.lmo2, L);
             }
         }
-        __syncthreads();
+        /* part is reused by this block's next group; after its last group
+         * the grid barrier (or the moments' barrier) comes first. */
+        if (g + gridDim.x < groups) __syncthreads();
         PK_MARK(B, 7);
     }
 }
@@ -772,55 +826,66 @@ static __device__ void sa_col_pass(pk_block *B, const pk_args &a, float4 *tile, 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const size_t groups = (a.m + G - 1) / G;
     float4 *tile_s = tile + a.tile; /* the unmoved source points (MOMENTS) */
-    if (threadIdx.x == 0) B->staged = -1;
-    __syncthreads();
+    const float4 *q4 = a.q4;
+    const float *u2 = a.u2, *src = a.src; /* captured, not `a` (see the row pass) */
     for (size_t g = blockIdx.x; g < groups; g += gridDim.x) {
+        const bool fresh = g == blockIdx.x;
         size_t j = g * G + r;
         bool active = j < a.m;
         sa_row_c rc = {{0, 0, 0}, {0, 0, 0}, 0};
-        if (active) {
+        if (active) { /* used after the first tile is staged (see the row pass) */
             rc.q[0] = __ldg(a.dx + j);
             rc.q[1] = __ldg(a.dy + j);
             rc.q[2] = __ldg(a.dz + j);
         }
-        sa_row_setup(rc, k0.c);
         sa_run l0 = {-INFINITY, 0, INFINITY, 0, 0, 0};
         for (size_t b = 0; b < a.n; b += a.tile) {
             int len = (int)(a.n - b < (size_t)a.tile ? a.n - b : (size_t)a.tile);
             stage(B, (long)b, len, [&](int k, size_t i) {
-                float4 mv = __ldcg(a.q4 + i);
-                mv.w = sa_tile_w(__ldcg(a.u2 + i) + k0.aterm, k0.c, mv.x, mv.y, mv.z);
+                float4 mv = __ldcg(q4 + i);
+                mv.w = sa_tile_w(__ldcg(u2 + i) + k0.aterm, k0.c, mv.x, mv.y, mv.z);
                 tile[k] = mv;
                 if (MOMENTS)
-                    tile_s[k] = make_float4(__ldg(a.src + 3 * i), __ldg(a.src + 3 * i + 1),
-                                            __ldg(a.src + 3 * i + 2), 0.0f);
-            });
+                    tile_s[k] = make_float4(__ldg(src + 3 * i), __ldg(src + 3 * i + 1),
+                                            __ldg(src + 3 * i + 2), 0.0f);
+            }, fresh && b == 0);
+            if (b == 0) sa_row_setup(rc, k0.c);
             if (active) sa_loop<MOMENTS>(l0, rc, k0.c, tile, tile_s, slice, S, len);
         }
         PK_MARK(B, 6);
-        float *pp = part + (size_t)threadIdx.x * 5;
+        float *pp = part + part_at<G>(r, slice);
         pp[0] = l0.mx;
-        pp[1] = l0.sum;
-        pp[2] = l0.w0;
-        pp[3] = l0.w1;
-        pp[4] = l0.w2;
+        pp[PART_FIELD] = l0.sum;
+        if (MOMENTS) {
+            pp[2 * PART_FIELD] = l0.w0;
+            pp[3 * PART_FIELD] = l0.w1;
+            pp[4 * PART_FIELD] = l0.w2;
+        }
         __syncthreads();
         /* one warp per column: merge S slices */
         for (int rw = warp; rw < G && g * G + rw < a.m; rw += P_WARPS) {
             size_t jj = g * G + rw;
             lsem_acc l = {-INFINITY, 0, 0, 0, 0};
             for (int c = lane; c < S; c += 32) {
-                const float *o = part + (size_t)(c * G + rw) * 5;
-                lsem_acc b = {o[0], o[1], o[2], o[3], o[4]};
+                const float *o = part + part_at<G>(rw, c);
+                lsem_acc b = {o[0], o[PART_FIELD], 0, 0, 0};
+                if (MOMENTS) {
+                    b.w0 = o[2 * PART_FIELD];
+                    b.w1 = o[3 * PART_FIELD];
+                    b.w2 = o[4 * PART_FIELD];
+                }
                 lsem_merge(l, b);
             }
             for (int o = 16; o > 0; o >>= 1) {
                 lsem_acc b;
                 b.mx = __shfl_down_sync(0xffffffffu, l.mx, o);
                 b.sum = __shfl_down_sync(0xffffffffu, l.sum, o);
-                b.w0 = __shfl_down_sync(0xffffffffu, l.w0, o);
-                b.w1 = __shfl_down_sync(0xffffffffu, l.w1, o);
-                b.w2 = __shfl_down_sync(0xffffffffu, l.w2, o);
+                b.w0 = b.w1 = b.w2 = 0.0f;
+                if (MOMENTS) {
+                    b.w0 = __shfl_down_sync(0xffffffffu, l.w0, o);
+                    b.w1 = __shfl_down_sync(0xffffffffu, l.w1, o);
+                    b.w2 = __shfl_down_sync(0xffffffffu, l.w2, o);
+                }
                 lsem_merge(l, b);
             }
             if (lane == 0) {
@@ -845,18 +910,20 @@ static __device__ void sa_col_pass(pk_block *B, const pk_args &a, float4 *tile, 
                 }
             }
         }
-        __syncthreads();
+        /* part is reused by this block's next group; after its last group
+         * the grid barrier (or the moments' barrier) comes first. */
+        if (g + gridDim.x < groups) __syncthreads();
         PK_MARK(B, 7);
     }
 }
 
 template <int G>
-static __global__ void __launch_bounds__(P_THREADS, 1) softassign_persistent(pk_args a)
+static __global__ void __launch_bounds__(P_THREADS, 1) softassign_persistent(const __grid_constant__ pk_args a)
 {
     cg::grid_group grid = cg::this_grid();
     extern __shared__ float4 tile[];
     __shared__ pk_block B;
-    __shared__ float part[P_THREADS * PART_FLOATS];
+    __shared__ float part[5 * PART_FIELD];
     block_start(&B, a);
     PK_PROF_START(&B);
     int parity = 0;
@@ -1013,7 +1080,7 @@ kr_status kr_gpu_register_persistent(kr_gpu_context *ctx, const kr_hd_reg_params
     size_t dyn = 0;
     size_t cols = emicp ? m : (n > m ? n : m);
     /* EM-ICP's two merge buffers follow its tile in dynamic shared memory. */
-    size_t reserved = emicp ? 2 * sizeof(float) * P_THREADS * PART_FLOATS : 0;
+    size_t reserved = emicp ? 2 * sizeof(float) * PART_FLOATS * PART_FIELD : 0;
     kr_status s = plan_kernel(ctx, kernel, cols, emicp ? sizeof(float4) : 2 * sizeof(float4), reserved,
                               groups, &tile, &dyn, &blocks);
     if (s != KR_OK || blocks < 1) return s;
