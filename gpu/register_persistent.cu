@@ -50,6 +50,8 @@ namespace cg = cooperative_groups;
 #define P_THREADS 1024
 #endif
 #define P_WARPS (P_THREADS / 32)
+/* A group's merge costs about this many rows of pairs (see the host side). */
+#define PK_MERGE_ROWS 6
 #define P_LOG2E 1.4426950408889634
 /* A running sum is rescaled when a new term would exceed 2^LAZY (see top). */
 #define LAZY_EMICP 40.0f
@@ -72,12 +74,17 @@ typedef struct {
     kr_hd_reg_params p;
     kr_gpu_reg_state init; /* the start, by value: no upload before the launch */
     kr_gpu_reg_state *S;   /* out: the end state (block 0 writes it) */
+    unsigned *arrivals;    /* PK_FLAG_BARRIER: blocks arrived, zeroed before the launch */
     const float *src;    /* n × 3 */
     const float *dx, *dy, *dz;
     float4 *q4;   /* n: moved source (Softassign) */
     float *u2;    /* n: row scalings, log2 */
     float *v2;    /* m: column scalings, log2 */
-    double *bmom; /* 2 × gridDim.x × 16 */
+    double *bmom; /* [parity 2][moment 16][block]: a warp reads one moment of
+                     all blocks in consecutive doubles. Block-major, every
+                     lane's 8-byte read was a sector of its own, and all the
+                     blocks reading the same few lines at once after the
+                     barrier took ~6 µs a step (H100 profile, session 6). */
     size_t n, m;
     int tile; /* columns per shared-memory tile */
 } pk_args;
@@ -93,6 +100,7 @@ typedef struct {
     double total[16];
     double hS[9], hN[16]; /* Horn's S and N (horn_warp) */
     long staged;          /* first column of the tile now in shared memory; -1 = none */
+    unsigned arrivals_due; /* PK_FLAG_BARRIER: the count that ends the next barrier */
 #ifdef KR_PK_PROFILE
     long long prof[12], prof_t, prof_g0;
 #endif
@@ -184,6 +192,38 @@ static __device__ void stage(pk_block *B, long b, int len, F fill, bool force = 
     PK_MARK(B, 5);
 }
 
+/* The grid barrier between passes. PK_FLAG_BARRIER=1 uses a counter that
+ * only grows (zeroed by the host before the launch): thread 0 of a block
+ * adds 1 with release semantics and waits, with acquire loads, for the count
+ * of all blocks' arrivals so far; the block barriers on either side carry
+ * the order to the block's other threads (what cooperative groups'
+ * grid.sync() does, less its flip-bit bookkeeping and a fence). Readers of
+ * data written before a barrier by other blocks use L2 loads (__ldcg). */
+#ifndef PK_FLAG_BARRIER
+#define PK_FLAG_BARRIER 0
+#endif
+static __device__ __forceinline__ void grid_barrier(pk_block *B, const pk_args &a,
+                                                    cg::grid_group &grid)
+{
+#if PK_FLAG_BARRIER
+    (void)grid;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned due = B->arrivals_due + gridDim.x;
+        B->arrivals_due = due;
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.arrivals) : "memory");
+        unsigned seen;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(a.arrivals) : "memory");
+        } while ((int)(seen - due) < 0);
+    }
+    __syncthreads();
+#else
+    (void)B, (void)a;
+    grid.sync();
+#endif
+}
+
 /* ---- end of a step: moments over the grid, Horn, schedule ----------------- */
 
 /* Writes this block's moments (sum of the merging warps') for step parity. */
@@ -194,7 +234,7 @@ static __device__ void block_moments_out(pk_block *B, const pk_args &a, int pari
         double v = 0;
         for (int w = 0; w < 32; w++)
             v += B->mom[w][threadIdx.x];
-        a.bmom[((size_t)parity * gridDim.x + blockIdx.x) * 16 + threadIdx.x] = v;
+        a.bmom[((size_t)parity * 16 + threadIdx.x) * gridDim.x + blockIdx.x] = v;
     }
 }
 
@@ -317,17 +357,17 @@ static __device__ void horn_in_block(pk_block *B, const pk_args &a, int parity)
         /* All of a lane's loads in flight at once (up to 256 blocks; a loop
          * that adds each before loading the next waits one L2 round trip per
          * 32 blocks). The order of the sums is the same in every block. */
-        const double *in = a.bmom + (size_t)parity * gridDim.x * 16 + warp;
+        const double *in = a.bmom + ((size_t)parity * 16 + warp) * gridDim.x;
         double part8[8];
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             unsigned b = lane + 32u * k;
-            part8[k] = b < gridDim.x ? __ldcg(in + (size_t)b * 16) : 0.0;
+            part8[k] = b < gridDim.x ? __ldcg(in + b) : 0.0;
         }
         double v = ((part8[0] + part8[1]) + (part8[2] + part8[3])) +
                    ((part8[4] + part8[5]) + (part8[6] + part8[7]));
         for (unsigned b = lane + 256u; b < gridDim.x; b += 32)
-            v += __ldcg(in + (size_t)b * 16);
+            v += __ldcg(in + b);
         for (int o = 16; o > 0; o >>= 1)
             v += __shfl_down_sync(0xffffffffu, v, o);
         if (lane == 0) B->total[warp] = v;
@@ -347,6 +387,7 @@ static __device__ void block_start(pk_block *B, const pk_args &a)
         B->S = a.init;
         B->p = a.p;
         B->staged = -1;
+        B->arrivals_due = 0;
         pose_to_float(B);
     }
     for (int k = threadIdx.x; k < 32 * 16; k += blockDim.x)
@@ -558,7 +599,7 @@ template <int G> static __global__ void __launch_bounds__(P_THREADS, 1) emicp_pe
         emicp_pass<G>(&B, a, tile, parts);
         block_moments_out(&B, a, parity);
         PK_MARK(&B, 0);
-        grid.sync();
+        grid_barrier(&B, a, grid);
         PK_MARK(&B, 1);
         horn_in_block(&B, a, parity);
         PK_MARK(&B, 4);
@@ -936,7 +977,7 @@ static __global__ void __launch_bounds__(P_THREADS, 1) softassign_persistent(con
         for (int round = 0; round < a.p.i1; round++) {
             sa_row_pass<G>(&B, a, tile, part, k0, round == 0);
             PK_MARK(&B, 0);
-            grid.sync();
+            grid_barrier(&B, a, grid);
             PK_MARK(&B, 1);
             if (round + 1 < a.p.i1) {
                 sa_col_pass<G, false>(&B, a, tile, part, k0);
@@ -945,7 +986,7 @@ static __global__ void __launch_bounds__(P_THREADS, 1) softassign_persistent(con
                 block_moments_out(&B, a, parity);
             }
             PK_MARK(&B, 2);
-            grid.sync();
+            grid_barrier(&B, a, grid);
             PK_MARK(&B, 3);
         }
         horn_in_block(&B, a, parity);
@@ -1047,16 +1088,18 @@ kr_status kr_gpu_register_persistent(kr_gpu_context *ctx, const kr_hd_reg_params
     /* Tuning builds: KR_PK_G=8|16|32 forces the rows per group. */
     const char *force_g = getenv("KR_PK_G");
 #endif
-    /* Rows per group G: a block's time on a pass goes as the rows it owns,
-     * ceil(groups / blocks) · G; the smallest such G wins (fewer idle blocks
-     * in the last round), ties going to the larger G (fewer merges, fewer
-     * tile loads per pair). One block per SM (1024 threads). */
+    /* Rows per group G: a block's time on a pass goes as its rounds of
+     * groups, ceil(groups / blocks), each costing its G rows of pairs plus a
+     * merge worth about PK_MERGE_ROWS rows (fitted on the H100, session 6:
+     * EM-ICP 5000 takes 2.66 ms with 16 rows, 2.81 with 8; 20000 takes 20.1
+     * with 32, 22.7 with 16, 27.1 with 8). The smallest cost wins, ties going
+     * to the larger G. One block per SM (1024 threads). */
     size_t most_rows = emicp ? n : (n > m ? n : m);
     int G = 32;
     size_t best = (size_t)-1;
     for (int g = 32; g >= 8; g /= 2) {
         size_t groups_g = (most_rows + g - 1) / g;
-        size_t cost = (groups_g + sms - 1) / sms * (size_t)g;
+        size_t cost = (groups_g + sms - 1) / sms * (size_t)(g + PK_MERGE_ROWS);
         if (cost < best) {
             best = cost;
             G = g;
@@ -1091,7 +1134,9 @@ kr_status kr_gpu_register_persistent(kr_gpu_context *ctx, const kr_hd_reg_params
     if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_REG_VECTORS, sizeof(float) * (n + m + 8), &vec)) !=
         KR_OK)
         return s;
-    if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_REG_STATE, sizeof *state, &dstate)) != KR_OK)
+    /* The state, then (PK_FLAG_BARRIER) the barrier's arrival counter. */
+    const size_t counter_at = (sizeof *state + 15) & ~(size_t)15;
+    if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_REG_STATE, counter_at + 16, &dstate)) != KR_OK)
         return s;
     if ((s = kr_gpu_staging(ctx, KR_GPU_STAGING_REG_STATE, sizeof *state, &hstate)) != KR_OK)
         return s;
@@ -1099,6 +1144,10 @@ kr_status kr_gpu_register_persistent(kr_gpu_context *ctx, const kr_hd_reg_params
     memset(&a, 0, sizeof a);
     a.p = *p;
     a.S = (kr_gpu_reg_state *)dstate;
+    a.arrivals = (unsigned *)((char *)dstate + counter_at);
+#if PK_FLAG_BARRIER
+    KR_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, sizeof(unsigned), ctx->stream));
+#endif
     a.src = pts->src;
     a.dx = pts->dst;
     a.dy = pts->dst + m;
