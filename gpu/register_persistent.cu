@@ -75,6 +75,7 @@ typedef struct {
     kr_gpu_reg_state init; /* the start, by value: no upload before the launch */
     kr_gpu_reg_state *S;   /* out: the end state (block 0 writes it) */
     unsigned *arrivals;    /* PK_FLAG_BARRIER: blocks arrived, zeroed before the launch */
+    int resident;          /* Softassign: both point sets fit their tiles (see sa_row_pass) */
     const float *src;    /* n × 3 */
     const float *dx, *dy, *dz;
     float4 *q4;   /* n: moved source (Softassign) */
@@ -101,6 +102,7 @@ typedef struct {
     double hS[9], hN[16]; /* Horn's S and N (horn_warp) */
     long staged;          /* first column of the tile now in shared memory; -1 = none */
     unsigned arrivals_due; /* PK_FLAG_BARRIER: the count that ends the next barrier */
+    int rows_resident, cols_resident; /* Softassign: the resident tiles hold their points */
 #ifdef KR_PK_PROFILE
     long long prof[12], prof_t, prof_g0;
 #endif
@@ -388,6 +390,7 @@ static __device__ void block_start(pk_block *B, const pk_args &a)
         B->p = a.p;
         B->staged = -1;
         B->arrivals_due = 0;
+        B->rows_resident = B->cols_resident = 0;
         pose_to_float(B);
     }
     for (int k = threadIdx.x; k < 32 * 16; k += blockDim.x)
@@ -799,8 +802,27 @@ static __device__ void sa_row_pass(pk_block *B, const pk_args &a, float4 *tile, 
     const float *dx = a.dx, *dy = a.dy, *dz = a.dz;
     const float *v2 = a.v2;
     const size_t groups = (a.n + G - 1) / G;
-    /* The tile's scalings changed: the pass's first tile is staged anew
-     * (stage()'s own barrier keeps the last pass's readers safe). */
+    const bool resident = a.resident;
+    if (resident) {
+        /* All of dst stays in the tile for the whole kernel: a pass reloads
+         * only the scalings, one float a point, where staging anew read 16
+         * bytes a point from L2 in every block (2000 points, 125 blocks:
+         * 4 MB a pass, L2-bandwidth bound). The tile was last read by the
+         * previous row pass, a grid barrier ago. */
+        PK_MARK(B, 0);
+        const bool have = B->rows_resident;
+        for (int k = threadIdx.x; k < (int)a.m; k += P_THREADS) {
+            float4 x = have ? tile[k] : make_float4(__ldg(dx + k), __ldg(dy + k), __ldg(dz + k), 0.0f);
+            float v = first ? 0.0f : __ldcg(v2 + k);
+            x.w = sa_tile_w(v + k0.aterm, k0.c, x.x, x.y, x.z);
+            tile[k] = x;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) B->rows_resident = 1;
+        PK_MARK(B, 5);
+    }
+    /* Otherwise the tile's scalings changed: the pass's first tile is staged
+     * anew (stage()'s own barrier keeps the last pass's readers safe). */
     for (size_t g = blockIdx.x; g < groups; g += gridDim.x) {
         const bool fresh = g == blockIdx.x;
         size_t i = g * G + r;
@@ -817,15 +839,17 @@ static __device__ void sa_row_pass(pk_block *B, const pk_args &a, float4 *tile, 
         sa_run l0 = {-INFINITY, 0, INFINITY, 0, 0, 0};
         for (size_t b = 0; b < a.m; b += a.tile) {
             int len = (int)(a.m - b < (size_t)a.tile ? a.m - b : (size_t)a.tile);
-            stage(B, (long)b, len, [&](int k, size_t j) {
-                float v = first ? 0.0f : __ldcg(v2 + j);
-                float x = __ldg(dx + j), y = __ldg(dy + j), z = __ldg(dz + j);
-                tile[k] = make_float4(x, y, z, sa_tile_w(v + k0.aterm, k0.c, x, y, z));
-            }, fresh && b == 0);
+            if (!resident)
+                stage(B, (long)b, len, [&](int k, size_t j) {
+                    float v = first ? 0.0f : __ldcg(v2 + j);
+                    float x = __ldg(dx + j), y = __ldg(dy + j), z = __ldg(dz + j);
+                    tile[k] = make_float4(x, y, z, sa_tile_w(v + k0.aterm, k0.c, x, y, z));
+                }, fresh && b == 0);
             if (b == 0) {
                 if (active) {
                     kr_hd_move(B->R, B->t, s, rc.q);
-                    if (first && slice == 0) a.q4[i] = make_float4(rc.q[0], rc.q[1], rc.q[2], 0.0f);
+                    if (first && slice == 0 && !resident)
+                        a.q4[i] = make_float4(rc.q[0], rc.q[1], rc.q[2], 0.0f);
                 }
                 sa_row_setup(rc, k0.c);
             }
@@ -860,7 +884,7 @@ static __device__ void sa_row_pass(pk_block *B, const pk_args &a, float4 *tile, 
  * also this column's share of the Horn moments (see the top). */
 template <int G, bool MOMENTS>
 static __device__ void sa_col_pass(pk_block *B, const pk_args &a, float4 *tile, float *part,
-                                   sa_consts k0)
+                                   sa_consts k0, bool fresh_pose)
 {
     const int S = P_THREADS / G;
     const int r = threadIdx.x % G, slice = threadIdx.x / G;
@@ -869,6 +893,33 @@ static __device__ void sa_col_pass(pk_block *B, const pk_args &a, float4 *tile, 
     float4 *tile_s = tile + a.tile; /* the unmoved source points (MOMENTS) */
     const float4 *q4 = a.q4;
     const float *u2 = a.u2, *src = a.src; /* captured, not `a` (see the row pass) */
+    const bool resident = a.resident;
+    if (resident) {
+        /* As in the row pass: src stays in tile_s for the kernel, the moved
+         * source is computed here from it once a Horn step (the same floats
+         * and pose as the row pass's), and a pass reloads only u. */
+        PK_MARK(B, 2);
+        const bool have = B->cols_resident;
+        for (int k = threadIdx.x; k < (int)a.n; k += P_THREADS) {
+            float4 s4 = have ? tile_s[k]
+                             : make_float4(__ldg(src + 3 * k), __ldg(src + 3 * k + 1),
+                                           __ldg(src + 3 * k + 2), 0.0f);
+            if (!have) tile_s[k] = s4;
+            float4 q;
+            if (fresh_pose) {
+                float sp[3] = {s4.x, s4.y, s4.z}, qm[3];
+                kr_hd_move(B->R, B->t, sp, qm);
+                q = make_float4(qm[0], qm[1], qm[2], 0.0f);
+            } else {
+                q = tile[k];
+            }
+            q.w = sa_tile_w(__ldcg(u2 + k) + k0.aterm, k0.c, q.x, q.y, q.z);
+            tile[k] = q;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) B->cols_resident = 1;
+        PK_MARK(B, 5);
+    }
     for (size_t g = blockIdx.x; g < groups; g += gridDim.x) {
         const bool fresh = g == blockIdx.x;
         size_t j = g * G + r;
@@ -882,14 +933,15 @@ static __device__ void sa_col_pass(pk_block *B, const pk_args &a, float4 *tile, 
         sa_run l0 = {-INFINITY, 0, INFINITY, 0, 0, 0};
         for (size_t b = 0; b < a.n; b += a.tile) {
             int len = (int)(a.n - b < (size_t)a.tile ? a.n - b : (size_t)a.tile);
-            stage(B, (long)b, len, [&](int k, size_t i) {
-                float4 mv = __ldcg(q4 + i);
-                mv.w = sa_tile_w(__ldcg(u2 + i) + k0.aterm, k0.c, mv.x, mv.y, mv.z);
-                tile[k] = mv;
-                if (MOMENTS)
-                    tile_s[k] = make_float4(__ldg(src + 3 * i), __ldg(src + 3 * i + 1),
-                                            __ldg(src + 3 * i + 2), 0.0f);
-            }, fresh && b == 0);
+            if (!resident)
+                stage(B, (long)b, len, [&](int k, size_t i) {
+                    float4 mv = __ldcg(q4 + i);
+                    mv.w = sa_tile_w(__ldcg(u2 + i) + k0.aterm, k0.c, mv.x, mv.y, mv.z);
+                    tile[k] = mv;
+                    if (MOMENTS)
+                        tile_s[k] = make_float4(__ldg(src + 3 * i), __ldg(src + 3 * i + 1),
+                                                __ldg(src + 3 * i + 2), 0.0f);
+                }, fresh && b == 0);
             if (b == 0) sa_row_setup(rc, k0.c);
             if (active) sa_loop<MOMENTS>(l0, rc, k0.c, tile, tile_s, slice, S, len);
         }
@@ -979,10 +1031,11 @@ static __global__ void __launch_bounds__(P_THREADS, 1) softassign_persistent(con
             PK_MARK(&B, 0);
             grid_barrier(&B, a, grid);
             PK_MARK(&B, 1);
+            /* Tiles: rows' dst, then the columns' moved source and source. */
             if (round + 1 < a.p.i1) {
-                sa_col_pass<G, false>(&B, a, tile, part, k0);
+                sa_col_pass<G, false>(&B, a, tile + a.tile, part, k0, round == 0);
             } else {
-                sa_col_pass<G, true>(&B, a, tile, part, k0);
+                sa_col_pass<G, true>(&B, a, tile + a.tile, part, k0, round == 0);
                 block_moments_out(&B, a, parity);
             }
             PK_MARK(&B, 2);
@@ -1124,7 +1177,7 @@ kr_status kr_gpu_register_persistent(kr_gpu_context *ctx, const kr_hd_reg_params
     size_t cols = emicp ? m : (n > m ? n : m);
     /* EM-ICP's two merge buffers follow its tile in dynamic shared memory. */
     size_t reserved = emicp ? 2 * sizeof(float) * PART_FLOATS * PART_FIELD : 0;
-    kr_status s = plan_kernel(ctx, kernel, cols, emicp ? sizeof(float4) : 2 * sizeof(float4), reserved,
+    kr_status s = plan_kernel(ctx, kernel, cols, emicp ? sizeof(float4) : 3 * sizeof(float4), reserved,
                               groups, &tile, &dyn, &blocks);
     if (s != KR_OK || blocks < 1) return s;
 
@@ -1159,6 +1212,10 @@ kr_status kr_gpu_register_persistent(kr_gpu_context *ctx, const kr_hd_reg_params
     a.n = n;
     a.m = m;
     a.tile = tile;
+#ifndef PK_SA_RESIDENT
+#define PK_SA_RESIDENT 1
+#endif
+    a.resident = PK_SA_RESIDENT && !emicp && n <= (size_t)tile && m <= (size_t)tile;
     a.init = *state;
     void *args[] = {&a};
     cudaError_t launch =
