@@ -129,8 +129,8 @@ static inline KR_HD double kr_hd_det4_term(const double N[16], int c)
 {
     int c0 = kr_hd_other_index(c, 0), c1 = kr_hd_other_index(c, 1), c2 = kr_hd_other_index(c, 2);
     return (c % 2 ? -1.0 : 1.0) * N[c] *
-           kr_hd_det3(N[4 + c0], N[4 + c1], N[4 + c2], N[8 + c0], N[8 + c1], N[8 + c2],
-                      N[12 + c0], N[12 + c1], N[12 + c2]);
+           kr_hd_det3(N[4 + c0], N[4 + c1], N[4 + c2], N[8 + c0], N[8 + c1], N[8 + c2], N[12 + c0],
+                      N[12 + c1], N[12 + c2]);
 }
 
 /* QCP's root search, written once for the host and the GPU's warp form

@@ -549,8 +549,8 @@ kr_status kr_gpu_register(kr_gpu_context *ctx, int cublas, const kr_hd_reg_param
     for (size_t j = 0; j < m; j++)
         for (int k = 0; k < 3; k++)
             cols[k * m + j] = dst[3 * j + k];
-    s = KR_CUDA_STATUS(cudaMemcpyAsync(d_src, h_src, floats * sizeof(float), cudaMemcpyHostToDevice,
-                                       ctx->stream));
+    s = KR_CUDA_STATUS(
+        cudaMemcpyAsync(d_src, h_src, floats * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
     /* The engines run on the same stream; the cuBLAS one (unchanged) gets
      * its points settled as before. The staging buffer is not written again
      * before the engine's own final synchronisation. */
