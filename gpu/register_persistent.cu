@@ -56,6 +56,10 @@ namespace cg = cooperative_groups;
 #define P_WARPS (P_THREADS / 32)
 /* A group's merge costs about this many rows of pairs (see the host side). */
 #define PK_MERGE_ROWS 6
+/* Softassign keeps both point sets in shared memory when they fit (sa_row_pass). */
+#ifndef PK_SA_RESIDENT
+#define PK_SA_RESIDENT 1
+#endif
 #define P_LOG2E 1.4426950408889634
 /* A running sum is rescaled when a new term would exceed 2^LAZY (see top). */
 #define LAZY_EMICP 40.0f
@@ -1233,9 +1237,6 @@ kr_status kr_gpu_register_persistent(kr_gpu_context *ctx, const kr_hd_reg_params
     a.n = n;
     a.m = m;
     a.tile = tile;
-#ifndef PK_SA_RESIDENT
-#define PK_SA_RESIDENT 1
-#endif
     a.resident = PK_SA_RESIDENT && !emicp && n <= (size_t)tile && m <= (size_t)tile;
     a.init = *state;
     void *args[] = {&a};
