@@ -118,65 +118,93 @@ static inline KR_HD double kr_hd_det3(double a, double b, double c, double d, do
     return a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g);
 }
 
-static inline KR_HD int kr_hd_qcp_top(const double N[16], double q[4])
+/* The x-th (0..2) of the indices 0..3 other than e. */
+static inline KR_HD int kr_hd_other_index(int e, int x)
 {
-    double p2 = 0, p3 = 0, N2[16];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            double v = 0;
-            for (int k = 0; k < 4; k++)
-                v += N[4 * i + k] * N[4 * k + j];
-            N2[4 * i + j] = v;
-        }
-    for (int i = 0; i < 4; i++) {
-        p2 += N2[5 * i];
-        for (int k = 0; k < 4; k++)
-            p3 += N2[4 * i + k] * N[4 * k + i];
-    }
-    if (!(p2 > 0) || !isfinite(p2)) return -1;
-    /* det N by cofactors along the first row. */
-    double det = 0;
-    for (int c = 0; c < 4; c++) {
-        double m[9];
-        int x = 0;
-        for (int r = 1; r < 4; r++)
-            for (int k = 0; k < 4; k++)
-                if (k != c) m[x++] = N[4 * r + k];
-        double minor = kr_hd_det3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]);
-        det += (c % 2 ? -1.0 : 1.0) * N[c] * minor;
-    }
+    return x + (x >= e);
+}
+
+/* Term c (0..3) of det N expanded by cofactors along the first row. */
+static inline KR_HD double kr_hd_det4_term(const double N[16], int c)
+{
+    int c0 = kr_hd_other_index(c, 0), c1 = kr_hd_other_index(c, 1), c2 = kr_hd_other_index(c, 2);
+    return (c % 2 ? -1.0 : 1.0) * N[c] *
+           kr_hd_det3(N[4 + c0], N[4 + c1], N[4 + c2], N[8 + c0], N[8 + c1], N[8 + c2], N[12 + c0],
+                      N[12 + c1], N[12 + c2]);
+}
+
+/* QCP's root search, written once for the host and the GPU's warp form
+ * (gpu/register_persistent.cu): Newton's iteration on
+ * P(λ) = λ⁴ − (p₂/2) λ² − (p₃/3) λ + det N from √p₂. Returns 1 with *lambda
+ * the largest root, or 0 where it does not converge (a double root: the
+ * caller falls back to Jacobi). */
+static inline KR_HD int kr_hd_qcp_root(double p2, double p3, double det, double *lambda)
+{
     const double c2 = -0.5 * p2, c1 = -p3 / 3.0, c0 = det;
+    const double tol = 1e-15 * sqrt(p2);
     double l = sqrt(p2);
-    int converged = 0;
     for (int it = 0; it < 60; it++) {
         double l2 = l * l;
         double f = (l2 + c2) * l2 + c1 * l + c0;
         double df = 4 * l2 * l + 2 * c2 * l + c1;
-        if (!(df > 0)) break; /* a double root at λ: leave it to Jacobi */
+        if (!(df > 0)) return 0; /* a double root at λ: leave it to Jacobi */
         double step = f / df;
         l -= step;
-        if (fabs(step) <= 1e-15 * sqrt(p2)) {
-            converged = 1;
-            break;
+        if (fabs(step) <= tol) {
+            *lambda = l;
+            return 1;
         }
     }
-    if (!converged) return -1;
-    /* adj(M) for M = N − λI, column by column (M and adj(M) are symmetric). */
-    double M[16];
-    for (int i = 0; i < 16; i++)
-        M[i] = N[i] - (i % 5 == 0 ? l : 0.0);
+    return 0;
+}
+
+/* Entry (row, col) of adj(N − λI): the signed minor of M = N − λI without
+ * column `row` and row `col` (M is symmetric). */
+static inline KR_HD double kr_hd_qcp_adj(const double N[16], double l, int row, int col)
+{
+    double m[9];
+    for (int a = 0; a < 3; a++) {
+        int r = kr_hd_other_index(col, a);
+        for (int b = 0; b < 3; b++) {
+            int k = kr_hd_other_index(row, b);
+            m[3 * a + b] = N[4 * r + k] - (r == k ? l : 0.0);
+        }
+    }
+    return ((row + col) % 2 ? -1.0 : 1.0) *
+           kr_hd_det3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]);
+}
+
+/* Whether the adj column of squared norm `best` determines the eigenvector:
+ * |adj column| ~ Π gaps to the other eigenvalues (times N's scale³); below
+ * this the gap to the second eigenvalue is too small to trust. */
+static inline KR_HD int kr_hd_qcp_trusted(double best, double p2)
+{
+    return best > 1e-18 * p2 * p2 * p2;
+}
+
+static inline KR_HD int kr_hd_qcp_top(const double N[16], double q[4])
+{
+    double p2 = 0, p3 = 0;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            double n2 = 0;
+            for (int k = 0; k < 4; k++)
+                n2 += N[4 * i + k] * N[4 * k + j];
+            if (i == j) p2 += n2;
+            p3 += n2 * N[4 * j + i];
+        }
+    if (!(p2 > 0) || !isfinite(p2)) return -1;
+    double det = 0;
+    for (int c = 0; c < 4; c++)
+        det += kr_hd_det4_term(N, c);
+    double l;
+    if (!kr_hd_qcp_root(p2, p3, det, &l)) return -1;
+    /* adj(N − λI) column by column; the column of largest norm. */
     double best = 0, v[4] = {0, 0, 0, 0};
     for (int col = 0; col < 4; col++) {
         double a[4], n2 = 0;
         for (int row = 0; row < 4; row++) {
-            double m[9];
-            int x = 0;
-            for (int r = 0; r < 4; r++)
-                if (r != col)
-                    for (int k = 0; k < 4; k++)
-                        if (k != row) m[x++] = M[4 * r + k];
-            a[row] = ((row + col) % 2 ? -1.0 : 1.0) *
-                     kr_hd_det3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]);
+            a[row] = kr_hd_qcp_adj(N, l, row, col);
             n2 += a[row] * a[row];
         }
         if (n2 > best) {
@@ -185,9 +213,7 @@ static inline KR_HD int kr_hd_qcp_top(const double N[16], double q[4])
                 v[k] = a[k];
         }
     }
-    /* |adj column| ~ Π gaps to the other eigenvalues (times N's scale³):
-     * below this the gap to the second eigenvalue is too small to trust. */
-    if (!(best > 1e-18 * p2 * p2 * p2)) return -1;
+    if (!kr_hd_qcp_trusted(best, p2)) return -1;
     double nrm = sqrt(best);
     for (int k = 0; k < 4; k++)
         q[k] = v[k] / nrm;

@@ -253,8 +253,11 @@ static inline KR_HD void kr_hd_emicp_row_finish(const kr_hd_emicp_row *r, double
     }
     double c = (double)r->s1 + exp(-(d02 - (double)r->mu) * inv_s2); /* C'_i */
     *w = (double)r->sh / sqrt(c);                                    /* 0 when c = inf */
+    /* One reciprocal, not three divisions: on the GPU a double division is
+     * a long dependent sequence, and this runs once per row on one lane. */
+    const double inv_sh = 1.0 / (double)r->sh;
     for (int k = 0; k < 3; k++)
-        p[k] = (double)r->sx[k] / (double)r->sh;
+        p[k] = (double)r->sx[k] * inv_sh;
 }
 
 /* ---- Softassign: streaming log-sum-exp ----------------------------------- */

@@ -535,19 +535,26 @@ kr_status kr_gpu_register(kr_gpu_context *ctx, int cublas, const kr_hd_reg_param
         KR_OK)
         return s;
     float *d_src = (float *)d_pts, *d_dst = d_src + 3 * n;
-    /* dst as three columns: transpose on the host while uploading. */
-    float *cols = (float *)malloc(3 * m * sizeof(float));
-    if (!cols) return kr_error(KR_ERR_NOMEM, "register: cannot stage %zu points", m);
+    /* src and dst (as three columns: transposed here) side by side in the
+     * page-locked staging buffer, after the engines' state slot: one
+     * asynchronous upload, where two from pageable memory each waited for
+     * a copy through the driver's own bounce buffer. */
+    const size_t state_room = (sizeof(kr_gpu_reg_state) + 255) & ~(size_t)255;
+    void *stage = NULL;
+    if ((s = kr_gpu_staging(ctx, KR_GPU_STAGING_REG_STATE, state_room + floats * sizeof(float),
+                            &stage)) != KR_OK)
+        return s;
+    float *h_src = (float *)((char *)stage + state_room), *cols = h_src + 3 * n;
+    if (n) memcpy(h_src, src, 3 * n * sizeof(float));
     for (size_t j = 0; j < m; j++)
         for (int k = 0; k < 3; k++)
             cols[k * m + j] = dst[3 * j + k];
     s = KR_CUDA_STATUS(
-        cudaMemcpyAsync(d_src, src, 3 * n * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
-    if (s == KR_OK)
-        s = KR_CUDA_STATUS(cudaMemcpyAsync(d_dst, cols, 3 * m * sizeof(float),
-                                           cudaMemcpyHostToDevice, ctx->stream));
-    if (s == KR_OK) s = KR_CUDA_STATUS(cudaStreamSynchronize(ctx->stream));
-    free(cols);
+        cudaMemcpyAsync(d_src, h_src, floats * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
+    /* The engines run on the same stream; the cuBLAS one (unchanged) gets
+     * its points settled as before. The staging buffer is not written again
+     * before the engine's own final synchronisation. */
+    if (s == KR_OK && cublas) s = KR_CUDA_STATUS(cudaStreamSynchronize(ctx->stream));
     if (s != KR_OK) return s;
 
     kr_gpu_reg_state state;

@@ -133,6 +133,61 @@ KR_TEST(register, qcp_matches_kr_eigen_sym_or_declines)
     CHECK_EQ(kr_hd_qcp_top(N, q), -1);
 }
 
+KR_TEST(register, qcp_pieces_match_kr_eigen_sym)
+{
+    /* The pieces QCP is built from, shared by the host's kr_hd_qcp_top and the
+     * GPU's warp form (gpu/register_persistent.cu), each against an
+     * independent symmetric eigensolver: det N as the product of the
+     * eigenvalues, the root search's λ as the top eigenvalue, and a column of
+     * adj(N − λI) along the top eigenvector. */
+    unsigned s = 21;
+    int declined = 0;
+    for (int trial = 0; trial < 200; trial++) {
+        double S[9], N[16], ev[4], V[16];
+        for (int k = 0; k < 9; k++)
+            S[k] = kr_nrand(&s);
+        kr_hd_horn_matrix(S, N);
+        kr_eigen_sym(4, N, ev, V);
+        double p2 = 0, p3 = 0, det = 0, scale = 0;
+        for (int k = 0; k < 4; k++) {
+            p2 += ev[k] * ev[k];
+            p3 += ev[k] * ev[k] * ev[k];
+            scale = fmax(scale, fabs(ev[k]));
+        }
+        for (int c = 0; c < 4; c++)
+            det += kr_hd_det4_term(N, c);
+        CHECK_NEAR(det, ev[0] * ev[1] * ev[2] * ev[3], 1e-10 * scale * scale * scale * scale);
+        double l = 0;
+        if (!kr_hd_qcp_root(p2, p3, det, &l)) {
+            /* It may decline only where the top two eigenvalues are close
+             * (the polynomial's noise then outweighs its slope). */
+            CHECK_LT(ev[3] - ev[2], 0.05 * scale);
+            declined++;
+            continue;
+        }
+        CHECK_NEAR(l, ev[3], 1e-10 * scale);
+        int best = 0;
+        double a[4][4], bestn = 0;
+        for (int col = 0; col < 4; col++) {
+            double n2 = 0;
+            for (int row = 0; row < 4; row++) {
+                a[col][row] = kr_hd_qcp_adj(N, l, row, col);
+                n2 += a[col][row] * a[col][row];
+            }
+            if (n2 > bestn) {
+                bestn = n2;
+                best = col;
+            }
+        }
+        CHECK(kr_hd_qcp_trusted(bestn, p2));
+        double dot = 0;
+        for (int k = 0; k < 4; k++)
+            dot += a[best][k] * V[4 * k + 3];
+        CHECK_NEAR(fabs(dot) / sqrt(bestn), 1.0, 1e-9);
+    }
+    CHECK_LT(declined, 5);
+}
+
 /* ---- one step against brute force ----------------------------------------- */
 
 /* The seed's EM-ICP E-step in double, literally, then kr_horn. */
