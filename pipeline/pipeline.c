@@ -47,12 +47,17 @@ struct kr_pipeline {
     double last_pose_time;
     bool have_pose;
     bool previous_trusted; /* the frame before this one was trusted: a velocity can be taken */
+    int coasting;          /* frames since the last trusted pose (its velocity still applies) */
     /* Failure detection: the recent GOOD frames' figures, the current run
      * of POOR frames, and whether tracking is lost now. */
     kr_track_quality recent;
     int poor_run;
     bool lost;
     int lost_frames; /* frames with depth since the loss began */
+    /* After a recovery into a view that overlaps the model only in part:
+     * the inlier fraction a GOOD frame needs until the model covers the
+     * view (0 = the track config's). */
+    float partial_inlier;
 
     atomic_bool stop;
     /* The paced capture thread sleeps on this until its frame is due or the
@@ -378,11 +383,24 @@ static void publish_status(kr_pipeline *p, kr_event event, const char *text)
 
 /* ---- tracker thread ------------------------------------------------------ */
 
+/* Frames a lost camera is carried on at its last velocity. */
+#define COAST_MAX_FRAMES 15
+
 /* Constant-velocity prediction: T_k = T_{k−1} · (T_{k−2}⁻¹ T_{k−1}). */
 static kr_pose predict_pose(const kr_pipeline *p)
 {
     if (!p->have_pose) return kr_pose_identity();
-    return kr_pose_mul(&p->last_pose, &p->velocity);
+    if (p->coasting == 0) return kr_pose_mul(&p->last_pose, &p->velocity);
+    /* Lost: the camera keeps moving as it did (a hand over the sensor does
+     * not stop the arm), for up to COAST_MAX_FRAMES; the recovery searches
+     * around this prediction. */
+    double x[6];
+    kr_pose_log(&p->velocity, x);
+    int steps = 1 + (p->coasting < COAST_MAX_FRAMES ? p->coasting : COAST_MAX_FRAMES);
+    for (int i = 0; i < 6; i++)
+        x[i] *= steps;
+    kr_pose v = kr_pose_exp(x);
+    return kr_pose_mul(&p->last_pose, &v);
 }
 
 /* A trusted pose: it extends the motion model. The velocity is the motion
@@ -400,6 +418,7 @@ static void accept_pose(kr_pipeline *p, const kr_pose *pose, double stamp, bool 
     p->last_pose_time = stamp;
     p->have_pose = true;
     p->previous_trusted = true;
+    p->coasting = 0;
 }
 
 /* Beyond this the last trusted pose is stale: the motion check allows no more
@@ -428,7 +447,10 @@ static void judge(const kr_pipeline *p, const kr_pose *seed, double stamp, kr_tr
     /* Frames come at least 1/100 s apart: timestamps that do not advance
      * (a source without clock) still allow one frame's motion. */
     q.elapsed_s = fmin(fmax(stamp - p->last_pose_time, 0.01), JUDGE_MAX_ELAPSED_S);
-    kr_track_state verdict = kr_track_classify(&q, &p->cfg.track);
+    kr_track_config gates = p->cfg.track;
+    if (p->partial_inlier > 0 && p->partial_inlier < gates.good_inlier)
+        gates.good_inlier = p->partial_inlier;
+    kr_track_state verdict = kr_track_classify(&q, &gates);
     if (verdict > t->state) t->state = verdict;
 }
 
@@ -511,6 +533,13 @@ static kr_status recover(kr_pipeline *p, const kr_kdtree *model, const kr_pose *
     if (!rec.success) return KR_OK;
     r->recovered = true;
     r->track = rec.track;
+    /* A jump into a view the model covers in part, judged right by the
+     * recovery's stricter checks: until the fused frames fill the model
+     * in, frames that fit about as well are GOOD. */
+    if (rec.track.inlier_fraction < p->cfg.track.good_inlier) {
+        p->partial_inlier = 0.9f * rec.track.inlier_fraction;
+        p->recent.recent_inlier = rec.track.inlier_fraction;
+    }
     r->method = rec.method;
     loss_ended(p, p->lost_frames);
     p->lost = false;
@@ -562,6 +591,8 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
      * last trusted pose. */
     bool lost = !(r->track.state == KR_TRACK_GOOD || (r->track.state == KR_TRACK_POOR && !p->lost));
     bool snapshot_due = first || frame->index % (uint64_t)p->cfg.rebuild_every == 0;
+    if (lost || (!r->recovered && r->track.inlier_fraction >= p->cfg.track.good_inlier))
+        p->partial_inlier = 0;
     if (!lost) {
         accept_pose(p, &r->track.pose, frame->timestamp, !r->recovered);
         if (r->track.state == KR_TRACK_GOOD && !first) remember_good(p, &r->track);
@@ -569,8 +600,10 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
         r->track.state = KR_TRACK_LOST;
         r->track.pose = seed;
         r->method = KR_METHOD_PREDICTED;
-        p->velocity = kr_pose_identity();
+        /* The velocity stays for the prediction while coasting; the next
+         * trusted pose takes a fresh one. */
         p->previous_trusted = false;
+        p->coasting++;
     }
     r->refined_pose = r->track.pose;
     if (p->refine) {

@@ -19,9 +19,10 @@ typedef struct {
     int attempts;     /* seeds tried */
 } kr_recovery;
 
-/* Seed h of the search: h = 0 the last good pose, then rotations by ±angle
- * about the camera's y (pan), x (tilt) and z (roll) axes, about its centre. */
-kr_pose kr_recover_hypothesis(const kr_pose *last_good, int h, double angle_rad);
+/* Seed h of the search: h = 0 the last good pose, then rotations about the
+ * camera's centre by half and all of `angle_rad` (then 1.5 times, ...) about
+ * `axes` axes spread evenly over the sphere, h = 1 .. axes the first shell. */
+kr_pose kr_recover_hypothesis(const kr_pose *last_good, int h, int axes, double angle_rad);
 
 /* Recovers the frame `pyr` against `model`; `predicted` is the motion
  * model's seed for the frame (the last good pose when the motion is unknown). `recent` carries the
