@@ -565,7 +565,10 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
     bool first = snap == NULL;
     if (snap) {
         const kr_kdtree *model = kr_model_snapshot_tree(snap);
-        s = kr_track_frame_on(p->device, model, &p->pyramid, &seed, &p->cfg.track, &r->track);
+        kr_track_config tc = p->cfg.track;
+        if (p->partial_inlier > 0 && p->partial_inlier < tc.good_inlier)
+            tc.good_inlier = p->partial_inlier;
+        s = kr_track_frame_on(p->device, model, &p->pyramid, &seed, &tc, &r->track);
         if (s == KR_OK) {
             judge(p, &seed, frame->timestamp, &r->track);
             r->tracked = r->track;
@@ -593,9 +596,11 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
     bool snapshot_due = first || frame->index % (uint64_t)p->cfg.rebuild_every == 0;
     if (lost || (!r->recovered && r->track.inlier_fraction >= p->cfg.track.good_inlier))
         p->partial_inlier = 0;
+    bool partial = p->partial_inlier > 0 && r->track.inlier_fraction < p->cfg.track.good_inlier;
+    bool fuse = !lost;
     if (!lost) {
         accept_pose(p, &r->track.pose, frame->timestamp, !r->recovered);
-        if (r->track.state == KR_TRACK_GOOD && !first) remember_good(p, &r->track);
+        if (r->track.state == KR_TRACK_GOOD && !first && !partial) remember_good(p, &r->track);
     } else {
         r->track.state = KR_TRACK_LOST;
         r->track.pose = seed;
@@ -617,14 +622,14 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
             return s;
     }
     if (p->fuser) {
-        if (!lost || snapshot_due) {
+        if (fuse || snapshot_due) {
             /* Hand the frame's cloud over: the fuser owns fuse_pyramid until
              * the next post, this thread preprocesses into the other one. */
             if ((s = kr_fuser_wait(p->fuser)) != KR_OK) return s;
             kr_pyramid tmp = p->pyramid;
             p->pyramid = p->fuse_pyramid;
             p->fuse_pyramid = tmp;
-            const kr_cloud *cloud = lost ? NULL : &p->fuse_pyramid.level[p->cfg.fuse_level];
+            const kr_cloud *cloud = fuse ? &p->fuse_pyramid.level[p->cfg.fuse_level] : NULL;
             if ((s = kr_fuser_post(p->fuser, cloud, &r->track.pose, frame->index, snapshot_due)) !=
                 KR_OK)
                 return s;
@@ -635,7 +640,7 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
             }
         }
     } else {
-        if (!lost) {
+        if (fuse) {
             const kr_cloud *cloud = &p->pyramid.level[p->cfg.fuse_level];
             if ((s = kr_model_integrate(p->model, cloud, &r->track.pose, frame->index)) != KR_OK)
                 return s;

@@ -31,7 +31,7 @@ void kr_recover_config_default(kr_recover_config *cfg)
     cfg->probe_points = 600;
     cfg->probe_iterations = 8;
     cfg->judged = 3;
-    cfg->max_violations = 0.015f;
+    cfg->max_violations = 0.02f;
     cfg->soft_hypotheses = 2;
     cfg->newton_fallback = 1;
     cfg->max_jump_m = 0.5;

@@ -58,7 +58,7 @@ typedef struct {
     int probe_points, probe_iterations, judged;
     /* A recovered pose must pass the tracking gates and must not see
      * through the model's surfaces at more than max_violations of the
-     * pixels where the model is (default 0.015). */
+     * pixels where the model is (default 0.02). */
     float max_violations;
     /* A recovered pose farther than this from the last good one is rejected
      * (default 0.5 m, 45°): it fits some other part of the scene. */
