@@ -47,7 +47,6 @@ struct kr_pipeline {
     double last_pose_time;
     bool have_pose;
     bool previous_trusted; /* the frame before this one was trusted: a velocity can be taken */
-    int coasting;          /* frames since the last trusted pose (its velocity still applies) */
     /* Failure detection: the recent GOOD frames' figures, the current run
      * of POOR frames, and whether tracking is lost now. */
     kr_track_quality recent;
@@ -383,24 +382,11 @@ static void publish_status(kr_pipeline *p, kr_event event, const char *text)
 
 /* ---- tracker thread ------------------------------------------------------ */
 
-/* Frames a lost camera is carried on at its last velocity. */
-#define COAST_MAX_FRAMES 15
-
 /* Constant-velocity prediction: T_k = T_{k−1} · (T_{k−2}⁻¹ T_{k−1}). */
 static kr_pose predict_pose(const kr_pipeline *p)
 {
     if (!p->have_pose) return kr_pose_identity();
-    if (p->coasting == 0) return kr_pose_mul(&p->last_pose, &p->velocity);
-    /* Lost: the camera keeps moving as it did (a hand over the sensor does
-     * not stop the arm), for up to COAST_MAX_FRAMES; the recovery searches
-     * around this prediction. */
-    double x[6];
-    kr_pose_log(&p->velocity, x);
-    int steps = 1 + (p->coasting < COAST_MAX_FRAMES ? p->coasting : COAST_MAX_FRAMES);
-    for (int i = 0; i < 6; i++)
-        x[i] *= steps;
-    kr_pose v = kr_pose_exp(x);
-    return kr_pose_mul(&p->last_pose, &v);
+    return kr_pose_mul(&p->last_pose, &p->velocity);
 }
 
 /* A trusted pose: it extends the motion model. The velocity is the motion
@@ -418,7 +404,6 @@ static void accept_pose(kr_pipeline *p, const kr_pose *pose, double stamp, bool 
     p->last_pose_time = stamp;
     p->have_pose = true;
     p->previous_trusted = true;
-    p->coasting = 0;
 }
 
 /* Beyond this the last trusted pose is stale: the motion check allows no more
@@ -605,10 +590,8 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
         r->track.state = KR_TRACK_LOST;
         r->track.pose = seed;
         r->method = KR_METHOD_PREDICTED;
-        /* The velocity stays for the prediction while coasting; the next
-         * trusted pose takes a fresh one. */
+        p->velocity = kr_pose_identity();
         p->previous_trusted = false;
-        p->coasting++;
     }
     r->refined_pose = r->track.pose;
     if (p->refine) {

@@ -1,8 +1,10 @@
 /* Recovery from tracking loss (DESIGN.md §5): align the frame to the model
- * from the last good pose with a wide basin of convergence — EM-ICP or
- * Softassign on voxel-subsampled points, or a wide-basin Newton search —
- * then from a few rotated hypotheses, and keep a result only when Newton
- * tracking from it passes the quality gates. */
+ * with a wide basin of convergence — a wide-basin Newton search over seeds
+ * scored cheaply on a probe of the coarse level (the prediction, the last
+ * good pose, rotations about axes spread over the sphere), or EM-ICP /
+ * Softassign on voxel-subsampled points first — and keep a result only when
+ * Newton tracking from it passes the quality gates and the free-space check
+ * (recover_verify.h). */
 #ifndef KINREG_PIPELINE_RECOVER_H
 #define KINREG_PIPELINE_RECOVER_H
 

@@ -194,8 +194,16 @@ KR_TEST(recovery_search, finds_jumps_in_one_attempt)
     scfg.covered = full ? 5 : 2;
     kr_recover_config rc;
     kr_recover_config_default(&rc);
-    search_result r = run_search(&scfg, KR_BACKEND_CPU, &rc, true);
-    report("newton", &r);
+    /* KR_RECOVERY_BACKEND=cuda: the same on the device's engine. */
+    kr_backend backend = KR_BACKEND_CPU;
+    const char *b = getenv("KR_RECOVERY_BACKEND");
+    if (b) CHECK_OK(kr_backend_parse(b, &backend));
+    search_result r = run_search(&scfg, backend, &rc, true);
+    if (r.events < 0) {
+        SKIP("no device for backend %s", kr_backend_name(backend));
+        return;
+    }
+    report(kr_backend_name(backend), &r);
     CHECK_LE(r.found - r.correct, 1);
     CHECK_GE(r.correct, 0.8 * r.events);
 }
@@ -259,6 +267,8 @@ static void pipeline_figures(const kr_source_config *scfg, kr_recover_method met
     kr_pipeline_config_default(&cfg);
     cfg.source = *scfg;
     cfg.device.backend = KR_BACKEND_CPU;
+    const char *backend = getenv("KR_RECOVERY_BACKEND");
+    if (backend) CHECK_OK(kr_backend_parse(backend, &cfg.device.backend));
     cfg.recover.method = method;
     result_log log = {0};
     cfg.on_frame = log_result;
@@ -290,14 +300,15 @@ static void pipeline_figures(const kr_source_config *scfg, kr_recover_method met
     *ate_all = a.rmse;
     *ate_tracked = b.rmse;
     uint64_t attempts = st.recoveries + st.recovery_failures;
-    printf("    --recover %s: %d events (jumps, uncoverings), %d right again within 3 frames with "
-           "depth; state machine: %llu losses, %llu recoveries, %llu failed attempts, %.1f ms "
-           "per attempt, %.1f ms per event; LOST frames %d of %zu; ATE %.2f cm over all frames, "
-           "%.2f cm over the frames not LOST\n",
-           kr_recover_method_name(method), *events, *quick, (unsigned long long)st.losses,
-           (unsigned long long)st.recoveries, (unsigned long long)st.recovery_failures,
-           attempts ? st.recovery_ms_total / attempts : 0,
-           *events ? st.recovery_ms_total / *events : 0, lost, log.n, 100 * a.rmse, 100 * b.rmse);
+    printf(
+        "    %s, --recover %s: %d events (jumps, uncoverings), %d right again within 3 frames with "
+        "depth; state machine: %llu losses, %llu recoveries, %llu failed attempts, %.1f ms "
+        "per attempt, %.1f ms per event; LOST frames %d of %zu; ATE %.2f cm over all frames, "
+        "%.2f cm over the frames not LOST\n",
+        kr_backend_name(cfg.device.backend), kr_recover_method_name(method), *events, *quick,
+        (unsigned long long)st.losses, (unsigned long long)st.recoveries,
+        (unsigned long long)st.recovery_failures, attempts ? st.recovery_ms_total / attempts : 0,
+        *events ? st.recovery_ms_total / *events : 0, lost, log.n, 100 * a.rmse, 100 * b.rmse);
     kr_trajectory_free(&all);
     kr_trajectory_free(&tracked);
     kr_pipeline_destroy(&p);
@@ -315,8 +326,8 @@ KR_TEST(recovery_search, pipeline_events_and_ate)
     const char *env = getenv("KR_RECOVERY_SEARCH_FULL");
     bool full = env && *env == '1';
     scfg.uri = "synthetic:1";
-    scfg.duration_s = full ? 30 : 12;
-    scfg.jumps = full ? 20 : 8;
+    scfg.duration_s = full ? 30 : 10;
+    scfg.jumps = full ? 20 : 6;
     scfg.covered = full ? 5 : 2;
     kr_recover_method method = KR_RECOVER_NEWTON;
     const char *m = getenv("KR_RECOVERY_METHOD");
