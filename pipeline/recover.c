@@ -237,9 +237,9 @@ static kr_status soft_align(kr_device *dev, const kr_recover_config *rc, const f
  * wrong pose that fits a wall or the floor well sees through the model's
  * other surfaces, a right one nowhere. */
 /* A recovered pose fits no worse than this times the recent GOOD frames'
- * RMS (or within half the RMS gate, as the tracker's own trend check):
- * near a right pose lie wrong ones a few centimetres off that fit almost as
- * well (1.5: the right ones measured within 1.2 times on the synthetic scan). */
+ * RMS: near a right pose lie wrong ones a few centimetres off that fit
+ * almost as well (1.5: the right ones measured within 1.2 times on the
+ * synthetic scan). */
 #define RECOVER_RMS_RISE 1.5
 
 /* A recovered view may overlap the model this much less than a tracked one
@@ -264,8 +264,7 @@ static bool fit_passes(const kr_track_result *fine, const kr_recover_config *rc,
     q.rms = fine->rms;
     q.condition = fine->condition;
     q.solved = true;
-    if (recent && recent->recent_rms > 0 && !(fine->rms <= RECOVER_RMS_RISE * recent->recent_rms) &&
-        !(fine->rms <= 0.5f * tc->good_rms))
+    if (recent && recent->recent_rms > 0 && !(fine->rms <= RECOVER_RMS_RISE * recent->recent_rms))
         return false;
     /* A view that jumped overlaps the model in part: PARTIAL_INLIER of the
      * inlier gate will do, with a stricter free-space check (the caller). */
