@@ -582,7 +582,6 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
     if (lost || (!r->recovered && r->track.inlier_fraction >= p->cfg.track.good_inlier))
         p->partial_inlier = 0;
     bool partial = p->partial_inlier > 0 && r->track.inlier_fraction < p->cfg.track.good_inlier;
-    bool fuse = !lost;
     if (!lost) {
         accept_pose(p, &r->track.pose, frame->timestamp, !r->recovered);
         if (r->track.state == KR_TRACK_GOOD && !first && !partial) remember_good(p, &r->track);
@@ -605,14 +604,14 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
             return s;
     }
     if (p->fuser) {
-        if (fuse || snapshot_due) {
+        if (!lost || snapshot_due) {
             /* Hand the frame's cloud over: the fuser owns fuse_pyramid until
              * the next post, this thread preprocesses into the other one. */
             if ((s = kr_fuser_wait(p->fuser)) != KR_OK) return s;
             kr_pyramid tmp = p->pyramid;
             p->pyramid = p->fuse_pyramid;
             p->fuse_pyramid = tmp;
-            const kr_cloud *cloud = fuse ? &p->fuse_pyramid.level[p->cfg.fuse_level] : NULL;
+            const kr_cloud *cloud = lost ? NULL : &p->fuse_pyramid.level[p->cfg.fuse_level];
             if ((s = kr_fuser_post(p->fuser, cloud, &r->track.pose, frame->index, snapshot_due)) !=
                 KR_OK)
                 return s;
@@ -623,7 +622,7 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
             }
         }
     } else {
-        if (fuse) {
+        if (!lost) {
             const kr_cloud *cloud = &p->pyramid.level[p->cfg.fuse_level];
             if ((s = kr_model_integrate(p->model, cloud, &r->track.pose, frame->index)) != KR_OK)
                 return s;
