@@ -217,9 +217,12 @@ static inline KR_HD int kr_hd_horn_from_moments(const double mom[16], double R[9
     double W = mom[0];
     if (!(W > 0) || !isfinite(W)) return -1;
     double cs[3], cd[3], S[9], N[16], q[4];
+    /* Reciprocals, not divisions: a double division is a long software
+     * sequence on the GPU, where this runs on one thread every Horn step. */
+    const double inv_w = 1.0 / W;
     for (int k = 0; k < 3; k++) {
-        cs[k] = mom[1 + k] / W;
-        cd[k] = mom[4 + k] / W;
+        cs[k] = mom[1 + k] * inv_w;
+        cd[k] = mom[4 + k] * inv_w;
     }
     double scale = 0;
     for (int a = 0; a < 3; a++)
@@ -230,8 +233,9 @@ static inline KR_HD int kr_hd_horn_from_moments(const double mom[16], double R[9
     if (!isfinite(scale)) return -1;
     if (scale > 0) {
         /* Normalised so that Jacobi's relative threshold sees O(1) numbers. */
+        const double inv_scale = 1.0 / scale;
         for (int i = 0; i < 9; i++)
-            S[i] /= scale;
+            S[i] *= inv_scale;
         kr_hd_horn_matrix(S, N);
         if (kr_hd_qcp_top(N, q) != 0) kr_hd_eig4_top(N, q);
     } else {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/kdtree_internal.h"
+#include "core/kdtree_build_kernels.h"
 
 typedef struct {
     float p[3];
@@ -25,23 +25,15 @@ static atomic_ullong kd_serial;
 /* Subtrees at least this large are worth a task of their own. */
 #define KD_TASK_MIN 32768
 
-/* Leaves below node i in the complete tree of 2n − 1 nodes: count the nodes
- * level by level (each level of i's subtree is a contiguous index range) and
- * use leaves = (nodes + 1) / 2 of a full binary tree. */
-static uint32_t leaves_under(uint64_t i, uint64_t n)
-{
-    uint64_t N = 2 * n - 1, lo = i, hi = i, count = 0;
-    while (lo < N) {
-        count += (hi < N - 1 ? hi : N - 1) - lo + 1;
-        lo = 2 * lo + 1;
-        hi = 2 * hi + 2;
-    }
-    return (uint32_t)((count + 1) / 2);
-}
-
 /* Reorders a[0..m) so that a[k] holds the k-th smallest key on `axis`, keys
  * before it are <= and keys after it >= (Hoare partition, median of three;
- * handles runs of equal keys without degrading). */
+ * handles runs of equal keys without degrading). Points that tie on the key
+ * go left or right by the partition's history: the host build keeps this
+ * order, the fastest and the one its accuracy figures were taken with. The
+ * device build orders ties by point index instead (gpu/tree_build.cu), so
+ * the two trees are identical where no coordinates tie and differ only in
+ * which of the tied points a split sends left where they do: parity_tree
+ * and kdtree_levels compare them by what tracking reads (docs/DESIGN.md §4). */
 static void select_nth(kd_item *a, uint32_t m, uint32_t k, int axis)
 {
     int64_t lo = 0, hi = (int64_t)m - 1, kk = k;
@@ -82,29 +74,7 @@ static void select_nth(kd_item *a, uint32_t m, uint32_t k, int axis)
 static void make_leaf(kr_kdtree *t, uint32_t node, const kd_item *it, const float *normals)
 {
     uint32_t k = node - t->n_internal;
-    kr_kd_cell *c = &t->cells[k];
-    c->s[0] = it->p[0];
-    c->s[1] = it->p[1];
-    c->s[2] = it->p[2];
-    float nx = NAN, ny = 0, nz = 0;
-    if (normals) {
-        nx = normals[3 * (size_t)it->idx];
-        ny = normals[3 * (size_t)it->idx + 1];
-        nz = normals[3 * (size_t)it->idx + 2];
-    }
-    /* Renormalised so that A = n nᵀ is a projector even if the caller's
-     * normals drifted; a zero or non-finite normal counts as none. */
-    float len = sqrtf(nx * nx + ny * ny + nz * nz);
-    if (isfinite(len) && len > 1e-12f) {
-        c->n[0] = nx / len;
-        c->n[1] = ny / len;
-        c->n[2] = nz / len;
-        c->n[3] = 1;
-        c->s[3] = c->n[0] * c->s[0] + c->n[1] * c->s[1] + c->n[2] * c->s[2];
-    } else {
-        c->n[0] = c->n[1] = c->n[2] = c->n[3] = 0;
-        c->s[3] = 0;
-    }
+    kr_kd_cell_fill(&t->cells[k], it->p, normals ? normals + 3 * (size_t)it->idx : NULL);
     t->leaf_orig[k] = it->idx;
     t->orig_leaf[it->idx] = k;
 }
@@ -120,21 +90,13 @@ static void build_node(kr_kdtree *t, kd_item *items, uint32_t node, uint32_t m,
                 lo[a] = v < lo[a] ? v : lo[a];
                 hi[a] = v > hi[a] ? v : hi[a];
             }
-        int axis = 0;
-        for (int a = 1; a < 3; a++)
-            if (hi[a] - lo[a] > hi[axis] - lo[axis]) axis = a;
-        uint32_t left = leaves_under(2 * (uint64_t)node + 1, t->n);
+        int axis = (int)kr_kd_widest_axis(lo, hi);
+        uint32_t left = kr_kd_leaves_under(2 * (uint64_t)node + 1, t->n);
         select_nth(items, m, left, axis);
         float max_left = -FLT_MAX;
         for (uint32_t i = 0; i < left; i++)
             max_left = items[i].p[axis] > max_left ? items[i].p[axis] : max_left;
-        float min_right = items[left].p[axis];
-        /* Halfway between the groups; descent goes right when v >= split, so
-         * keep every left point strictly below it where the groups differ
-         * (then each model point lies in its own cell). */
-        float split = 0.5f * (max_left + min_right);
-        if (!(split > max_left)) split = min_right;
-        t->nodes[node].split = split;
+        t->nodes[node].split = kr_kd_split(max_left, items[left].p[axis]);
         t->nodes[node].axis = (uint32_t)axis;
 
         kd_item *left_items = items;
@@ -154,6 +116,27 @@ static void build_node(kr_kdtree *t, kd_item *items, uint32_t node, uint32_t m,
     make_leaf(t, node, items, normals);
 }
 
+kr_kdtree *kr_kdtree_alloc(size_t n)
+{
+    if (n == 0 || n > (size_t)INT32_MAX) return NULL;
+    kr_kdtree *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->n = (uint32_t)n;
+    t->n_internal = (uint32_t)n - 1;
+    while ((2ull << t->min_depth) <= n)
+        t->min_depth++;
+    t->nodes = t->n_internal ? malloc(t->n_internal * sizeof *t->nodes) : NULL;
+    t->cells = malloc(n * sizeof *t->cells);
+    t->leaf_orig = malloc(n * sizeof *t->leaf_orig);
+    t->orig_leaf = malloc(n * sizeof *t->orig_leaf);
+    if ((t->n_internal && !t->nodes) || !t->cells || !t->leaf_orig || !t->orig_leaf) {
+        kr_kdtree_destroy(&t);
+        return NULL;
+    }
+    t->serial = atomic_fetch_add(&kd_serial, 1) + 1;
+    return t;
+}
+
 kr_status kr_kdtree_build(kr_kdtree **out, const float *points, const float *normals, size_t n)
 {
     if (!out || (!points && n))
@@ -165,18 +148,9 @@ kr_status kr_kdtree_build(kr_kdtree **out, const float *points, const float *nor
         if (!isfinite(points[i]))
             return kr_error(KR_ERR_INVALID_ARG, "kr_kdtree_build: point %zu is not finite", i / 3);
 
-    kr_kdtree *t = calloc(1, sizeof *t);
+    kr_kdtree *t = kr_kdtree_alloc(n);
     kd_item *items = malloc(n * sizeof *items);
     if (!t || !items) goto nomem;
-    t->n = (uint32_t)n;
-    t->n_internal = (uint32_t)n - 1;
-    while ((2ull << t->min_depth) <= n)
-        t->min_depth++;
-    t->nodes = t->n_internal ? malloc(t->n_internal * sizeof *t->nodes) : NULL;
-    t->cells = malloc(n * sizeof *t->cells);
-    t->leaf_orig = malloc(n * sizeof *t->leaf_orig);
-    t->orig_leaf = malloc(n * sizeof *t->orig_leaf);
-    if ((t->n_internal && !t->nodes) || !t->cells || !t->leaf_orig || !t->orig_leaf) goto nomem;
     for (size_t i = 0; i < n; i++) {
         memcpy(items[i].p, points + 3 * i, sizeof items[i].p);
         items[i].idx = (uint32_t)i;
@@ -189,7 +163,6 @@ kr_status kr_kdtree_build(kr_kdtree **out, const float *points, const float *nor
         build_node(t, items, 0, (uint32_t)n, normals);
     }
     free(items);
-    t->serial = atomic_fetch_add(&kd_serial, 1) + 1;
     *out = t;
     return KR_OK;
 nomem:
@@ -202,6 +175,7 @@ void kr_kdtree_destroy(kr_kdtree **tree)
 {
     if (!tree || !*tree) return;
     kr_kdtree *t = *tree;
+    if (t->device_release) t->device_release(t->device);
     free(t->nodes);
     free(t->cells);
     free(t->leaf_orig);

@@ -46,7 +46,23 @@ struct kr_kdtree {
     uint32_t *orig_leaf; /* caller's index → cell */
     unsigned long long serial; /* unique per build in this process: a device
                                   copy of the tree is known by it */
+    /* A copy of nodes and cells that lives on a device (built there:
+     * gpu/tree_build.cu), or NULL; released with the tree by device_release,
+     * which the builder sets (core/ knows nothing of devices). */
+    void *device;
+    void (*device_release)(void *device);
 };
+
+/* A tree of n points with its arrays allocated but not filled and a fresh
+ * serial, for the builds (core/kdtree.c, gpu/tree_build.cu); NULL when out
+ * of memory or n is 0 or above INT32_MAX. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+kr_kdtree *kr_kdtree_alloc(size_t n);
+#ifdef __cplusplus
+}
+#endif
 
 /* Descent without back-tracking to the cell whose region contains q. Branch
  * free: the next node index is computed from the comparison, so the only

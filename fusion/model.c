@@ -43,6 +43,7 @@ kr_status kr_model_create(kr_model **out, const kr_model_config *cfg)
     if (!m) return kr_error(KR_ERR_NOMEM, "cannot allocate model");
     m->cfg = *cfg;
     m->max_voxels = kr_model_max_voxels(cfg);
+    m->evict_above = m->max_voxels;
     atomic_init(&m->evicted, 0);
     kr_voxel_map_config vcfg = {cfg->voxel_size, cfg->max_weight, cfg->geometric_weight};
     kr_status s = kr_voxel_map_create(&m->map, &vcfg);
@@ -73,41 +74,39 @@ void kr_model_destroy(kr_model **mp)
     pthread_cond_destroy(&m->wake);
     pthread_mutex_destroy(&m->mu);
     kr_voxel_map_destroy(&m->map);
+    kr_gpu_voxel_map_destroy(&m->dmap);
+    kr_gpu_context_destroy(&m->fuse_gpu);
+    kr_gpu_context_destroy(&m->gpu);
     free(m->job_points);
     free(m->job_normals);
     free(m);
     *mp = NULL;
 }
 
-/* The map is over its cap: evict down to 90 % of it (the slack keeps this
- * from running on every frame), never touching the active window. */
-static kr_status evict(kr_model *m, const kr_pose *pose, uint64_t frame_index)
-{
-    uint64_t keep = (uint64_t)(m->cfg.evict_after > m->cfg.active_window ? m->cfg.evict_after : m->cfg.active_window);
-    uint64_t older_than = frame_index > keep ? frame_index - keep : 0;
-    float camera[3] = {(float)pose->t[0], (float)pose->t[1], (float)pose->t[2]};
-    size_t evicted = 0;
-    kr_status s = kr_voxel_map_evict(m->map, m->max_voxels, m->max_voxels - m->max_voxels / 10, older_than, camera,
-                                     m->cfg.evict_distance, &evicted);
-    if (s != KR_OK) return s;
-    atomic_fetch_add(&m->evicted, evicted);
-    if (kr_voxel_map_size(m->map) > m->max_voxels && !m->warned_full) {
-        m->warned_full = true;
-        kr_log(KR_LOG_WARN,
-               "model: %zu voxels seen in the last %llu frames exceed the memory cap of %g MiB (%zu voxels); "
-               "keeping them (raise --model-memory or --voxel)",
-               kr_voxel_map_size(m->map), (unsigned long long)keep, m->cfg.memory_mib, m->max_voxels);
-    }
-    return KR_OK;
-}
-
 kr_status kr_model_integrate(kr_model *m, const kr_cloud *cloud, const kr_pose *pose, uint64_t frame_index)
 {
     if (!m || !cloud || !pose) return kr_error(KR_ERR_INVALID_ARG, "kr_model_integrate: NULL argument");
+    if (m->dmap) return kr_model_integrate_on_device(m, cloud, pose, frame_index);
     kr_status s = kr_voxel_map_integrate(m->map, cloud, pose, frame_index);
-    if (s == KR_OK && m->max_voxels && kr_voxel_map_size(m->map) > m->max_voxels) s = evict(m, pose, frame_index);
+    if (s == KR_OK && m->max_voxels && kr_voxel_map_size(m->map) > m->evict_above)
+        s = kr_model_evict_host_map(m, pose, frame_index);
     atomic_store(&m->size, kr_voxel_map_size(m->map));
     return s;
+}
+
+kr_status kr_model_refuse(kr_model *m, const kr_cloud *clouds, const kr_pose *poses, int n,
+                          uint64_t frame_index)
+{
+    if (!m || n < 0 || (n && (!clouds || !poses)))
+        return kr_error(KR_ERR_INVALID_ARG, "kr_model_refuse: NULL argument or negative count");
+    kr_model_wait_idle(m);
+    kr_voxel_map_clear(m->map);
+    kr_status s = m->dmap ? kr_gpu_voxel_map_upload(m->dmap, NULL, 0) : KR_OK; /* empties it */
+    m->evict_above = m->max_voxels;
+    for (int i = 0; i < n && s == KR_OK; i++)
+        s = kr_model_integrate(m, &clouds[i], &poses[i], frame_index);
+    if (!m->dmap) atomic_store(&m->size, kr_voxel_map_size(m->map)); /* the device path sets it */
+    return s == KR_OK ? kr_model_request_snapshot(m, frame_index) : s;
 }
 
 uint64_t kr_model_evicted(const kr_model *m)

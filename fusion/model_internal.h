@@ -7,6 +7,8 @@
 #include <stdatomic.h>
 
 #include "fusion/voxel_map.h"
+#include "gpu/fusion_gpu.h"
+#include "gpu/gpu.h"
 #include "kinreg/model.h"
 
 struct kr_model_snapshot {
@@ -20,10 +22,22 @@ struct kr_model {
     /* Only the tracker thread (the caller of integrate and request) touches
      * the map, so it needs no lock. */
     kr_voxel_map *map;
+    /* Set (fusion/model_gpu.c: kr_model_fuse_on): the map lives on the
+     * device instead, in a context of its own (the integrating thread's);
+     * `map` then only serves eviction, done on the host over a download. */
+    kr_gpu_voxel_map *dmap;
+    kr_gpu_context *fuse_gpu;
     atomic_size_t size; /* mirror of the map's size for readers on other threads */
     size_t max_voxels;  /* from cfg.memory_mib; 0 = no cap */
     atomic_uint_fast64_t evicted;
     bool warned_full;   /* said once that the active window alone exceeds the cap */
+    /* Eviction runs when the map grows past this: the cap, or, after a pass
+     * that could not get under it (the recent frames alone exceed the cap),
+     * a tenth above what that pass left. A pass scans the whole map, so
+     * repeating a futile one on every frame made fusion 5x slower; this
+     * way its cost per inserted voxel stays constant. */
+    size_t evict_above;
+    uint64_t eviction_passes;
 
     /* Gathered active voxels: written by the caller of request while no build
      * is in flight, read by the builder while one is (`busy` hands them over). */
@@ -40,7 +54,23 @@ struct kr_model {
     bool worker_running;
     pthread_t worker;
     kr_model_snapshot *current;
+    /* Set: snapshot trees are built on this device (fusion/model_gpu.c);
+     * used by the builder only, replaced only while no build is in flight. */
+    kr_gpu_context *gpu;
+    kr_gpu_tree_times gpu_times; /* of the last device build */
 };
+
+/* model_gpu.c: the snapshot tree over the job buffers, on the device when
+ * one is set, else (or when that fails) on the host. */
+kr_status kr_model_build_tree(kr_model *model, kr_kdtree **tree);
+
+/* model_gpu.c: the device map's part of kr_model_integrate (fusion, then
+ * eviction when over the cap) and of the snapshot's gather. */
+kr_status kr_model_integrate_on_device(kr_model *model, const kr_cloud *cloud, const kr_pose *pose,
+                                       uint64_t frame_index);
+kr_status kr_model_gather(kr_model *model, uint64_t since, size_t *n);
+/* model.c: eviction of the host map under the cap (used by both). */
+kr_status kr_model_evict_host_map(kr_model *model, const kr_pose *pose, uint64_t frame_index);
 
 /* model_snapshot.c */
 kr_status kr_model_worker_start(kr_model *model);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Floats are written byte by byte in little-endian order so the file is the
@@ -18,10 +19,28 @@ static void put_float_le(unsigned char *out, float f)
 kr_status kr_model_save_ply(const kr_model *m, const char *path)
 {
     if (!m || !path) return kr_error(KR_ERR_INVALID_ARG, "kr_model_save_ply: NULL argument");
-    FILE *f = fopen(path, "wb");
-    if (!f) return kr_error(KR_ERR_IO, "cannot write model to %s: %s", path, strerror(errno));
-
+    /* A map on the device comes down first (the same records, in the same
+     * insertion order as the host map's). */
     size_t n = kr_voxel_map_size(m->map);
+    const kr_voxel *records = kr_voxel_map_records(m->map);
+    kr_voxel *down = NULL;
+    if (m->dmap) {
+        n = kr_gpu_voxel_map_size(m->dmap);
+        down = malloc((n ? n : 1) * sizeof *down);
+        if (!down) return kr_error(KR_ERR_NOMEM, "cannot allocate %zu voxels to save the model", n);
+        kr_status s = kr_gpu_voxel_map_download(m->dmap, down);
+        if (s != KR_OK) {
+            free(down);
+            return s;
+        }
+        records = down;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(down);
+        return kr_error(KR_ERR_IO, "cannot write model to %s: %s", path, strerror(errno));
+    }
+
     fprintf(f,
             "ply\n"
             "format binary_little_endian 1.0\n"
@@ -37,7 +56,7 @@ kr_status kr_model_save_ply(const kr_model *m, const char *path)
     size_t filled = 0;
     bool ok = true;
     for (size_t i = 0; i < n && ok; i++) {
-        const kr_voxel *v = kr_voxel_map_at(m->map, i);
+        const kr_voxel *v = &records[i];
         float normal[3] = {0, 0, 0};
         kr_voxel_unit_normal(v, normal); /* stays zero when the normals cancel */
         unsigned char *o = buf + filled * VERTEX_BYTES;
@@ -51,6 +70,7 @@ kr_status kr_model_save_ply(const kr_model *m, const char *path)
         }
     }
     if (ok && filled) ok = fwrite(buf, VERTEX_BYTES, filled, f) == filled;
+    free(down);
     int err = ok ? 0 : errno;
     if (fclose(f) != 0 && ok) {
         ok = false;

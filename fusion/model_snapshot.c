@@ -15,7 +15,7 @@ static kr_status build_and_swap(kr_model *m)
 {
     kr_kdtree *tree = NULL;
     kr_model_snapshot *snap = NULL;
-    kr_status s = kr_kdtree_build(&tree, m->job_points, m->job_normals, m->job_n);
+    kr_status s = kr_model_build_tree(m, &tree);
     if (s == KR_OK) {
         snap = malloc(sizeof *snap);
         if (!snap) {
@@ -103,7 +103,7 @@ kr_status kr_model_request_snapshot(kr_model *m, uint64_t frame_index)
     uint64_t window = (uint64_t)m->cfg.active_window;
     uint64_t since = frame_index > window ? frame_index - window : 0;
     size_t n = 0;
-    kr_status s = kr_voxel_map_gather(m->map, since, &m->job_points, &m->job_normals, &m->job_capacity, &n);
+    kr_status s = kr_model_gather(m, since, &n);
     if (s != KR_OK || n == 0) {
         if (s == KR_OK)
             kr_log(KR_LOG_DEBUG, "model snapshot at frame %llu: no active voxels, keeping the previous one",

@@ -5,16 +5,14 @@
  * voxels) stays valid across growth. */
 #include "fusion/voxel_map.h"
 
+#include "core/fusion_kernels.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Voxel coordinates are packed 21 bits per axis, offset by 2^20, into the low
- * 63 bits, so the all-ones word can never be a key and marks an empty slot.
- * At 1 cm voxels that spans ±10 km — far beyond any handheld scan. */
-#define AXIS_BITS 21
-#define AXIS_OFFSET (1 << (AXIS_BITS - 1))
-#define EMPTY_KEY UINT64_MAX
+/* Keys, hashing and the per-sample math: core/fusion_kernels.h. */
+#define EMPTY_KEY KR_FK_EMPTY_KEY
 
 typedef struct {
     uint64_t key;
@@ -39,26 +37,12 @@ struct kr_voxel_map {
 
 static inline uint64_t hash64(uint64_t x)
 {
-    /* splitmix64 finaliser: neighbouring voxels land in unrelated slots. */
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
+    return kr_fk_hash64(x);
 }
 
 static inline bool pack_key(const kr_voxel_map *m, const float p[3], uint64_t *key)
 {
-    uint64_t k = 0;
-    for (int a = 0; a < 3; a++) {
-        float c = floorf(p[a] * m->inv_size);
-        /* Also rejects NaN: every comparison with it is false. */
-        if (!(c >= -(float)AXIS_OFFSET && c < (float)AXIS_OFFSET)) return false;
-        k |= (uint64_t)((int64_t)c + AXIS_OFFSET) << (AXIS_BITS * a);
-    }
-    *key = k;
-    return true;
+    return kr_fk_pack_key(m->inv_size, p, key);
 }
 
 kr_status kr_voxel_map_create(kr_voxel_map **out, const kr_voxel_map_config *cfg)
@@ -86,6 +70,15 @@ void kr_voxel_map_destroy(kr_voxel_map **mp)
     free(m->scratch);
     free(m);
     *mp = NULL;
+}
+
+void kr_voxel_map_clear(kr_voxel_map *m)
+{
+    if (!m) return;
+    m->count = 0;
+    m->active_count = 0;
+    m->pruned_below = 0;
+    if (m->table) memset(m->table, 0xff, m->table_cap * sizeof *m->table); /* every key EMPTY_KEY */
 }
 
 size_t kr_voxel_map_size(const kr_voxel_map *m)
@@ -178,13 +171,7 @@ static inline uint32_t find_or_insert(kr_voxel_map *m, uint64_t key, uint64_t fr
 
 static inline float point_weight(const kr_voxel_map *m, const float pc[3], const float nc[3])
 {
-    if (!m->cfg.geometric_weight) return 1.0f;
-    /* Kinect depth noise grows with z² and with the incidence angle, so near,
-     * head-on samples count most. Normalised so 1 m head-on weighs 1. */
-    float r2 = pc[0] * pc[0] + pc[1] * pc[1] + pc[2] * pc[2];
-    float cosang = fabsf(nc[0] * pc[0] + nc[1] * pc[1] + nc[2] * pc[2]) / sqrtf(r2);
-    float w = cosang / (pc[2] * pc[2]);
-    return w < KR_VOXEL_MIN_WEIGHT ? KR_VOXEL_MIN_WEIGHT : (w > 1.0f ? 1.0f : w);
+    return kr_fk_weight(m->cfg.geometric_weight, pc, nc);
 }
 
 /* One sample ready to fuse: world point and normal, weight, voxel key, and
@@ -232,10 +219,7 @@ kr_status kr_voxel_map_integrate(kr_voxel_map *m, const kr_cloud *cloud, const k
         const float *pc = P + 3 * i, *nc = N + 3 * i;
         if (!isfinite(pc[0]) || !isfinite(nc[0])) continue;
         sample *x = &S[ns];
-        for (int r = 0; r < 3; r++) {
-            x->p[r] = R[3 * r] * pc[0] + R[3 * r + 1] * pc[1] + R[3 * r + 2] * pc[2] + t[r];
-            x->n[r] = R[3 * r] * nc[0] + R[3 * r + 1] * nc[1] + R[3 * r + 2] * nc[2];
-        }
+        kr_fk_to_world(R, t, pc, nc, x->p, x->n);
         if (!pack_key(m, x->p, &x->key)) continue;
         x->w = point_weight(m, pc, nc);
         ns++;
@@ -267,12 +251,7 @@ kr_status kr_voxel_map_integrate(kr_voxel_map *m, const kr_cloud *cloud, const k
         /* Fuse the sample whose record was prefetched PREFETCH_AHEAD ago. */
         const sample *x = &S[i - PREFETCH_AHEAD];
         kr_voxel *v = &m->records[x->index];
-        float sum = v->weight + x->w, a = x->w / sum;
-        for (int r = 0; r < 3; r++) {
-            v->point[r] += a * (x->p[r] - v->point[r]);
-            v->normal[r] += a * (x->n[r] - v->normal[r]);
-        }
-        v->weight = sum > cap ? cap : sum;
+        kr_fk_fuse(v->point, v->normal, &v->weight, x->p, x->n, x->w, cap);
         v->last_seen = frame;
         if (!v->active) {
             v->active = 1;
@@ -284,12 +263,7 @@ kr_status kr_voxel_map_integrate(kr_voxel_map *m, const kr_cloud *cloud, const k
 
 bool kr_voxel_unit_normal(const kr_voxel *v, float out[3])
 {
-    float len = sqrtf(v->normal[0] * v->normal[0] + v->normal[1] * v->normal[1] + v->normal[2] * v->normal[2]);
-    /* A mean of unit vectors shorter than this means the views disagree
-     * (e.g. both sides of a thin wall): no trustworthy normal. */
-    if (!(len > 1e-3f)) return false;
-    for (int r = 0; r < 3; r++) out[r] = v->normal[r] / len;
-    return true;
+    return kr_fk_unit_normal(v->normal, out);
 }
 
 static kr_status grow_output(float **points, float **normals, size_t *capacity, size_t need)
@@ -369,8 +343,7 @@ static int compare_u64(const void *a, const void *b)
 
 static inline bool far_from(const kr_voxel *v, const float c[3], float min_d2)
 {
-    float dx = v->point[0] - c[0], dy = v->point[1] - c[1], dz = v->point[2] - c[2];
-    return dx * dx + dy * dy + dz * dz > min_d2;
+    return kr_fk_far_from(v->point, c, min_d2);
 }
 
 /* The last_seen value at or below which dropping the candidates (those older
@@ -441,4 +414,31 @@ kr_status kr_voxel_map_evict(kr_voxel_map *m, size_t max_voxels, size_t target, 
     }
     m->active_count = active;
     return KR_OK;
+}
+
+kr_status kr_voxel_map_assign(kr_voxel_map *m, const kr_voxel *records, size_t n)
+{
+    if (!m || (!records && n)) return kr_error(KR_ERR_INVALID_ARG, "kr_voxel_map_assign: NULL argument");
+    /* Room first (the old records kept while it fails), then the copy. */
+    size_t old = m->count;
+    m->count = 0;
+    kr_status s = reserve(m, n);
+    m->count = old;
+    if (s != KR_OK) return s;
+    if (n) memcpy(m->records, records, n * sizeof *records);
+    m->count = n;
+    if (m->table) memset(m->table, 0xff, m->table_cap * sizeof *m->table);
+    for (size_t i = 0; i < n; i++) {
+        table_insert(m->table, m->table_cap, m->records[i].key, (uint32_t)i);
+        m->records[i].active = 1;
+        m->active[i] = (uint32_t)i;
+    }
+    m->active_count = n;
+    m->pruned_below = 0;
+    return KR_OK;
+}
+
+const kr_voxel *kr_voxel_map_records(const kr_voxel_map *m)
+{
+    return m && m->count ? m->records : NULL;
 }

@@ -9,22 +9,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/fusion_kernels.h"
 #include "kinreg/pose.h"
 #include "kinreg/pyramid.h"
 
 typedef struct kr_voxel_map kr_voxel_map;
 
-/* One voxel as the map stores it. Means, not sums: a running mean is updated
- * as m += (w / (W + w))·(x − m), which equals Σwx / Σw; capping W then equals
+/* One voxel as the map stores it (core/fusion_kernels.h: the device map
+ * stores the same records). Means, not sums: a running mean is updated as
+ * m += (w / (W + w))·(x − m), which equals Σwx / Σw; capping W then equals
  * scaling both sums down, without float sums growing with the weight. */
-typedef struct {
-    uint64_t key;       /* packed voxel coordinates (see voxel_map.c) */
-    uint64_t last_seen; /* frame index of the last integration */
-    float point[3];     /* weighted mean point, world frame */
-    float normal[3];    /* weighted mean of unit normals: not unit length */
-    float weight;       /* accumulated weight, ≤ max_weight */
-    uint32_t active;    /* in the active list (voxel_map.c) */
-} kr_voxel;
+typedef kr_fk_voxel kr_voxel;
 
 typedef struct {
     float voxel_size;   /* metres */
@@ -34,7 +29,7 @@ typedef struct {
     bool geometric_weight;
 } kr_voxel_map_config;
 
-#define KR_VOXEL_MIN_WEIGHT 0.05f
+#define KR_VOXEL_MIN_WEIGHT KR_FK_MIN_WEIGHT
 
 kr_status kr_voxel_map_create(kr_voxel_map **out, const kr_voxel_map_config *cfg);
 void kr_voxel_map_destroy(kr_voxel_map **map);
@@ -46,6 +41,8 @@ kr_status kr_voxel_map_integrate(kr_voxel_map *map, const kr_cloud *cloud, const
                                  uint64_t frame_index);
 
 size_t kr_voxel_map_size(const kr_voxel_map *map);
+/* Empties the map, keeping its memory (re-fusion builds it anew). */
+void kr_voxel_map_clear(kr_voxel_map *map);
 /* Voxel i, 0 <= i < size, in insertion order (stable across growth). */
 const kr_voxel *kr_voxel_map_at(const kr_voxel_map *map, size_t i);
 /* The voxel containing world point p, or NULL. */
@@ -76,6 +73,13 @@ kr_status kr_voxel_map_gather_scan(const kr_voxel_map *map, uint64_t since, floa
  * failure the map is unchanged. */
 kr_status kr_voxel_map_evict(kr_voxel_map *map, size_t max_voxels, size_t target, uint64_t older_than,
                              const float camera[3], float min_distance, size_t *evicted);
+
+/* Replaces the map's content by `n` records (as a device map downloads
+ * them: insertion order), rebuilding the table and the active list (every
+ * record in it). On failure the map is unchanged. */
+kr_status kr_voxel_map_assign(kr_voxel_map *map, const kr_voxel *records, size_t n);
+/* The records, contiguous in insertion order (size of them), or NULL. */
+const kr_voxel *kr_voxel_map_records(const kr_voxel_map *map);
 
 /* Unit normal of a voxel's mean, or false when the normals cancel out. */
 bool kr_voxel_unit_normal(const kr_voxel *v, float out[3]);

@@ -26,6 +26,7 @@ typedef enum {
     KR_GPU_SCRATCH_TREE_CELLS,  /* track: the model tree's leaf cells */
     KR_GPU_SCRATCH_TRACK,       /* track: plan, state and per-block partial sums */
     KR_GPU_SCRATCH_QUERY,       /* track: query points and answers of the parity entry points */
+    KR_GPU_SCRATCH_TREE_BUILD,  /* tree build: points, sorted lists, scans (gpu/tree_build.cu) */
     KR_GPU_SCRATCH_SLOTS
 } kr_gpu_scratch_slot;
 

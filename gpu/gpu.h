@@ -82,6 +82,26 @@ kr_status kr_gpu_linearize_level(kr_gpu_context *ctx, const kr_kdtree *tree, con
                                  kr_ts_result *out);
 kr_status kr_gpu_descend(kr_gpu_context *ctx, const kr_kdtree *tree, const float *q, size_t n,
                          uint32_t *cells);
+/* The model k-d tree of n points built on the device (gpu/tree_build.cu), the
+ * twin of kr_kdtree_build: the same complete-tree shape, split axes and planes
+ * and cells (core/kdtree_build_kernels.h): the same tree where no two points
+ * tie on a coordinate (ties go by point index here, by the quickselect's
+ * history on the host; tests/level_build.h is this build's exact host
+ * reference). The tree comes back on the host
+ * (for the host-side readers) and keeps its device copy (tree->device), which
+ * kr_gpu_track reads in place instead of uploading. Blocks the calling thread
+ * until the tree is down: call it on a background thread. times (may be NULL)
+ * gets the device time of the points' upload, the build kernels and the
+ * tree's download. Inputs are checked as kr_kdtree_build checks them. */
+typedef struct {
+    double upload_ms, build_ms, download_ms;
+} kr_gpu_tree_times;
+kr_status kr_gpu_tree_build(kr_gpu_context *ctx, const float *points, const float *normals,
+                            size_t n, kr_kdtree **out, kr_gpu_tree_times *times);
+/* A second context on ctx's device, with its own stream and buffers, for
+ * another thread (a context is used by one thread at a time). */
+kr_status kr_gpu_context_twin(const kr_gpu_context *ctx, kr_gpu_context **out);
+
 kr_status kr_gpu_tree_download(kr_gpu_context *ctx, const kr_kdtree *tree, kr_kd_node *nodes,
                                kr_kd_cell *cells);
 

@@ -22,6 +22,14 @@ typedef struct {
     size_t n, m;
 } kr_gpu_reg_points;
 
+/* The fused engine as one cooperative kernel for the whole schedule
+ * (gpu/register_persistent.cu). *ran = 0 when the device cannot run it
+ * (no cooperative launch, too little shared memory): the caller then uses
+ * the multi-kernel fused engine. */
+kr_status kr_gpu_register_persistent(kr_gpu_context *ctx, const kr_hd_reg_params *p,
+                                     const kr_gpu_reg_points *pts, kr_gpu_reg_state *state,
+                                     int *ran);
+
 kr_status kr_gpu_register_cublas(kr_gpu_context *ctx, const kr_hd_reg_params *p,
                                  const kr_gpu_reg_points *pts, kr_gpu_reg_state *state);
 

@@ -1,6 +1,7 @@
 /* The CUDA engine of tracking: the twin of pipeline/track.c + newton.c.
  *
- * The model tree goes up as it is built on the host: a complete binary tree
+ * The model tree is read where the device build left it (gpu/tree_build.cu),
+ * or goes up as it is built on the host: a complete binary tree
  * in heap order, i.e. serialised level by level (seed 004 §4.2), so the top
  * levels that every query visits share a few cache lines, and cells of two
  * float4 for aligned loads. It is uploaded once per tree (kr_kdtree serial).
@@ -33,6 +34,7 @@
 #include <string.h>
 
 #include "gpu/context.h"
+#include "gpu/tree_device.h"
 
 namespace
 {
@@ -335,10 +337,18 @@ size_t partials_offset()
     return (sizeof(trk_dev) + 255) & ~(size_t)255;
 }
 
-/* The tree's device copy, uploaded when it is not the one already there. */
+/* The tree's device copy: its own when it was built on this device
+ * (gpu/tree_build.cu; read in place, nothing to upload), else uploaded when
+ * it is not the one already there. */
 kr_status tree_on_device(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_kd_node **nodes,
                          const kr_kd_cell **cells)
 {
+    const kr_gpu_tree_device *own = (const kr_gpu_tree_device *)tree->device;
+    if (own && own->device == ctx->device) {
+        *nodes = own->nodes;
+        *cells = own->cells;
+        return KR_OK;
+    }
     void *dn, *dc;
     kr_status s;
     size_t nb = (size_t)(tree->n_internal ? tree->n_internal : 1) * sizeof(kr_kd_node);

@@ -22,6 +22,9 @@
  * (about 0.24 MB each), so a refiner that cannot keep up for good must not
  * make memory grow without bound; beyond this the oldest are skipped. */
 #define KR_LIVE_REFINE_MAX_BACKLOG 64
+/* Keyframes whose points and normals are kept for re-fusion (about 0.5 MB
+ * each at 20000 points): the model is rebuilt from these. */
+#define KR_LIVE_REFINE_REFUSE_KEYFRAMES 32
 
 void kr_live_refine_config_default(kr_live_refine_config *cfg)
 {
@@ -33,7 +36,8 @@ void kr_live_refine_config_default(kr_live_refine_config *cfg)
                                    .keyframe_points = 20000,
                                    .cell = 0.01,
                                    .threads = 1,
-                                   .min_correction = 0.003};
+                                   .min_correction = 0.003,
+                                   .refuse_distance = 0};
 }
 
 kr_status kr_live_refine_init(kr_live_refine *lr, const kr_live_refine_config *cfg,
@@ -49,13 +53,15 @@ kr_status kr_live_refine_init(kr_live_refine *lr, const kr_live_refine_config *c
     if (cfg->window < 2 || cfg->window > 64 || cfg->every < 1 || cfg->every > cfg->window ||
         !(cfg->keyframe_distance > 0) || !(cfg->keyframe_angle_deg > 0) ||
         cfg->keyframe_points < 100 || !(cfg->cell > 0) || cfg->threads < 0 ||
-        !(cfg->min_correction >= 0))
+        !(cfg->min_correction >= 0) || !(cfg->refuse_distance >= 0))
         return kr_error(KR_ERR_INVALID_ARG,
                         "live refiner: window %d (2..64), every %d (1..window), keyframe spacing "
                         "%g m / %g deg (> 0), %d points (>= 100), cell %g m (> 0), threads %d "
-                        "(>= 0), min correction %g m (>= 0): a value is out of range",
+                        "(>= 0), min correction %g m (>= 0), re-fusion %g m (>= 0): a value is "
+                        "out of range",
                         cfg->window, cfg->every, cfg->keyframe_distance, cfg->keyframe_angle_deg,
-                        cfg->keyframe_points, cfg->cell, cfg->threads, cfg->min_correction);
+                        cfg->keyframe_points, cfg->cell, cfg->threads, cfg->min_correction,
+                        cfg->refuse_distance);
     lr->cfg = *cfg;
     lr->in_step = in_step;
     kr_keyframes_config kc;
@@ -95,6 +101,9 @@ void kr_live_refine_free(kr_live_refine *lr)
     if (!lr) return;
     kr_refiner_destroy(&lr->refiner); /* before the device its thread uses */
     kr_device_destroy(&lr->device);
+    for (int k = 0; lr->surfels && k < lr->kf.n; k++)
+        free(lr->surfels[k].points);
+    free(lr->surfels);
     kr_keyframes_free(&lr->kf);
     free(lr->tracked);
     free(lr->stamps);
@@ -159,6 +168,7 @@ static void apply(kr_live_refine *lr, kr_outbox *box, kr_refine_job *j)
         lr->corrections++;
         for (int k = 0; k < j->count; k++)
             lr->kf.items[j->first + k].pose = j->poses[k];
+        if (lr->cfg.refuse_distance > 0 && moved >= lr->cfg.refuse_distance) lr->refuse_due = true;
     }
     int w = j->first + j->count - 1;
     kr_pose inv = kr_pose_inv(&lr->tracked[w]);
@@ -212,6 +222,47 @@ static kr_status post_window(kr_live_refine *lr)
     return KR_OK;
 }
 
+static bool has_surfel(const kr_cloud *c, size_t i)
+{
+    const float *p = c->points + 3 * i, *n = c->normals + 3 * i;
+    return isfinite(p[0]) && isfinite(p[1]) && isfinite(p[2]) && isfinite(n[0]) && isfinite(n[1]) &&
+           isfinite(n[2]);
+}
+
+/* A keyframe's points that have normals, evenly strided down to at most
+ * `max`, as one allocation (points, then normals) that `out` owns through
+ * out->points (empty when the cloud has no such point). */
+static kr_status keep_surfels(const kr_cloud *c, size_t max, kr_cloud *out)
+{
+    *out = (kr_cloud){0};
+    size_t npix = (size_t)c->width * (size_t)c->height, valid = 0;
+    if (!c->points || !c->normals) return KR_OK;
+    for (size_t i = 0; i < npix; i++)
+        valid += has_surfel(c, i);
+    size_t keep = valid > max ? max : valid;
+    if (!keep) return KR_OK;
+    float *buf = malloc(sizeof *buf * 6 * keep);
+    if (!buf)
+        return kr_error(KR_ERR_NOMEM, "live refiner: no memory for %zu keyframe points", keep);
+    size_t seen = 0, kept = 0;
+    for (size_t i = 0; i < npix && kept < keep; i++) {
+        if (!has_surfel(c, i)) continue;
+        if (seen++ == kept * valid / keep) {
+            memcpy(buf + 3 * kept, c->points + 3 * i, sizeof(float) * 3);
+            memcpy(buf + 3 * (keep + kept), c->normals + 3 * i, sizeof(float) * 3);
+            kept++;
+        }
+    }
+    *out = (kr_cloud){.width = (int)keep,
+                      .height = 1,
+                      .intrinsics = c->intrinsics,
+                      .points = buf,
+                      .normals = buf + 3 * keep,
+                      .valid_points = (int)keep,
+                      .valid_normals = (int)keep};
+    return KR_OK;
+}
+
 static kr_status add_keyframe(kr_live_refine *lr, uint64_t frame, double stamp,
                               const kr_pose *tracked, const kr_cloud *cloud)
 {
@@ -221,7 +272,9 @@ static kr_status add_keyframe(kr_live_refine *lr, uint64_t frame, double stamp,
         if (t) lr->tracked = t;
         double *st = t ? realloc(lr->stamps, sizeof *st * (size_t)cap) : NULL;
         if (st) lr->stamps = st;
-        if (!t || !st)
+        kr_cloud *sf = st ? realloc(lr->surfels, sizeof *sf * (size_t)cap) : NULL;
+        if (sf) lr->surfels = sf;
+        if (!t || !st || !sf)
             return kr_error(KR_ERR_NOMEM, "live refiner: no memory for %d keyframes", cap);
         lr->capacity = cap;
     }
@@ -240,7 +293,14 @@ static kr_status add_keyframe(kr_live_refine *lr, uint64_t frame, double stamp,
     lr->tracked[lr->kf.n - 1] = *tracked;
     lr->stamps[lr->kf.n - 1] = stamp;
     lr->since_post++;
-    return KR_OK;
+    int old = lr->kf.n - 1 - KR_LIVE_REFINE_REFUSE_KEYFRAMES;
+    if (old >= 0) {
+        free(lr->surfels[old].points);
+        lr->surfels[old] = (kr_cloud){0};
+    }
+    lr->surfels[lr->kf.n - 1] = (kr_cloud){0};
+    if (!(lr->cfg.refuse_distance > 0)) return KR_OK; /* re-fusion off: nothing to keep */
+    return keep_surfels(cloud, (size_t)lr->cfg.keyframe_points, &lr->surfels[lr->kf.n - 1]);
 }
 
 static kr_pose correct(const kr_live_refine *lr, int k, const kr_pose *tracked)
@@ -282,6 +342,35 @@ kr_status kr_live_refine_frame(kr_live_refine *lr, kr_outbox *box, uint64_t fram
     }
     *refined = correct(lr, lr->kf.n - 1, tracked);
     return KR_OK;
+}
+
+/* The model stays in the tracker's frame. The newest keyframe w's correction
+ * C = P_w·A_w⁻¹ maps that frame to the refined one, so keyframe k is fused at
+ * C⁻¹·P_k: w stays where it was tracked (the tracker goes on from there
+ * without a jump), and every other keyframe takes its refined place relative
+ * to it. Later refinements then correct poses tracked against this model
+ * exactly as before. */
+kr_status kr_live_refine_refuse(kr_live_refine *lr, kr_model *model, uint64_t frame)
+{
+    if (!lr->refuse_due || lr->kf.n < 1) return KR_OK;
+    lr->refuse_due = false;
+    int w = lr->kf.n - 1;
+    kr_pose inv = kr_pose_inv(&lr->tracked[w]);
+    kr_pose correction = kr_pose_mul(&lr->kf.items[w].pose, &inv);
+    kr_pose undo = kr_pose_inv(&correction);
+    kr_cloud clouds[KR_LIVE_REFINE_REFUSE_KEYFRAMES];
+    kr_pose poses[KR_LIVE_REFINE_REFUSE_KEYFRAMES];
+    int n = 0;
+    for (int k = w + 1 > KR_LIVE_REFINE_REFUSE_KEYFRAMES ? w + 1 - KR_LIVE_REFINE_REFUSE_KEYFRAMES
+                                                         : 0;
+         k <= w; k++) {
+        if (!lr->surfels[k].points) continue;
+        clouds[n] = lr->surfels[k];
+        poses[n++] = kr_pose_mul(&undo, &lr->kf.items[k].pose);
+    }
+    kr_status s = kr_model_refuse(model, clouds, poses, n, frame);
+    if (s == KR_OK) lr->refusions++;
+    return s;
 }
 
 kr_status kr_live_refine_finish(kr_live_refine *lr, kr_outbox *box, bool final)

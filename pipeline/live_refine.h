@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "fusion/keyframes.h"
+#include "kinreg/model.h"
 #include "kinreg/pipeline.h"
 #include "pipeline/outbox.h"
 #include "pipeline/refiner.h"
@@ -30,6 +31,13 @@ typedef struct {
     uint64_t corrections; /* refinements that moved keyframes by min_correction or more */
     double last_moved;    /* the largest keyframe move of the last refinement, m */
     double last_ms;
+    /* Re-fusion: per keyframe, its points that have normals (a cloud of
+     * width n, height 1), kept for the newest KR_LIVE_REFINE_REFUSE_KEYFRAMES
+     * keyframes only; refuse_due when a refinement moved keyframes by
+     * cfg.refuse_distance or more. */
+    kr_cloud *surfels;
+    bool refuse_due;
+    uint64_t refusions;
     bool in_step; /* deterministic runs: each window is refined before the next frame */
 } kr_live_refine;
 
@@ -49,6 +57,12 @@ void kr_live_refine_free(kr_live_refine *lr);
 kr_status kr_live_refine_frame(kr_live_refine *lr, kr_outbox *box, uint64_t frame, double stamp,
                                const kr_pose *tracked, bool good, const kr_cloud *cloud,
                                kr_pose *refined);
+
+/* When a refinement has made it due (refuse_due): rebuilds `model` from the
+ * newest keyframes' points at their refined poses, expressed in the
+ * tracker's frame (see live_refine.c), stamped `frame`. The caller is the
+ * thread that integrates into `model`, with no fusion in flight. */
+kr_status kr_live_refine_refuse(kr_live_refine *lr, kr_model *model, uint64_t frame);
 
 /* At shutdown: waits for the window in flight and applies it; with `final`
  * (the source ended), refines the windows still due, in order, until every

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "fusion/model_gpu.h"
+#include "gpu/device_internal.h"
 #include "kinreg/queue.h"
 #include "pipeline/fuser.h"
 #include "pipeline/model_feed.h"
@@ -137,6 +139,16 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     kr_model_config mcfg = cfg->model;
     if (cfg->deterministic) mcfg.background = false; /* no timing-dependent snapshot swaps */
     if ((s = kr_model_create(&p->model, &mcfg)) != KR_OK) goto fail;
+    /* With the CUDA engine the snapshot trees are built on the device too,
+     * where the tracker reads them in place (fusion/model_gpu.h). */
+    if (kr_device_backend(p->device) == KR_BACKEND_CUDA &&
+        kr_model_build_trees_on(p->model, kr_device_gpu(p->device)) != KR_OK)
+        kr_log(KR_LOG_WARN, "model trees are built on the host: %s", kr_last_error());
+    /* And fusion: the voxel map on the device, each tracked frame fused there
+     * (fusion/model_gpu.h); the host keeps it when that cannot start. */
+    if (kr_device_backend(p->device) == KR_BACKEND_CUDA &&
+        kr_model_fuse_on(p->model, kr_device_gpu(p->device)) != KR_OK)
+        kr_log(KR_LOG_WARN, "model fusion stays on the host: %s", kr_last_error());
     /* With the CUDA engine a frame is tracked in well under a millisecond and
      * host fusion would dominate: overlap it with the next frame. The CPU
      * engine keeps fusion inline (its cores are busy tracking). A
@@ -602,6 +614,11 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
                                       &r->track.pose, good, &p->pyramid.level[level],
                                       &r->refined_pose)) != KR_OK)
             return s;
+        if (p->refine->refuse_due) {
+            /* The model is rebuilt on this thread: no fusion may be in flight. */
+            if (p->fuser && (s = kr_fuser_wait(p->fuser)) != KR_OK) return s;
+            if ((s = kr_live_refine_refuse(p->refine, p->model, frame->index)) != KR_OK) return s;
+        }
     }
     if (p->fuser) {
         if (!lost || snapshot_due) {
@@ -716,6 +733,7 @@ static void update_stats(kr_pipeline *p, const kr_frame_result *r)
         st->refinements = p->refine->refinements;
         st->refine_corrections = p->refine->corrections;
         st->refine_failures = p->refine->failures;
+        st->refine_refusions = p->refine->refusions;
         st->refine_in_flight = !kr_refiner_idle(p->refine->refiner);
         st->refine_ms_last = p->refine->last_ms;
     }

@@ -154,6 +154,44 @@ KR_TEST(memory, eviction_spares_voxels_near_the_camera)
     kr_voxel_map_destroy(&m);
 }
 
+/* A cap that the recent frames alone exceed cannot be met; the model keeps
+ * them (and says so). A pass over the map that can evict nothing must then
+ * not run again on every frame: it scans the whole map, and that made fusion
+ * five times slower in a long run under a small cap. */
+KR_TEST(memory, futile_eviction_is_not_repeated_every_frame)
+{
+    kr_model_config c;
+    kr_model_config_default(&c);
+    c.voxel_size = VOXEL;
+    c.background = false;
+    c.active_window = 2;
+    c.evict_after = 1000; /* nothing is old enough to go */
+    c.evict_distance = 0;
+    c.geometric_weight = false;
+    c.memory_mib = 100.0 * KR_MODEL_BYTES_PER_VOXEL / 1048576.0;
+    REQUIRE(kr_model_max_voxels(&c) == 100);
+    kr_model *m = NULL;
+    REQUIRE_OK(kr_model_create(&m, &c));
+    kr_pose I = kr_pose_identity();
+    enum { FRAMES = 200 };
+    for (int f = 0; f < FRAMES; f++) {
+        kr_cloud cl;
+        patch_cloud(&cl, f);
+        cl.height = 1; /* one row: PATCH new voxels a frame */
+        cl.valid_points = cl.valid_normals = PATCH;
+        REQUIRE_OK(kr_model_integrate(m, &cl, &I, (uint64_t)f));
+    }
+    /* Everything is kept: it is all younger than evict_after. */
+    CHECK_EQ(kr_model_size(m), FRAMES * PATCH);
+    CHECK_EQ(kr_model_evicted(m), 0);
+    /* The map passed its cap at frame 5; a pass on every frame after that
+     * would be 195. Backing off by a tenth of the map's size takes about
+     * ln(4000 / 100) / ln(1.1) = 39 passes. */
+    CHECK_LE(m->eviction_passes, 45);
+    CHECK_GE(m->eviction_passes, 10);
+    kr_model_destroy(&m);
+}
+
 KR_TEST(memory, model_stays_under_its_cap)
 {
     kr_model_config c;

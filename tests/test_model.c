@@ -253,6 +253,51 @@ KR_TEST(model, frontal_plane_fills_the_expected_voxels)
     CHECK(m == NULL);
 }
 
+/* Re-fusion empties the model and fuses the given clouds at their poses:
+ * afterwards it holds exactly the voxels of those (brute-force count), none
+ * of what it held before, and all of them are in the next snapshot. */
+KR_TEST(model, refuse_replaces_the_model_with_the_given_clouds)
+{
+    surface s = plane(0, 0, 1, 1.005);
+    kr_pose I = kr_pose_identity();
+    kr_cloud cl;
+    REQUIRE(make_cloud(&cl, qvga(), &I, &s, 1));
+    kr_model_config c;
+    kr_model_config_default(&c);
+    c.voxel_size = 0.01f;
+    c.background = false;
+    c.active_window = 2;
+    kr_model *m = NULL;
+    REQUIRE_OK(kr_model_create(&m, &c));
+    /* Before: the plane straight ahead, as frame 0. */
+    REQUIRE_OK(kr_model_integrate(m, &cl, &I, 0));
+    float ahead[3] = {0, 0, 1.005f};
+    REQUIRE(kr_voxel_map_find(m->map, ahead) != NULL);
+    /* Re-fused from the same cloud at two poses 3 m to the side, as frame 100. */
+    kr_pose at[2] = {kr_pose_identity(), kr_pose_identity()};
+    at[0].t[0] = 3;
+    at[1].t[0] = 3.5;
+    kr_cloud two[2] = {cl, cl};
+    REQUIRE_OK(kr_model_refuse(m, two, at, 2, 100));
+    CHECK(kr_voxel_map_find(m->map, ahead) == NULL);
+    /* The union of the two shifted planes, counted without the map. */
+    size_t first = brute_voxel_count(&cl, &at[0], 0.01),
+           second = brute_voxel_count(&cl, &at[1], 0.01);
+    size_t n = kr_model_size(m);
+    CHECK_LE(n, first + second);
+    CHECK_GE(n, first > second ? first : second);
+    CHECK_EQ(n, kr_voxel_map_size(m->map));
+    /* Every voxel is stamped with the re-fusion's frame: the snapshot holds them all. */
+    kr_model_snapshot *snap = kr_model_snapshot_acquire(m);
+    REQUIRE(snap != NULL);
+    CHECK_EQ(kr_model_snapshot_frame(snap), 100);
+    CHECK_EQ(kr_kdtree_size(kr_model_snapshot_tree(snap)), n);
+    kr_model_snapshot_release(&snap);
+    CHECK(kr_model_refuse(m, NULL, NULL, 1, 101) == KR_ERR_INVALID_ARG);
+    free_cloud(&cl);
+    kr_model_destroy(&m);
+}
+
 KR_TEST(model, tilted_plane_at_a_pose_lies_on_the_surface)
 {
     /* A plane seen obliquely from a rotated, translated camera, sampled 4×

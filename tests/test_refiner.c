@@ -211,15 +211,13 @@ static double ate_of(const kr_trajectory *gt, const kr_trajectory *est)
  * refine messages arrive (well formed, as many as the keyframes refined),
  * the refined trajectory has one line per frame, and against the source's
  * ground truth it is not worse than the tracked one. */
-KR_TEST(refiner, pipeline_publishes_refined_keyframes)
+/* The synthetic scan on the CPU with the refiner on, windows of 4 keyframes
+ * every 2, each applied in step (the same figures each run). Returns the
+ * number of frames. */
+static int refined_run_config(kr_pipeline_config *cfg)
 {
-    char endpoint[512], traj[512], refined[512];
-    snprintf(endpoint, sizeof endpoint, "ipc://%s/refine.sock", kr_test_tmpdir());
-    snprintf(traj, sizeof traj, "%s/refine_tracked.txt", kr_test_tmpdir());
-    snprintf(refined, sizeof refined, "%s/refine_refined.txt", kr_test_tmpdir());
-    kr_pipeline_config cfg;
-    kr_pipeline_config_default(&cfg);
-    cfg.device.backend = KR_BACKEND_CPU;
+    kr_pipeline_config_default(cfg);
+    cfg->device.backend = KR_BACKEND_CPU;
 #ifdef KINREG_SANITIZED
     /* Five or so keyframes, enough for refined windows (100 frames gave 9
      * and 5); 240 frames took minutes under ASan on 2 cores. */
@@ -227,15 +225,26 @@ KR_TEST(refiner, pipeline_publishes_refined_keyframes)
 #else
     const int frames = 240; /* about 15 keyframes */
 #endif
-    cfg.source.max_frames = frames;
+    cfg->source.max_frames = frames;
+    cfg->refine.enabled = true;
+    cfg->refine.window = 4;
+    cfg->refine.every = 2;
+    cfg->deterministic = true;
+    return frames;
+}
+
+KR_TEST(refiner, pipeline_publishes_refined_keyframes)
+{
+    char endpoint[512], traj[512], refined[512];
+    snprintf(endpoint, sizeof endpoint, "ipc://%s/refine.sock", kr_test_tmpdir());
+    snprintf(traj, sizeof traj, "%s/refine_tracked.txt", kr_test_tmpdir());
+    snprintf(refined, sizeof refined, "%s/refine_refined.txt", kr_test_tmpdir());
+    kr_pipeline_config cfg;
+    const int frames = refined_run_config(&cfg);
     cfg.publish.endpoint = endpoint;
     cfg.publish_wait_s = 5;
     cfg.trajectory_path = traj;
     cfg.trajectory_refined_path = refined;
-    cfg.refine.enabled = true;
-    cfg.refine.window = 4;
-    cfg.refine.every = 2;
-    cfg.deterministic = true; /* every window applied in step: the same figures each run */
     kr_pipeline *p = NULL;
     REQUIRE_OK(kr_pipeline_create(&p, &cfg));
     refine_sub c = {.endpoint = endpoint};
@@ -274,6 +283,43 @@ KR_TEST(refiner, pipeline_publishes_refined_keyframes)
      * it by up to the refiner's resolution (min_correction, 0.3 cells), no
      * more. */
     CHECK_LE(corrected, tracked + cfg.refine.min_correction);
+    kr_pipeline_destroy(&p);
+}
+
+/* Re-fusion: with every refinement applied (min_correction 0) and any move
+ * re-fusing (refuse_distance tiny), the model is rebuilt from the refined
+ * keyframes after each window. Tracking goes on against the rebuilt model
+ * without a loss and stays as accurate against the ground truth. */
+KR_TEST(refiner, model_is_refused_from_refined_keyframes)
+{
+    kr_pipeline_config cfg;
+    const int frames = refined_run_config(&cfg);
+    cfg.refine.min_correction = 0;
+    cfg.refine.refuse_distance = 1e-9;
+    kr_pipeline *p = NULL;
+    REQUIRE_OK(kr_pipeline_create(&p, &cfg));
+    CHECK_OK(kr_pipeline_run(p));
+    kr_pipeline_stats st;
+    kr_pipeline_get_stats(p, &st);
+    const kr_trajectory *gt = kr_source_groundtruth(kr_pipeline_source(p));
+    REQUIRE(gt != NULL);
+    double tracked = ate_of(gt, kr_pipeline_trajectory(p)),
+           corrected = ate_of(gt, kr_pipeline_refined_trajectory(p));
+    printf("    %llu keyframes, %llu windows applied, model re-fused %llu times (%llu points); ATE "
+           "tracked %.2f mm, refined %.2f mm\n",
+           (unsigned long long)st.keyframes, (unsigned long long)st.refine_corrections,
+           (unsigned long long)st.refine_refusions, (unsigned long long)st.model_points,
+           1e3 * tracked, 1e3 * corrected);
+    CHECK_EQ(st.frames_out, frames);
+    CHECK_EQ(st.frames_lost, 0);
+    CHECK_GE(st.refine_refusions, 1);
+    /* Each applied window re-fuses before the next frame, except one that
+     * ends with the source (no frame follows it). */
+    CHECK_LE(st.refine_refusions, st.refine_corrections);
+    CHECK_GE(st.refine_refusions + 1, st.refine_corrections);
+    CHECK(st.model_points > 0);
+    CHECK_LE(tracked, 0.01);
+    CHECK_LE(corrected, 0.01);
     kr_pipeline_destroy(&p);
 }
 

@@ -6,16 +6,25 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fusion/model_gpu.h"
 #include "gpu/device_internal.h"
 #include "output_path.h"
 #include "pipeline_options.h"
 
-enum { ST_READ, ST_UPLOAD, ST_PREPROCESS, ST_DOWNLOAD, ST_TRACK, ST_ITERATION, ST_FUSE, ST_SNAPSHOT, ST_POSE, ST_FRAME, ST_COUNT };
+enum {
+    ST_READ, ST_UPLOAD, ST_PREPROCESS, ST_DOWNLOAD, ST_TRACK, ST_ITERATION, ST_FUSE, ST_FUSE_DEVICE, ST_SNAPSHOT,
+    ST_GATHER_DEVICE, ST_TREE_DEVICE,
+    ST_TREE_500K, ST_POSE, ST_FRAME, ST_COUNT
+};
 static const char *const stage_names[ST_COUNT] = {
     "source read", "  upload (device)", "preprocess", "  download (device)", "track (whole frame)", "one Newton iteration",
-    "fuse into model", "tree build (snapshot)", "frame to pose", "frame total"};
+    "fuse into model", "  fusion kernels (device)", "tree build (snapshot)", "  gather (device)",
+    "  tree kernels (device)", "tree 500k pts (device)", "frame to pose",
+    "frame total"};
 static const char *const stage_keys[ST_COUNT] = {"read", "upload", "preprocess", "download", "track", "newton_iteration",
-                                                 "fuse", "tree_build", "frame_to_pose", "frame"};
+                                                 "fuse", "fuse_device", "tree_build", "gather_device",
+                                                 "tree_build_device", "tree_build_device_500k",
+                                                 "frame_to_pose", "frame"};
 
 typedef struct {
     double *v;
@@ -65,6 +74,40 @@ static void help(FILE *out)
                  "  -h, --help              this text\n");
 }
 
+/* The device tree build at the issue's target size: 500k points (a
+ * room-sized model) with normals, 20 builds; the build kernels' device time
+ * (the points' upload and the tree's download are not included). */
+static kr_status bench_tree_500k(kr_gpu_context *gpu, samples *out)
+{
+    const size_t n = 500000;
+    float *pts = malloc(3 * n * sizeof *pts), *nrm = malloc(3 * n * sizeof *nrm);
+    if (!pts || !nrm) {
+        free(pts);
+        free(nrm);
+        return kr_error(KR_ERR_NOMEM, "kinreg bench: no memory for 500k tree points");
+    }
+    uint64_t x = 88172645463325252ull; /* xorshift: the same cloud every run */
+    for (size_t i = 0; i < 3 * n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        float u = (float)((x >> 40) * (1.0 / 16777216.0));
+        pts[i] = i % 3 == 2 ? 1.0f + 3.0f * u : 4.0f * u - 2.0f;
+        nrm[i] = 2.0f * u - 1.0f;
+    }
+    kr_status s = KR_OK;
+    for (int r = 0; r < 20 && s == KR_OK; r++) {
+        kr_kdtree *t = NULL;
+        kr_gpu_tree_times tt;
+        s = kr_gpu_tree_build(gpu, pts, nrm, n, &t, &tt);
+        if (s == KR_OK) add(out, tt.build_ms);
+        kr_kdtree_destroy(&t);
+    }
+    free(pts);
+    free(nrm);
+    return s;
+}
+
 static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT], int *frames, int *lost,
                               char *device_name, size_t device_size)
 {
@@ -80,6 +123,13 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
     if ((s = kr_device_create(&dev, &cfg->device)) != KR_OK) goto done;
     snprintf(device_name, device_size, "%s", kr_device_describe(dev));
     if ((s = kr_model_create(&model, &mcfg)) != KR_OK) goto done;
+    /* As the pipeline does: snapshot trees on the device with the CUDA engine. */
+    bool device_trees = kr_device_backend(dev) == KR_BACKEND_CUDA &&
+                        kr_model_build_trees_on(model, kr_device_gpu(dev)) == KR_OK;
+    /* And fusion on the device, as the pipeline does. */
+    bool device_fusion = kr_device_backend(dev) == KR_BACKEND_CUDA &&
+                         kr_model_fuse_on(model, kr_device_gpu(dev)) == KR_OK;
+    if (device_trees && (s = bench_tree_500k(kr_device_gpu(dev), &st[ST_TREE_500K])) != KR_OK) goto done;
     kr_intrinsics K = kr_source_intrinsics(src);
     kr_pose pose = kr_pose_identity(), velocity = kr_pose_identity();
     int fuse_level = cfg->fuse_level >= 0 ? cfg->fuse_level : cfg->track.finest_level;
@@ -143,10 +193,17 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
         if (good) kr_model_integrate(model, &pyr.level[fuse_level], &pose, frame.index);
         double t7 = kr_now();
         add(&st[ST_FUSE], 1e3 * (t7 - t6));
+        double fuse_ms = 0, gather_ms = 0;
+        kr_model_fuse_times(model, &fuse_ms, &gather_ms);
+        if (device_fusion && good) add(&st[ST_FUSE_DEVICE], fuse_ms);
         if (!have_model || frame.index % (uint64_t)cfg->rebuild_every == 0) {
             double t8 = kr_now();
             kr_model_request_snapshot(model, frame.index);
             add(&st[ST_SNAPSHOT], 1e3 * (kr_now() - t8));
+            kr_model_fuse_times(model, NULL, &gather_ms);
+            if (device_fusion && gather_ms > 0) add(&st[ST_GATHER_DEVICE], gather_ms);
+            kr_gpu_tree_times tt = kr_model_last_tree_times(model);
+            if (device_trees && tt.build_ms > 0) add(&st[ST_TREE_DEVICE], tt.build_ms);
         }
         /* Depth image in (upload) to pose on the host: preprocess + track. */
         if (have_model) add(&st[ST_POSE], 1e3 * ((t2 - t1) + (t4 - t3)));

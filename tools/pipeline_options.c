@@ -99,14 +99,21 @@ void kr_pipeline_options_help_for(FILE *out, bool outputs)
             "                          and rotated seeds, default) | emicp | softassign | off\n"
             "      --recover-after N   N POOR frames in a row count as a loss (default %d)\n",
             d.recover.after_poor);
-    fprintf(out,
-            "      --refine off|on     live refiner: keyframes every %g m or %g deg while tracking is\n"
-            "                          GOOD, refined jointly with distance fields on a thread of\n"
-            "                          its own; refined keyframe poses on the topic 'refine'\n"
-            "                          (default off: on 2 cores it takes a core from tracking)\n"
-            "      --refine-window K   keyframes refined together, the oldest fixed (default %d, 2..64)\n"
-            "      --refine-every M    a refinement every M new keyframes (default %d, 1..K)\n",
-            d.refine.keyframe_distance, d.refine.keyframe_angle_deg, d.refine.window, d.refine.every);
+    fprintf(
+        out,
+        "      --refine off|on     live refiner: keyframes every %g m or %g deg while tracking is\n"
+        "                          GOOD, refined jointly with distance fields on a thread of\n"
+        "                          its own; refined keyframe poses on the topic 'refine'\n"
+        "                          (default off: on 2 cores it takes a core from tracking)\n"
+        "      --refine-window K   keyframes refined together, the oldest fixed (default %d, "
+        "2..64)\n"
+        "      --refine-every M    a refinement every M new keyframes (default %d, 1..K)\n"
+        "      --refine-refuse D   re-fuse the model from the newest 32 keyframes at their\n"
+        "                          refined poses when a refinement moves one by D m or more\n"
+        "                          (default %g = never; the model then holds only what those\n"
+        "                          keyframes saw)\n",
+        d.refine.keyframe_distance, d.refine.keyframe_angle_deg, d.refine.window, d.refine.every,
+        d.refine.refuse_distance);
     fprintf(
         out,
         "      --depth-step A      depth noise that grows as z^2: the sensor's depth step at z is\n"
@@ -149,10 +156,13 @@ static const kr_number_rule
     rule_wait = {"--wait-subscriber", 0, 86400, false, false, "seconds", NULL},
     /* a factor below 1e-3 turns a 1 s gap into more than 15 minutes (and 1e-300 overflowed the
        pacing) */
-    rule_model_period = {"--model-period", 0, 86400, false, false, "seconds", "0 = no model snapshots"},
+    rule_model_period = {"--model-period",        0, 86400, false, false, "seconds",
+                         "0 = no model snapshots"},
     rule_model_points = {"--model-points", 1, 100000000, false, true, "points", NULL},
-    rule_refine_every = {"--refine-every", 1, 64, false, true, "keyframes", "at most --refine-window"},
+    rule_refine_every = {"--refine-every",         1, 64, false, true, "keyframes",
+                         "at most --refine-window"},
     rule_refine_window = {"--refine-window", 2, 64, false, true, "keyframes", NULL},
+    rule_refine_refuse = {"--refine-refuse", 0, 100, false, false, "metres", "0 = never"},
     rule_model_memory = {"--model-memory", 0, 1048576, false, false, "MiB", "0 = no cap"},
     rule_rate = {
         "--rate", 0.001, 1000, false, false, "a speed factor", "or max; 1.0 = recorded timing"};
@@ -397,6 +407,10 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
         return 1;
     case 1053:
         cfg->trajectory_refined_path = arg;
+        return 1;
+    case 1054:
+        if (parse_number(&rule_refine_refuse, arg, &v) < 0) return -1;
+        cfg->refine.refuse_distance = v;
         return 1;
     case 1020:
         if (kr_kinect_depth_mode_parse(arg, &cfg->source.depth_mode) != KR_OK) {

@@ -20,20 +20,24 @@
         {"max-frames", required_argument, 0, 'n'}, {"deterministic", no_argument, 0, 1023},        \
         {"finest-level", required_argument, 0, 1004}, {"voxel", required_argument, 0, 1005},       \
         {"seed", required_argument, 0, 1006}, {"duration", required_argument, 0, 1007},            \
-        {"threads", required_argument, 0, 1008}, {"exact-nn", no_argument, 0, 1009},          \
-        {"active-window", required_argument, 0, 1010}, {"rebuild-every", required_argument, 0, 1011},          \
-        {"gate", required_argument, 0, 1012}, {"iterations", required_argument, 0, 1013},          \
-        {"depth-mode", required_argument, 0, 1020}, {"stall-timeout", required_argument, 0, 1021}, \
-        {"wait-subscriber", required_argument, 0, 1022}, {"depth-step", required_argument, 0, 1014},                 \
-        {"every", required_argument, 0, 1030}, {"stride", required_argument, 0, 1030},             \
-        {"jumps", required_argument, 0, 1031}, {"jump-angle", required_argument, 0, 1032},         \
-        {"jump-distance", required_argument, 0, 1033}, {"covered", required_argument, 0, 1034},    \
-        {"covered-frames", required_argument, 0, 1035}, {"recover", required_argument, 0, 1036},  \
-        {"recover-after", required_argument, 0, 1037}, {"model-period", required_argument, 0, 1040}, \
-        {"model-points", required_argument, 0, 1041}, {"refine", required_argument, 0, 1050},       \
-        {"refine-window", required_argument, 0, 1051},                                              \
-        {"refine-every", required_argument, 0, 1052},                                               \
-        {"trajectory-refined", required_argument, 0, 1053}, {"model-memory", required_argument, 0, 1060}, KR_CURVE_LONG_OPTIONS
+        {"threads", required_argument, 0, 1008}, {"exact-nn", no_argument, 0, 1009},               \
+        {"active-window", required_argument, 0, 1010},                                             \
+        {"rebuild-every", required_argument, 0, 1011}, {"gate", required_argument, 0, 1012},       \
+        {"iterations", required_argument, 0, 1013}, {"depth-mode", required_argument, 0, 1020},    \
+        {"stall-timeout", required_argument, 0, 1021},                                             \
+        {"wait-subscriber", required_argument, 0, 1022},                                           \
+        {"depth-step", required_argument, 0, 1014}, {"every", required_argument, 0, 1030},         \
+        {"stride", required_argument, 0, 1030}, {"jumps", required_argument, 0, 1031},             \
+        {"jump-angle", required_argument, 0, 1032}, {"jump-distance", required_argument, 0, 1033}, \
+        {"covered", required_argument, 0, 1034}, {"covered-frames", required_argument, 0, 1035},   \
+        {"recover", required_argument, 0, 1036}, {"recover-after", required_argument, 0, 1037},    \
+        {"model-period", required_argument, 0, 1040},                                              \
+        {"model-points", required_argument, 0, 1041}, {"refine", required_argument, 0, 1050},      \
+        {"refine-window", required_argument, 0, 1051},                                             \
+        {"refine-every", required_argument, 0, 1052},                                              \
+        {"refine-refuse", required_argument, 0, 1054},                                             \
+        {"trajectory-refined", required_argument, 0, 1053},                                        \
+        {"model-memory", required_argument, 0, 1060}, KR_CURVE_LONG_OPTIONS
 
 #define KR_PIPELINE_SHORT_OPTIONS "s:b:p:t:m:r:n:"
 

@@ -89,10 +89,10 @@ void kr_status_line_finish(kr_status_line *line, const kr_pipeline_stats *st)
     if (st->keyframes)
         fprintf(stderr,
                 "kinreg: live refiner: %llu keyframes, %llu windows refined (%llu moved them, "
-                "%llu failed), the last in %.0f ms\n",
+                "%llu failed), the last in %.0f ms; model re-fused %llu times\n",
                 (unsigned long long)st->keyframes, (unsigned long long)st->refinements,
-                (unsigned long long)st->refine_corrections,
-                (unsigned long long)st->refine_failures, st->refine_ms_last);
+                (unsigned long long)st->refine_corrections, (unsigned long long)st->refine_failures,
+                st->refine_ms_last, (unsigned long long)st->refine_refusions);
     if (st->losses)
         fprintf(
             stderr,

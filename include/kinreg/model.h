@@ -39,7 +39,9 @@ typedef struct {
      * metres from the camera (default 3), then, if that is not enough, the
      * unseen ones near it too. Voxels in the active window are never
      * evicted, so tracking is unaffected; kr_model_save_ply writes what the
-     * map still holds. */
+     * map still holds. When the voxels seen in the last evict_after frames
+     * alone exceed the cap, they are kept, and eviction is tried again only
+     * once the map has grown by a tenth. */
     double memory_mib;
     int evict_after;
     float evict_distance;
@@ -56,6 +58,15 @@ KR_API void kr_model_destroy(kr_model **model);
  * (camera-to-world), into the voxel map, stamping them with `frame_index`. */
 KR_API kr_status kr_model_integrate(kr_model *model, const kr_cloud *cloud, const kr_pose *pose,
                                     uint64_t frame_index);
+
+/* Re-fusion (the live refiner's, DESIGN.md §2): empties the map and fuses
+ * the `n` clouds anew, cloud i at poses[i], all stamped with `frame_index`
+ * (so the tracker's next snapshot holds all of them), then requests a
+ * snapshot. Waits for a rebuild in flight first; the caller must be the
+ * thread that integrates, with no fusion in flight. On failure (out of
+ * memory) the map holds the clouds fused until then. */
+KR_API kr_status kr_model_refuse(kr_model *model, const kr_cloud *clouds, const kr_pose *poses,
+                                 int n, uint64_t frame_index);
 
 /* Starts building a snapshot of the voxels seen since frame_index − active_window
  * (last_seen ≥ frame_index − active_window). The voxels are gathered on the

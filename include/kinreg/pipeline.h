@@ -78,8 +78,10 @@ KR_API kr_status kr_recover_method_parse(const char *name, kr_recover_method *ou
  * result at a later frame. Refined keyframe poses are published on the topic
  * `refine`; every frame's pose corrected by the refined motion of its
  * keyframe (T_refined = P_kf,refined · P_kf,tracked⁻¹ · T_tracked) is the
- * refined trajectory. The running model is not re-fused from refined
- * keyframes (tracking stays in the frame of its model). */
+ * refined trajectory. When a refinement moves keyframes by refuse_distance
+ * or more, the running model is re-fused from the newest keyframes' points at
+ * their refined poses, in the tracker's frame (the newest keyframe stays put,
+ * so tracking goes on without a jump). */
 typedef struct {
     bool enabled;              /* default false: tracking only, as before */
     int window;                /* K: keyframes refined together (default 10, 2..64) */
@@ -93,6 +95,12 @@ typedef struct {
     double min_correction;     /* a refinement that moves no keyframe of its window by this
                                   much (m; a turn counts at 1 m) is below the method's resolution
                                   and leaves the poses as they were (default 0.003, 0.3 cells) */
+    double refuse_distance;    /* a refinement that moves a keyframe by this much or more (m,
+                                  counted as above) re-fuses the model from the newest 32
+                                  keyframes at their refined poses (default 0 = never: the
+                                  rebuilt model holds only what those keyframes saw, and on
+                                  fr1_xyz at 0.01 the tracked ATE rose from 1.415 to 1.653 cm
+                                  while the refined one stayed at 1.33 cm, docs/BENCHMARKS.md) */
 } kr_live_refine_config;
 
 /* What the tracker produced for one frame. */
@@ -146,6 +154,7 @@ typedef struct {
     uint64_t refine_corrections; /* ... that moved keyframes by refine.min_correction or more
                                     (the others left the poses as they were) */
     uint64_t refine_failures;   /* windows whose refinement failed (poses kept as tracked) */
+    uint64_t refine_refusions;  /* times the model was re-fused from refined keyframes */
     bool refine_in_flight;      /* a window is being refined now */
     double refine_ms_last;      /* wall time of the last refinement */
     /* Outputs: poses in the trajectory file so far; whether a write to it
