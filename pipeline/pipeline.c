@@ -566,6 +566,10 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
         if (p->partial_inlier > 0 && p->partial_inlier < tc.good_inlier)
             tc.good_inlier = p->partial_inlier;
         s = kr_track_frame_on(p->device, model, &p->pyramid, &seed, &tc, &r->track);
+        /* A fast camera's prediction may overshoot into a wrong basin. */
+        if (s == KR_OK && p->have_pose && p->cfg.recover.method != KR_RECOVER_OFF)
+            s = kr_recover_basin_check(p->device, model, &p->pyramid, &seed, &p->last_pose, &tc,
+                                       &r->track);
         if (s == KR_OK) {
             judge(p, &seed, frame->timestamp, &r->track);
             r->tracked = r->track;
