@@ -402,11 +402,15 @@ static kr_pose predict_pose(const kr_pipeline *p)
 }
 
 /* A trusted pose: it extends the motion model. The velocity is the motion
- * from the frame before, when that one was trusted too; after a gap or a
- * recovery the motion that led here is no velocity to continue. */
-static void accept_pose(kr_pipeline *p, const kr_pose *pose, double stamp, bool continuous)
+ * from the frame before, when that one was trusted too; after a gap the
+ * motion that led here is no velocity to continue. A recovery in the frame
+ * right after a trusted one is a step of one frame like any other: a fast
+ * camera keeps its velocity through it (TUM fr1/xyz at every 8th frame),
+ * and where the step was a jump, the basin check tracks from the last pose
+ * instead of the overshot prediction. */
+static void accept_pose(kr_pipeline *p, const kr_pose *pose, double stamp)
 {
-    if (p->have_pose && continuous && p->previous_trusted) {
+    if (p->have_pose && p->previous_trusted) {
         kr_pose inv = kr_pose_inv(&p->last_pose);
         p->velocity = kr_pose_mul(&inv, pose);
     } else {
@@ -566,12 +570,14 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
         if (p->partial_inlier > 0 && p->partial_inlier < tc.good_inlier)
             tc.good_inlier = p->partial_inlier;
         s = kr_track_frame_on(p->device, model, &p->pyramid, &seed, &tc, &r->track);
-        /* A fast camera's prediction may overshoot into a wrong basin. */
+        /* A fast camera's prediction may overshoot into a wrong basin; the
+         * motion check then measures from the seed the result came from. */
+        bool from_last = false;
         if (s == KR_OK && p->have_pose && p->cfg.recover.method != KR_RECOVER_OFF)
             s = kr_recover_basin_check(p->device, model, &p->pyramid, &seed, &p->last_pose, &tc,
-                                       &r->track);
+                                       &r->track, &from_last);
         if (s == KR_OK) {
-            judge(p, &seed, frame->timestamp, &r->track);
+            judge(p, from_last ? &p->last_pose : &seed, frame->timestamp, &r->track);
             r->tracked = r->track;
             if (r->track.state == KR_TRACK_LOST) r->track.pose = seed;
             r->method = r->track.state == KR_TRACK_LOST ? KR_METHOD_PREDICTED : KR_METHOD_NEWTON;
@@ -599,7 +605,7 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
         p->partial_inlier = 0;
     bool partial = p->partial_inlier > 0 && r->track.inlier_fraction < p->cfg.track.good_inlier;
     if (!lost) {
-        accept_pose(p, &r->track.pose, frame->timestamp, !r->recovered);
+        accept_pose(p, &r->track.pose, frame->timestamp);
         if (r->track.state == KR_TRACK_GOOD && !first && !partial) remember_good(p, &r->track);
     } else {
         r->track.state = KR_TRACK_LOST;

@@ -535,20 +535,28 @@ static bool poses_apart(const kr_pose *a, const kr_pose *b, double m, double deg
 
 kr_status kr_recover_basin_check(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
                                  const kr_pose *predicted, const kr_pose *last_pose,
-                                 const kr_track_config *tc, kr_track_result *io)
+                                 const kr_track_config *tc, kr_track_result *io, bool *from_last)
 {
-    if (!dev || !model || !pyr || !predicted || !last_pose || !tc || !io)
+    if (!dev || !model || !pyr || !predicted || !last_pose || !tc || !io || !from_last)
         return kr_error(KR_ERR_INVALID_ARG, "kr_recover_basin_check: NULL argument");
-    if (io->state == KR_TRACK_LOST ||
-        !poses_apart(predicted, &io->pose, BASIN_DEPARTURE_M, BASIN_DEPARTURE_DEG) ||
-        !poses_apart(predicted, last_pose, 1e-4, 0.01))
+    *from_last = false;
+    /* Nothing to check: the prediction is the last pose (no motion known),
+     * or the solution stayed near it. */
+    if (!poses_apart(predicted, last_pose, 1e-4, 0.01) ||
+        (io->state != KR_TRACK_LOST &&
+         !poses_apart(predicted, &io->pose, BASIN_DEPARTURE_M, BASIN_DEPARTURE_DEG)))
         return KR_OK;
     kr_track_result other;
     kr_status s = kr_track_frame_on(dev, model, pyr, last_pose, tc, &other);
     if (s != KR_OK) return s;
     /* The better fit: where the prediction overshot a camera that turned
      * back, the solution from it slides along the scene's walls with fewer
-     * inliers (fr1/xyz every 8th frame: 0.80-0.84 against 0.94). */
-    if (other.state != KR_TRACK_LOST && other.inlier_fraction > io->inlier_fraction) *io = other;
+     * inliers (fr1/xyz every 8th frame: 0.80-0.84 against 0.94); after a
+     * jump the velocity carried is the jump's, and the prediction fails. */
+    if (other.state != KR_TRACK_LOST &&
+        (io->state == KR_TRACK_LOST || other.inlier_fraction > io->inlier_fraction)) {
+        *io = other;
+        *from_last = true;
+    }
     return KR_OK;
 }

@@ -37,13 +37,14 @@ kr_status kr_recover_frame(kr_device *dev, const kr_kdtree *model, const kr_pyra
                            const kr_track_quality *recent, kr_recovery *out);
 
 /* The basin check of a fast camera: when Newton tracking from the
- * constant-velocity prediction ended more than 3 cm or 3 degrees from it
- * (the camera turned back, or the solution slid along a wall), tracks again
- * from the last trusted pose, and `io` (the result from the prediction)
- * becomes the one of the two with more inliers. A slow camera costs nothing
- * (one pose comparison). */
+ * constant-velocity prediction failed, or ended more than 3 cm or 3 degrees
+ * from it (the camera turned back, or the solution slid along a wall),
+ * tracks again from the last trusted pose; `io` (the result from the
+ * prediction) becomes the one of the two with more inliers, and `from_last`
+ * says it came from the last pose. A slow camera costs nothing (two pose
+ * comparisons). */
 kr_status kr_recover_basin_check(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
                                  const kr_pose *predicted, const kr_pose *last_pose,
-                                 const kr_track_config *tc, kr_track_result *io);
+                                 const kr_track_config *tc, kr_track_result *io, bool *from_last);
 
 #endif
