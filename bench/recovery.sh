@@ -25,10 +25,18 @@ for method in newton emicp; do
     "$k" demo -q -b "$backend" --jumps 20 --covered 5 --recover "$method" --out "$out/jumps-$method" | head -1
 done
 if [ -d "$data/tum/fr1_xyz_head" ]; then
+    # The model snapshots are built in the background: runs differ, so the
+    # recovery run is repeated (FR1_RUNS, default 3).
     for method in newton off; do
-        echo "== tum fr1_xyz_head, every 8th frame, --recover $method"
-        "$k" run -q -b "$backend" "tum:$data/tum/fr1_xyz_head" --every 8 --recover "$method" -t "$out/t8-$method.txt"
-        ate "$data/tum/fr1_xyz_head/groundtruth.txt" "$out/t8-$method.txt"
+        runs=1
+        [ "$method" = newton ] && runs=${FR1_RUNS:-3}
+        i=0
+        while [ "$i" -lt "$runs" ]; do
+            i=$((i + 1))
+            echo "== tum fr1_xyz_head, every 8th frame, --recover $method (run $i of $runs)"
+            "$k" run -q -b "$backend" "tum:$data/tum/fr1_xyz_head" --every 8 --recover "$method" -t "$out/t8-$method.txt"
+            ate "$data/tum/fr1_xyz_head/groundtruth.txt" "$out/t8-$method.txt"
+        done
     done
 fi
 if [ -x "$build/tests/kinreg_tests" ]; then
