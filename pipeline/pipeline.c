@@ -509,6 +509,19 @@ static bool needs_recovery(kr_pipeline *p, const kr_frame_result *r, uint64_t fr
     return lost && p->cfg.recover.method != KR_RECOVER_OFF;
 }
 
+/* Whether the camera can have moved from `seed` to `pose` in the time since
+ * the last trusted pose: the motion check's reach (kr_track_classify). */
+static bool reachable(const kr_pipeline *p, const kr_pose *seed, const kr_pose *pose, double stamp)
+{
+    const kr_track_config *c = &p->cfg.track;
+    double elapsed = fmin(fmax(stamp - p->last_pose_time, 0.01), JUDGE_MAX_ELAPSED_S);
+    kr_pose inv = kr_pose_inv(seed), d = kr_pose_mul(&inv, pose);
+    double dist = sqrt(d.t[0] * d.t[0] + d.t[1] * d.t[1] + d.t[2] * d.t[2]);
+    double reach = c->max_speed * elapsed + c->departure_slack_m;
+    double turn = (c->max_turn_deg * elapsed + c->departure_slack_deg) * M_PI / 180;
+    return dist <= reach && kr_pose_angle(&d) <= turn;
+}
+
 static kr_status recover(kr_pipeline *p, const kr_kdtree *model, const kr_pose *seed,
                          const kr_frame *frame, kr_frame_result *r)
 {
@@ -542,6 +555,11 @@ static kr_status recover(kr_pipeline *p, const kr_kdtree *model, const kr_pose *
         p->recent.recent_inlier = rec.track.inlier_fraction;
     }
     r->method = rec.method;
+    /* A recovered pose the camera could have reached from the prediction
+     * (within the motion check's reach) continues the motion: the step to
+     * it is a velocity. One beyond was a jump: the motion model starts
+     * again from rest, and the next frame's seeds stay at the found pose. */
+    if (!reachable(p, seed, &rec.track.pose, frame->timestamp)) p->previous_trusted = false;
     loss_ended(p, p->lost_frames);
     p->lost = false;
     p->poor_run = 0;
@@ -630,15 +648,18 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
             if ((s = kr_live_refine_refuse(p->refine, p->model, frame->index)) != KR_OK) return s;
         }
     }
+    /* A recovered pose is fused once the next frame confirms it: a wrong
+     * one fused would make the frames after it fit where it put them. */
+    bool fuse = !lost && !r->recovered;
     if (p->fuser) {
-        if (!lost || snapshot_due) {
+        if (fuse || snapshot_due) {
             /* Hand the frame's cloud over: the fuser owns fuse_pyramid until
              * the next post, this thread preprocesses into the other one. */
             if ((s = kr_fuser_wait(p->fuser)) != KR_OK) return s;
             kr_pyramid tmp = p->pyramid;
             p->pyramid = p->fuse_pyramid;
             p->fuse_pyramid = tmp;
-            const kr_cloud *cloud = lost ? NULL : &p->fuse_pyramid.level[p->cfg.fuse_level];
+            const kr_cloud *cloud = fuse ? &p->fuse_pyramid.level[p->cfg.fuse_level] : NULL;
             if ((s = kr_fuser_post(p->fuser, cloud, &r->track.pose, frame->index, snapshot_due)) !=
                 KR_OK)
                 return s;
@@ -649,7 +670,7 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
             }
         }
     } else {
-        if (!lost) {
+        if (fuse) {
             const kr_cloud *cloud = &p->pyramid.level[p->cfg.fuse_level];
             if ((s = kr_model_integrate(p->model, cloud, &r->track.pose, frame->index)) != KR_OK)
                 return s;
