@@ -55,6 +55,10 @@ struct kr_pipeline {
     int poor_run;
     bool lost;
     int lost_frames; /* frames with depth since the loss began */
+    /* After a recovery into a view that overlaps the model only in part:
+     * the inlier fraction a GOOD frame needs until the model covers the
+     * view (0 = the track config's). */
+    float partial_inlier;
 
     atomic_bool stop;
     /* The paced capture thread sleeps on this until its frame is due or the
@@ -398,11 +402,15 @@ static kr_pose predict_pose(const kr_pipeline *p)
 }
 
 /* A trusted pose: it extends the motion model. The velocity is the motion
- * from the frame before, when that one was trusted too; after a gap or a
- * recovery the motion that led here is no velocity to continue. */
-static void accept_pose(kr_pipeline *p, const kr_pose *pose, double stamp, bool continuous)
+ * from the frame before, when that one was trusted too; after a gap the
+ * motion that led here is no velocity to continue. A recovery in the frame
+ * right after a trusted one is a step of one frame like any other: a fast
+ * camera keeps its velocity through it (TUM fr1/xyz at every 8th frame),
+ * and where the step was a jump, the basin check tracks from the last pose
+ * instead of the overshot prediction. */
+static void accept_pose(kr_pipeline *p, const kr_pose *pose, double stamp)
 {
-    if (p->have_pose && continuous && p->previous_trusted) {
+    if (p->have_pose && p->previous_trusted) {
         kr_pose inv = kr_pose_inv(&p->last_pose);
         p->velocity = kr_pose_mul(&inv, pose);
     } else {
@@ -440,7 +448,10 @@ static void judge(const kr_pipeline *p, const kr_pose *seed, double stamp, kr_tr
     /* Frames come at least 1/100 s apart: timestamps that do not advance
      * (a source without clock) still allow one frame's motion. */
     q.elapsed_s = fmin(fmax(stamp - p->last_pose_time, 0.01), JUDGE_MAX_ELAPSED_S);
-    kr_track_state verdict = kr_track_classify(&q, &p->cfg.track);
+    kr_track_config gates = p->cfg.track;
+    if (p->partial_inlier > 0 && p->partial_inlier < gates.good_inlier)
+        gates.good_inlier = p->partial_inlier;
+    kr_track_state verdict = kr_track_classify(&q, &gates);
     if (verdict > t->state) t->state = verdict;
 }
 
@@ -498,6 +509,19 @@ static bool needs_recovery(kr_pipeline *p, const kr_frame_result *r, uint64_t fr
     return lost && p->cfg.recover.method != KR_RECOVER_OFF;
 }
 
+/* Whether the camera can have moved from `seed` to `pose` in the time since
+ * the last trusted pose: the motion check's reach (kr_track_classify). */
+static bool reachable(const kr_pipeline *p, const kr_pose *seed, const kr_pose *pose, double stamp)
+{
+    const kr_track_config *c = &p->cfg.track;
+    double elapsed = fmin(fmax(stamp - p->last_pose_time, 0.01), JUDGE_MAX_ELAPSED_S);
+    kr_pose inv = kr_pose_inv(seed), d = kr_pose_mul(&inv, pose);
+    double dist = sqrt(d.t[0] * d.t[0] + d.t[1] * d.t[1] + d.t[2] * d.t[2]);
+    double reach = c->max_speed * elapsed + c->departure_slack_m;
+    double turn = (c->max_turn_deg * elapsed + c->departure_slack_deg) * M_PI / 180;
+    return dist <= reach && kr_pose_angle(&d) <= turn;
+}
+
 static kr_status recover(kr_pipeline *p, const kr_kdtree *model, const kr_pose *seed,
                          const kr_frame *frame, kr_frame_result *r)
 {
@@ -523,7 +547,19 @@ static kr_status recover(kr_pipeline *p, const kr_kdtree *model, const kr_pose *
     if (!rec.success) return KR_OK;
     r->recovered = true;
     r->track = rec.track;
+    /* A jump into a view the model covers in part, judged right by the
+     * recovery's stricter checks: until the fused frames fill the model
+     * in, frames that fit about as well are GOOD. */
+    if (rec.track.inlier_fraction < p->cfg.track.good_inlier) {
+        p->partial_inlier = 0.9f * rec.track.inlier_fraction;
+        p->recent.recent_inlier = rec.track.inlier_fraction;
+    }
     r->method = rec.method;
+    /* A recovered pose the camera could have reached from the prediction
+     * (within the motion check's reach) continues the motion: the step to
+     * it is a velocity. One beyond was a jump: the motion model starts
+     * again from rest, and the next frame's seeds stay at the found pose. */
+    if (!reachable(p, seed, &rec.track.pose, frame->timestamp)) p->previous_trusted = false;
     loss_ended(p, p->lost_frames);
     p->lost = false;
     p->poor_run = 0;
@@ -548,9 +584,18 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
     bool first = snap == NULL;
     if (snap) {
         const kr_kdtree *model = kr_model_snapshot_tree(snap);
-        s = kr_track_frame_on(p->device, model, &p->pyramid, &seed, &p->cfg.track, &r->track);
+        kr_track_config tc = p->cfg.track;
+        if (p->partial_inlier > 0 && p->partial_inlier < tc.good_inlier)
+            tc.good_inlier = p->partial_inlier;
+        s = kr_track_frame_on(p->device, model, &p->pyramid, &seed, &tc, &r->track);
+        /* A fast camera's prediction may overshoot into a wrong basin; the
+         * motion check then measures from the seed the result came from. */
+        bool from_last = false;
+        if (s == KR_OK && p->have_pose && p->cfg.recover.method != KR_RECOVER_OFF)
+            s = kr_recover_basin_check(p->device, model, &p->pyramid, &seed, &p->last_pose, &tc,
+                                       &r->track, &from_last);
         if (s == KR_OK) {
-            judge(p, &seed, frame->timestamp, &r->track);
+            judge(p, from_last ? &p->last_pose : &seed, frame->timestamp, &r->track);
             r->tracked = r->track;
             if (r->track.state == KR_TRACK_LOST) r->track.pose = seed;
             r->method = r->track.state == KR_TRACK_LOST ? KR_METHOD_PREDICTED : KR_METHOD_NEWTON;
@@ -574,9 +619,12 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
      * last trusted pose. */
     bool lost = !(r->track.state == KR_TRACK_GOOD || (r->track.state == KR_TRACK_POOR && !p->lost));
     bool snapshot_due = first || frame->index % (uint64_t)p->cfg.rebuild_every == 0;
+    if (lost || (!r->recovered && r->track.inlier_fraction >= p->cfg.track.good_inlier))
+        p->partial_inlier = 0;
+    bool partial = p->partial_inlier > 0 && r->track.inlier_fraction < p->cfg.track.good_inlier;
     if (!lost) {
-        accept_pose(p, &r->track.pose, frame->timestamp, !r->recovered);
-        if (r->track.state == KR_TRACK_GOOD && !first) remember_good(p, &r->track);
+        accept_pose(p, &r->track.pose, frame->timestamp);
+        if (r->track.state == KR_TRACK_GOOD && !first && !partial) remember_good(p, &r->track);
     } else {
         r->track.state = KR_TRACK_LOST;
         r->track.pose = seed;
@@ -600,15 +648,18 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
             if ((s = kr_live_refine_refuse(p->refine, p->model, frame->index)) != KR_OK) return s;
         }
     }
+    /* A recovered pose is fused once the next frame confirms it: a wrong
+     * one fused would make the frames after it fit where it put them. */
+    bool fuse = !lost && !r->recovered;
     if (p->fuser) {
-        if (!lost || snapshot_due) {
+        if (fuse || snapshot_due) {
             /* Hand the frame's cloud over: the fuser owns fuse_pyramid until
              * the next post, this thread preprocesses into the other one. */
             if ((s = kr_fuser_wait(p->fuser)) != KR_OK) return s;
             kr_pyramid tmp = p->pyramid;
             p->pyramid = p->fuse_pyramid;
             p->fuse_pyramid = tmp;
-            const kr_cloud *cloud = lost ? NULL : &p->fuse_pyramid.level[p->cfg.fuse_level];
+            const kr_cloud *cloud = fuse ? &p->fuse_pyramid.level[p->cfg.fuse_level] : NULL;
             if ((s = kr_fuser_post(p->fuser, cloud, &r->track.pose, frame->index, snapshot_due)) !=
                 KR_OK)
                 return s;
@@ -619,7 +670,7 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
             }
         }
     } else {
-        if (!lost) {
+        if (fuse) {
             const kr_cloud *cloud = &p->pyramid.level[p->cfg.fuse_level];
             if ((s = kr_model_integrate(p->model, cloud, &r->track.pose, frame->index)) != KR_OK)
                 return s;

@@ -1,8 +1,10 @@
 /* Recovery from tracking loss (DESIGN.md §5): align the frame to the model
- * from the last good pose with a wide basin of convergence — EM-ICP or
- * Softassign on voxel-subsampled points, or a wide-basin Newton search —
- * then from a few rotated hypotheses, and keep a result only when Newton
- * tracking from it passes the quality gates. */
+ * with a wide basin of convergence — a wide-basin Newton search over seeds
+ * scored cheaply on a probe of the coarse level (the prediction, the last
+ * good pose, rotations about axes spread over the sphere), or EM-ICP /
+ * Softassign on voxel-subsampled points first — and keep a result only when
+ * Newton tracking from it passes the quality gates and the free-space check
+ * (recover_verify.h). */
 #ifndef KINREG_PIPELINE_RECOVER_H
 #define KINREG_PIPELINE_RECOVER_H
 
@@ -19,9 +21,10 @@ typedef struct {
     int attempts;     /* seeds tried */
 } kr_recovery;
 
-/* Seed h of the search: h = 0 the last good pose, then rotations by ±angle
- * about the camera's y (pan), x (tilt) and z (roll) axes, about its centre. */
-kr_pose kr_recover_hypothesis(const kr_pose *last_good, int h, double angle_rad);
+/* Seed h of the search: h = 0 the last good pose, then rotations about the
+ * camera's centre by half and all of `angle_rad` (then 1.5 times, ...) about
+ * `axes` axes spread evenly over the sphere, h = 1 .. axes the first shell. */
+kr_pose kr_recover_hypothesis(const kr_pose *last_good, int h, int axes, double angle_rad);
 
 /* Recovers the frame `pyr` against `model`; `predicted` is the motion
  * model's seed for the frame (the last good pose when the motion is unknown). `recent` carries the
@@ -32,5 +35,16 @@ kr_status kr_recover_frame(kr_device *dev, const kr_kdtree *model, const kr_pyra
                            const kr_pose *predicted, const kr_pose *last_good,
                            const kr_recover_config *rc, const kr_track_config *tc,
                            const kr_track_quality *recent, kr_recovery *out);
+
+/* The basin check of a fast camera: when Newton tracking from the
+ * constant-velocity prediction failed, or ended more than 3 cm or 3 degrees
+ * from it (the camera turned back, or the solution slid along a wall),
+ * tracks again from the last trusted pose; `io` (the result from the
+ * prediction) becomes the one of the two with more inliers, and `from_last`
+ * says it came from the last pose. A slow camera costs nothing (two pose
+ * comparisons). */
+kr_status kr_recover_basin_check(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
+                                 const kr_pose *predicted, const kr_pose *last_pose,
+                                 const kr_track_config *tc, kr_track_result *io, bool *from_last);
 
 #endif

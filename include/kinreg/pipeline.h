@@ -43,15 +43,23 @@ typedef struct {
     int soft_hypotheses;
     int newton_fallback;
     /* Wide-basin Newton: pair gate at its finest level (m, default 0.12), that
-     * level (default 2), steps per level, finest first (default 10,15,20). */
+     * level (default 2), steps per level, finest first (default 6). */
     float wide_gate;
     int wide_finest_level;
     int wide_iterations[KR_MAX_LEVELS];
-    /* Rotated seeds beside the last good pose: pan, tilt, both, by half and
-     * all of hypothesis_deg, then roll (default 14 seeds, 30°); the best 3 by
-     * their coarse fit are tracked in full. */
+    /* Seeds beside the prediction and the last good pose: rotations about
+     * `hypotheses` axes spread over the sphere (default 16), by half and all
+     * of hypothesis_deg (default 30°). Each is scored by a short wide-basin
+     * Newton run on probe_points points of the wide level (default 600,
+     * probe_iterations steps, default 8); the best `judged` (default 3) are
+     * refined and tracked in full, the first that passes the gates wins. */
     int hypotheses;
     double hypothesis_deg;
+    int probe_points, probe_iterations, judged;
+    /* A recovered pose must pass the tracking gates and must not see
+     * through the model's surfaces at more than max_violations of the
+     * pixels where the model is (default 0.02). */
+    float max_violations;
     /* A recovered pose farther than this from the last good one is rejected
      * (default 0.5 m, 45°): it fits some other part of the scene. */
     double max_jump_m, max_jump_deg;
