@@ -60,20 +60,22 @@ for pass in "${passes[@]}"; do
             # checks, refine_mpi without leak detection (Open MPI's runtime
             # keeps its own allocations past MPI_Finalize), and pipeline and
             # recovery by their shorter cases: their long accuracy runs (900
-            # synthetic frames, 400 fr1 frames, 850 frames with jumps) drive
-            # the same code as the short ones and took 12 of the pass's
-            # minutes under ASan on 2 cores; the plain suite runs them.
+            # synthetic frames, 400 fr1 frames, 850 frames with jumps, and
+            # recovery_search's 300 frames with jumps: 51 s) drive the same
+            # code as the short ones and took 12 of the pass's minutes under
+            # ASan on 2 cores; the plain suite runs them.
             # `layers` checks the source tree with a script and compiles
             # planted files: nothing of kinreg's runs under the sanitizer.
             (cd "$dir" && ASAN_OPTIONS=$asan_strict ctest --output-on-failure --timeout 1800 \
-                -E '^(live|tools|lifecycle|refine_mpi|pipeline|recovery|layers)$') || rc=1
+                -E '^(live|tools|lifecycle|refine_mpi|pipeline|recovery|recovery_search|layers)$') || rc=1
             (cd "$dir" && ASAN_OPTIONS=$asan_fakenect ctest --output-on-failure --timeout 1800 \
                 -R '^(live|tools|lifecycle)$') || rc=1
             (cd "$dir" && ASAN_OPTIONS=$asan_mpi ctest --output-on-failure --timeout 1800 \
                 -R '^refine_mpi$') || rc=1
             for t in "pipeline fusion_thread_tracks_as_well" "pipeline stop_flushes_every_computed_pose" \
                 "pipeline subscriber_receives_every_pose" "pipeline bad_endpoint_and_source_fail_before_starting" \
-                "pipeline corrupt_frame_stops_with_poses_kept" "recovery synthetic_jumps_in_ground_truth_and_stride"; do
+                "pipeline corrupt_frame_stops_with_poses_kept" "recovery synthetic_jumps_in_ground_truth_and_stride" \
+                "recovery_search finds_jumps_in_one_attempt"; do
                 log="$(cd "$dir" && pwd)/asan-${t// /.}.log"
                 # shellcheck disable=SC2086 # module and test name
                 (cd "$dir/tests" && ASAN_OPTIONS=$asan_strict ./kinreg_tests $t > "$log" 2>&1) || {
