@@ -547,23 +547,19 @@ static kr_status recover(kr_pipeline *p, const kr_kdtree *model, const kr_pose *
     if (!rec.success) return KR_OK;
     r->recovered = true;
     r->track = rec.track;
-    /* A recovered pose the camera could have reached from the prediction
-     * (within the motion check's reach) continues the motion: the step to
-     * it is a velocity. One beyond was a jump: the motion model starts
-     * again from rest, and the next frame's seeds stay at the found pose. */
-    bool jump = !reachable(p, seed, &rec.track.pose, frame->timestamp);
-    if (jump) p->previous_trusted = false;
     /* A jump into a view the model covers in part, judged right by the
      * recovery's stricter checks: until the fused frames fill the model
-     * in, frames that fit about as well are GOOD. Only after a jump: a
-     * fast camera recovered within reach sees what the model saw, and a
-     * low overlap there is a wrong basin (fr1 at every 8th frame on CUDA
-     * slid through four frames at 0.60-0.69 inliers that way). */
-    if (jump && rec.track.inlier_fraction < p->cfg.track.good_inlier) {
+     * in, frames that fit about as well are GOOD. */
+    if (rec.track.inlier_fraction < p->cfg.track.good_inlier) {
         p->partial_inlier = 0.9f * rec.track.inlier_fraction;
         p->recent.recent_inlier = rec.track.inlier_fraction;
     }
     r->method = rec.method;
+    /* A recovered pose the camera could have reached from the prediction
+     * (within the motion check's reach) continues the motion: the step to
+     * it is a velocity. One beyond was a jump: the motion model starts
+     * again from rest, and the next frame's seeds stay at the found pose. */
+    if (!reachable(p, seed, &rec.track.pose, frame->timestamp)) p->previous_trusted = false;
     loss_ended(p, p->lost_frames);
     p->lost = false;
     p->poor_run = 0;
