@@ -9,8 +9,8 @@
  * What lets the split scale (the first version ran slower on two H200 than
  * on one): the devices' contexts are made, and each level's fields loaded, by
  * one host thread per device at the same time instead of one device after the
- * other; the unsigned fields' distances are filled round-robin over the
- * devices, not all on the first; and an evaluation is enqueued on every
+ * other; the fields are built on the devices, each its share of the views;
+ * and an evaluation is enqueued on every
  * device before any is waited for (kr_gpu_refine_eval_start/finish, staged
  * in page-locked memory), so the devices compute together without a thread
  * team per evaluation. */
@@ -32,7 +32,6 @@ struct kr_refine_engine {
     kr_gpu_context **own_ctx; /* contexts created here (NULL: the kr_device's) */
     kr_df_acc *part_acc;      /* n_gpu × pairs_capacity partial sums */
     int pairs_capacity;
-    unsigned next_fill; /* round-robin device of the next field's distances */
     /* Fields built on the devices (kr_refine_engine_prepare): one set per
      * device, and each view's summary per slot. */
     kr_gpu_fields **fields;
@@ -154,22 +153,9 @@ kr_status kr_refine_engine_field(kr_refine_engine *eng, kr_dfield *f, const floa
                                  const float *normals, size_t n, size_t stride, float h, int band,
                                  double subset, unsigned seed)
 {
+    (void)eng;
     if (normals) return kr_dfield_build_signed(f, xyz, normals, n, stride, h, band, subset, seed);
-    if (eng->backend != KR_BACKEND_CUDA)
-        return kr_dfield_build(f, xyz, n, stride, h, band, subset, seed);
-    kr_dfield g;
-    kr_status s = kr_dfield_build_bricks(&g, xyz, n, stride, h, band);
-    if (s != KR_OK) return s;
-    kr_df_field view = kr_dfield_view(&g);
-    unsigned d = __atomic_fetch_add(&eng->next_fill, 1u, __ATOMIC_RELAXED) % (unsigned)eng->n_gpu;
-    s = kr_gpu_refine_fill(eng->gpu[d], &view, g.bricks, band, xyz, n, stride, g.values);
-    if (s == KR_OK) s = kr_dfield_collect(&g, subset, seed);
-    if (s != KR_OK) {
-        kr_dfield_free(&g);
-        return s;
-    }
-    *f = g;
-    return KR_OK;
+    return kr_dfield_build(f, xyz, n, stride, h, band, subset, seed);
 }
 
 /* Device d's copy of a level: every view's field (its grid points may land

@@ -18,8 +18,9 @@ void kr_refine_engine_destroy(kr_refine_engine **eng);
 kr_backend kr_refine_engine_backend(const kr_refine_engine *eng);
 /* CUDA devices the sums run on (0 on the CPU). */
 int kr_refine_engine_devices(const kr_refine_engine *eng);
-/* kr_dfield_build on this engine; with normals (not NULL) a signed field
- * (kr_dfield_build_signed, on the host for either engine). */
+/* A field built on the host (kr_dfield_build; with normals, not NULL,
+ * kr_dfield_build_signed), for the CPU engine or kr_refine_engine_load. A
+ * CUDA engine builds its own on the devices (_build_level below). */
 kr_status kr_refine_engine_field(kr_refine_engine *eng, kr_dfield *f, const float *xyz,
                                  const float *normals, size_t n, size_t stride, float h, int band,
                                  double subset, unsigned seed);

@@ -33,24 +33,6 @@ struct DevView {
     long n_grid;
 };
 
-__global__ void fill_kernel(kr_df_field f, int band, const float *__restrict__ xyz, long n,
-                            float *values)
-{
-    long k = blockIdx.x * (long)blockDim.x + threadIdx.x;
-    if (k >= n) return;
-    const float *p = xyz + 3 * k;
-    int lo[3], hi[3];
-    if (!kr_df_corner_range(p, f.inv_h, band, lo, hi)) return;
-    for (int z = lo[2]; z <= hi[2]; z++)
-        for (int y = lo[1]; y <= hi[1]; y++)
-            for (int x = lo[0]; x <= hi[0]; x++) {
-                long i = kr_df_corner_index(&f, x, y, z);
-                if (i >= 0)
-                    atomicMin((unsigned int *)&values[i],
-                              __float_as_uint(kr_df_corner_distance(p, x, y, z, f.h)));
-            }
-}
-
 /* Adds this thread's sums to out[0 … kSums−1]: warp shuffles, then one warp
  * over the warps' partial sums, then one atomicAdd per sum. */
 __device__ void block_add(const double *mine, double *out)
@@ -212,44 +194,6 @@ static kr_status upload(kr_gpu_refine *g, void **dst, const void *src, size_t by
     KR_CUDA_CHECK(cudaMallocAsync(dst, bytes, g->ctx->stream));
     KR_CUDA_CHECK(cudaMemcpyAsync(*dst, src, bytes, cudaMemcpyHostToDevice, g->ctx->stream));
     return KR_OK;
-}
-
-kr_status kr_gpu_refine_fill(kr_gpu_refine *g, const kr_df_field *field, int bricks, int band,
-                             const float *xyz, size_t n, size_t stride, float *values)
-{
-    kr_status s = kr_gpu_enter(g->ctx);
-    if (s != KR_OK) return s;
-    size_t m = (n + stride - 1) / stride, cells = (size_t)bricks * KR_DF_BRICK_CELLS;
-    float *pts = (float *)malloc(sizeof(float) * 3 * (m ? m : 1));
-    if (!pts) return kr_error(KR_ERR_NOMEM, "refine: no memory for %zu points", m);
-    for (size_t k = 0; k < m; k++)
-        memcpy(pts + 3 * k, xyz + 3 * k * stride, sizeof(float) * 3);
-    void *d_keys = NULL, *d_slots = NULL, *d_values = NULL, *d_pts = NULL;
-    uint32_t cap = field->mask + 1;
-    if (s == KR_OK) s = upload(g, &d_keys, field->keys, sizeof(uint64_t) * cap);
-    if (s == KR_OK) s = upload(g, &d_slots, field->slots, sizeof(int) * cap);
-    if (s == KR_OK) s = upload(g, &d_values, values, sizeof(float) * cells); /* +∞ from the host */
-    if (s == KR_OK) s = upload(g, &d_pts, pts, sizeof(float) * 3 * m);
-    if (s == KR_OK && m && cells) {
-        kr_df_field f = *field;
-        f.keys = (const uint64_t *)d_keys;
-        f.slots = (const int *)d_slots;
-        f.values = (const float *)d_values;
-        unsigned blocks = (unsigned)((m + kThreads - 1) / kThreads);
-        fill_kernel<<<blocks, kThreads, 0, g->ctx->stream>>>(f, band, (const float *)d_pts, (long)m,
-                                                             (float *)d_values);
-        s = KR_CUDA_STATUS(cudaGetLastError());
-        if (s == KR_OK) s = KR_CUDA_STATUS(cudaStreamSynchronize(g->ctx->stream));
-        if (s == KR_OK)
-            s = KR_CUDA_STATUS(
-                cudaMemcpy(values, d_values, sizeof(float) * cells, cudaMemcpyDeviceToHost));
-    }
-    release(g, d_keys);
-    release(g, d_slots);
-    release(g, d_values);
-    release(g, d_pts);
-    free(pts);
-    return s;
 }
 
 kr_status kr_gpu_refine_load(kr_gpu_refine *g, const kr_gpu_refine_view *views, int n_views)

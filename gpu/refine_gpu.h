@@ -19,14 +19,6 @@ typedef struct kr_gpu_refine kr_gpu_refine;
 kr_status kr_gpu_refine_create(kr_gpu_refine **out, kr_gpu_context *ctx);
 void kr_gpu_refine_destroy(kr_gpu_refine **g);
 
-/* Fills the distances of one field on the device: one thread per point
- * updates its influenced corners with atomicMin on the float bits (distances
- * are ≥ 0, so the bit patterns order like the values). `field` holds the host
- * brick table; `values` (bricks × KR_DF_BRICK_CELLS floats, host) receives the
- * result. Points xyz[3k], k = 0, stride, … < n. */
-kr_status kr_gpu_refine_fill(kr_gpu_refine *g, const kr_df_field *field, int bricks, int band,
-                             const float *xyz, size_t n, size_t stride, float *values);
-
 /* One level's fields (host arrays, copied to the device) and grid points. */
 typedef struct {
     kr_df_field field; /* host pointers */

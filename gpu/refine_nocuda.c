@@ -21,13 +21,6 @@ void kr_gpu_refine_destroy(kr_gpu_refine **g)
     (void)g;
 }
 
-kr_status kr_gpu_refine_fill(kr_gpu_refine *g, const kr_df_field *field, int bricks, int band,
-                             const float *xyz, size_t n, size_t stride, float *values)
-{
-    (void)g, (void)field, (void)bricks, (void)band, (void)xyz, (void)n, (void)stride, (void)values;
-    return no_cuda();
-}
-
 kr_status kr_gpu_refine_load(kr_gpu_refine *g, const kr_gpu_refine_view *views, int n_views)
 {
     (void)g, (void)views, (void)n_views;

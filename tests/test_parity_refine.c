@@ -25,7 +25,9 @@ static kr_df_pose fpose(const kr_pose *p)
     return f;
 }
 
-KR_TEST(parity_refine, fields_and_sums_match)
+/* The pair sums of the two engines on the same host-built fields. (The
+ * device-built fields' own parity is gpu_refine_fields'.) */
+KR_TEST(parity_refine, sums_match)
 {
     NEED_CUDA();
     enum { V = 4 };
@@ -38,19 +40,9 @@ KR_TEST(parity_refine, fields_and_sums_match)
     kr_refine_engine *ec = NULL, *eg = NULL;
     REQUIRE_OK(kr_refine_engine_create(&ec, NULL, NULL, 0));
     REQUIRE_OK(kr_refine_engine_create(&eg, gpu, NULL, 0));
-    kr_dfield fc[V], fg[V];
-    for (int k = 0; k < V; k++) {
+    kr_dfield fc[V];
+    for (int k = 0; k < V; k++)
         REQUIRE_OK(kr_refine_engine_field(ec, &fc[k], xyz[k], NULL, n[k], 1, 0.003f, 2, 1.0, 1));
-        REQUIRE_OK(kr_refine_engine_field(eg, &fg[k], xyz[k], NULL, n[k], 1, 0.003f, 2, 1.0, 1));
-        /* Same bricks (the table is built on the host), same minima: the
-         * float minimum does not depend on the order of the updates. */
-        REQUIRE(fc[k].bricks == fg[k].bricks);
-        size_t cells = (size_t)fc[k].bricks * KR_DF_BRICK_CELLS, diff = 0;
-        for (size_t i = 0; i < cells; i++)
-            if (memcmp(&fc[k].values[i], &fg[k].values[i], sizeof(float))) diff++;
-        CHECK_EQ(diff, 0);
-        CHECK_EQ(fc[k].n_grid, fg[k].n_grid);
-    }
     /* Sums at perturbed poses. */
     kr_df_pose poses[V];
     unsigned s = 3;
@@ -90,7 +82,6 @@ KR_TEST(parity_refine, fields_and_sums_match)
     }
     for (int k = 0; k < V; k++) {
         kr_dfield_free(&fc[k]);
-        kr_dfield_free(&fg[k]);
         free(xyz[k]);
     }
     kr_refine_engine_destroy(&ec);
