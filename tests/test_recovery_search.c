@@ -15,6 +15,7 @@
 #include "kinreg/pipeline.h"
 #include "kinreg/preprocess.h"
 #include "pipeline/recover.h"
+#include "recovery_fixture.h"
 
 #define FUSE_STEP 3
 
@@ -210,52 +211,6 @@ KR_TEST(recovery_search, finds_jumps_in_one_attempt)
 
 /* ---- the whole pipeline on the same scan: the figures the issue asks for */
 
-typedef struct {
-    size_t n, cap;
-    kr_frame_result *r;
-} result_log;
-
-static void log_result(const kr_frame_result *r, const kr_pipeline_stats *st, void *user)
-{
-    (void)st;
-    result_log *log = user;
-    if (log->n == log->cap) {
-        size_t cap = log->cap ? 2 * log->cap : 1024;
-        kr_frame_result *g = realloc(log->r, cap * sizeof *g);
-        if (!g) return;
-        log->r = g;
-        log->cap = cap;
-    }
-    log->r[log->n++] = *r;
-}
-
-/* Jumps and uncoverings from the ground truth and the frames' depth, and how
- * many of them the published pose is right again after (GOOD, within 2 cm
- * and 2°) within `frames` frames with depth. */
-static void events_recovered(const result_log *log, const kr_trajectory *gt, int frames,
-                             int *events, int *quick)
-{
-    *events = *quick = 0;
-    kr_pose g0inv = kr_pose_inv(&gt->poses[0]);
-    for (size_t i = 1; i < log->n; i++) {
-        size_t k = (size_t)log->r[i].frame_index;
-        double deg, m = step_size(&gt->poses[k - 1], &gt->poses[k], &deg);
-        bool uncovered = log->r[i].valid_points >= 100 && log->r[i - 1].valid_points < 100;
-        if (!(m > 0.05 || deg > 5) && !uncovered) continue;
-        (*events)++;
-        int with_depth = 0;
-        bool ok = false;
-        for (size_t j = i; j < log->n && with_depth < frames && !ok; j++) {
-            if (log->r[j].valid_points < 100) continue;
-            with_depth++;
-            kr_pose truth = kr_pose_mul(&g0inv, &gt->poses[log->r[j].frame_index]);
-            double ed, em = step_size(&truth, &log->r[j].track.pose, &ed);
-            ok = log->r[j].track.state == KR_TRACK_GOOD && ed < 2 && em < 0.02;
-        }
-        *quick += ok;
-    }
-}
-
 /* Runs the pipeline on the scan; prints the events found again within 3
  * frames, the time recovery took, and the ATE over all frames and over the
  * frames that were not LOST (a LOST frame publishes the prediction: on a
@@ -270,8 +225,8 @@ static void pipeline_figures(const kr_source_config *scfg, kr_recover_method met
     const char *backend = getenv("KR_RECOVERY_BACKEND");
     if (backend) CHECK_OK(kr_backend_parse(backend, &cfg.device.backend));
     cfg.recover.method = method;
-    result_log log = {0};
-    cfg.on_frame = log_result;
+    frame_log log = {0};
+    cfg.on_frame = log_frame;
     cfg.user = &log;
     kr_pipeline *p = NULL;
     *events = *quick = 0;
@@ -293,7 +248,7 @@ static void pipeline_figures(const kr_source_config *scfg, kr_recover_method met
     }
     kr_ate a = {0}, b = {0};
     if (gt && log.n > 1) {
-        events_recovered(&log, gt, 3, events, quick);
+        count_recovered(&log, gt, 3, false, events, quick);
         CHECK_OK(kr_eval_ate(gt, &all, 0, &a));
         if (tracked.count > 2) CHECK_OK(kr_eval_ate(gt, &tracked, 0, &b));
     }
