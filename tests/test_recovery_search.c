@@ -225,6 +225,7 @@ static void pipeline_figures(const kr_source_config *scfg, kr_recover_method met
     const char *backend = getenv("KR_RECOVERY_BACKEND");
     if (backend) CHECK_OK(kr_backend_parse(backend, &cfg.device.backend));
     cfg.recover.method = method;
+    cfg.deterministic = true; /* repeatable figures: no timing-dependent snapshot swaps */
     frame_log log = {0};
     cfg.on_frame = log_frame;
     cfg.user = &log;
