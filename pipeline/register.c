@@ -13,6 +13,7 @@
 #include "kinreg/kdtree.h"
 #include "kinreg/register.h"
 #include "pipeline/register_cpu.h"
+#include "pipeline/register_newton.h"
 
 /* Softassign's constants are squared centimetres for a 10 cm object. */
 #define SOFTASSIGN_UNIT2 1e-4
@@ -41,12 +42,12 @@ void kr_register_config_default(kr_register_config *cfg)
     cfg->inlier_ratio = 0.1;
 }
 
-static const char *const method_names[] = {"emicp", "softassign"};
+static const char *const method_names[] = {"emicp", "softassign", "newton"};
 static const char *const engine_names[] = {"auto", "cpu", "cublas", "fused"};
 
 const char *kr_reg_method_name(kr_reg_method m)
 {
-    return (unsigned)m < 2 ? method_names[m] : "?";
+    return (unsigned)m < 3 ? method_names[m] : "?";
 }
 
 const char *kr_reg_engine_name(kr_reg_engine e)
@@ -56,12 +57,13 @@ const char *kr_reg_engine_name(kr_reg_engine e)
 
 kr_status kr_reg_method_parse(const char *text, kr_reg_method *out)
 {
-    for (int i = 0; text && i < 2; i++)
+    for (int i = 0; text && i < 3; i++)
         if (strcmp(text, method_names[i]) == 0) {
             if (out) *out = (kr_reg_method)i;
             return KR_OK;
         }
-    return kr_error(KR_ERR_INVALID_ARG, "unknown registration method '%s' (emicp or softassign)",
+    return kr_error(KR_ERR_INVALID_ARG,
+                    "unknown registration method '%s' (emicp, softassign or newton)",
                     text ? text : "(null)");
 }
 
@@ -91,14 +93,16 @@ static int finite_pos(double x)
 
 static kr_status check_config(const kr_register_config *c)
 {
-    if (c->method != KR_REG_EMICP && c->method != KR_REG_SOFTASSIGN)
+    if (c->method != KR_REG_EMICP && c->method != KR_REG_SOFTASSIGN && c->method != KR_REG_NEWTON)
         return kr_error(KR_ERR_INVALID_ARG, "register: unknown method %d", (int)c->method);
     if ((unsigned)c->engine > KR_REG_ENGINE_FUSED)
         return kr_error(KR_ERR_INVALID_ARG, "register: unknown engine %d", (int)c->engine);
     if (!(c->extent >= 0) || !isfinite(c->extent))
         return kr_error(KR_ERR_INVALID_ARG, "register: extent must be >= 0 (0 = measure), got %g",
                         c->extent);
-    if (c->method == KR_REG_EMICP) {
+    if (c->method == KR_REG_NEWTON) {
+        /* its gates come from the extent alone */
+    } else if (c->method == KR_REG_EMICP) {
         if (!finite_pos(c->sigma2) || !finite_pos(c->sigma2_inf) || !finite_pos(c->d02))
             return kr_error(
                 KR_ERR_INVALID_ARG,
@@ -228,6 +232,35 @@ static void make_params(const kr_register_config *c, double extent, const float 
         }
 }
 
+/* The Newton method: the tracker's engines (the CPU's, or the device's,
+ * which is fused: one graph of kernels per level), the same quality figures. */
+static kr_status register_newton(kr_device *dev, const kr_register_config *cfg,
+                                 kr_reg_engine engine, const float *src, size_t n, const float *dst,
+                                 size_t m, const kr_pose *init, double extent,
+                                 kr_register_result *out)
+{
+    if (engine == KR_REG_ENGINE_CUBLAS)
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "register: the cublas engine is EM-ICP's and Softassign's (the seed's "
+                        "N x M matrix); newton runs on the cpu or fused engine");
+    kr_register_result r;
+    memset(&r, 0, sizeof r);
+    r.pose = init ? *init : kr_pose_identity();
+    r.extent = extent;
+    r.inlier_distance = cfg->inlier_ratio * extent;
+    r.engine = engine;
+    double t0 = now_seconds();
+    kr_status s = kr_register_newton(engine == KR_REG_ENGINE_CPU ? NULL : dev, src, n, dst, m,
+                                     extent, &r.pose, &r.iterations);
+    r.seconds = now_seconds() - t0;
+    if (s != KR_OK) return s;
+    if ((s = quality(src, n, dst, m, &r.pose, r.inlier_distance, &r.rms, &r.inlier_fraction)) !=
+        KR_OK)
+        return s;
+    *out = r;
+    return KR_OK;
+}
+
 kr_status kr_register(kr_device *dev, const kr_register_config *cfg, const float *src, size_t n,
                       const float *dst, size_t m, const kr_pose *init, kr_register_result *out)
 {
@@ -264,6 +297,8 @@ kr_status kr_register(kr_device *dev, const kr_register_config *cfg, const float
                         kr_reg_engine_name(engine));
 
     double extent = cfg->extent > 0 ? cfg->extent : rd;
+    if (cfg->method == KR_REG_NEWTON)
+        return register_newton(dev, cfg, engine, src, n, dst, m, init, extent, out);
     float *sc = NULL, *dc = NULL;
     if ((s = centred_copy(src, n, cs, &sc)) != KR_OK) return s;
     if ((s = centred_copy(dst, m, cd, &dc)) != KR_OK) {

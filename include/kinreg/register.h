@@ -23,7 +23,10 @@
 extern "C" {
 #endif
 
-typedef enum { KR_REG_EMICP = 0, KR_REG_SOFTASSIGN = 1 } kr_reg_method;
+/* EM-ICP and Softassign need no good initial pose; NEWTON (the tracker's
+ * k-d tree Newton method, point-to-plane with normals from the points'
+ * neighbours) refines one that is already close, to the sets' own noise. */
+typedef enum { KR_REG_EMICP = 0, KR_REG_SOFTASSIGN = 1, KR_REG_NEWTON = 2 } kr_reg_method;
 
 typedef enum {
     KR_REG_ENGINE_AUTO = 0,   /* fused on a CUDA device, CPU otherwise */

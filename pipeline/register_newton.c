@@ -1,0 +1,140 @@
+/* kr_register_newton (register_newton.h): normals, the model tree, a source
+ * pyramid, then kr_track_frame_on with gates sized to the sets. */
+#include "pipeline/register_newton.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fusion/refine_internal.h"
+#include "kinreg/kdtree.h"
+#include "kinreg/track.h"
+
+/* Source levels: every 4^l-th point while a level keeps this many. */
+#define NEWTON_LEVELS 3
+#define NEWTON_MIN_LEVEL_POINTS 200
+#define NEWTON_ITERATIONS 20
+
+static bool has_normal(const float *nrm, size_t i)
+{
+    return isfinite(nrm[3 * i]) && isfinite(nrm[3 * i + 1]) && isfinite(nrm[3 * i + 2]);
+}
+
+/* The points of `xyz` with a normal, packed with their normals. */
+static size_t keep_with_normals(const float *xyz, const float *nrm, size_t n, float *out_p,
+                                float *out_n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!has_normal(nrm, i)) continue;
+        memcpy(out_p + 3 * k, xyz + 3 * i, 3 * sizeof *xyz);
+        memcpy(out_n + 3 * k, nrm + 3 * i, 3 * sizeof *nrm);
+        k++;
+    }
+    return k;
+}
+
+/* Level l holds every 4^l-th point of level 0, each level's points then its
+ * normals in one block (the layout the device tracker uploads). */
+static kr_status source_pyramid(const float *p, const float *nrm, size_t n, kr_pyramid *pyr)
+{
+    memset(pyr, 0, sizeof *pyr);
+    int levels = 1;
+    while (levels < NEWTON_LEVELS && n >> (2 * levels) >= NEWTON_MIN_LEVEL_POINTS)
+        levels++;
+    size_t total = 0;
+    for (int l = 0; l < levels; l++)
+        total += (n + ((size_t)1 << (2 * l)) - 1) >> (2 * l);
+    float *block = malloc(6 * total * sizeof *block);
+    if (!block) return kr_error(KR_ERR_NOMEM, "register: no memory for %zu source points", total);
+    float *at = block;
+    for (int l = 0; l < levels; l++) {
+        size_t step = (size_t)1 << (2 * l), count = (n + step - 1) / step;
+        kr_cloud *c = &pyr->level[l];
+        c->points = at;
+        c->normals = at + 3 * count;
+        for (size_t i = 0; i < count; i++) {
+            memcpy(c->points + 3 * i, p + 3 * i * step, 3 * sizeof *p);
+            memcpy(c->normals + 3 * i, nrm + 3 * i * step, 3 * sizeof *nrm);
+        }
+        c->width = (int)count;
+        c->height = 1;
+        c->valid_points = c->valid_normals = (int)count;
+        at += 6 * count;
+    }
+    pyr->levels = levels;
+    pyr->storage = block;
+    pyr->storage_bytes = 6 * total * sizeof *block;
+    return KR_OK;
+}
+
+/* The tracker's loop with registration's gates: lengths from the extent,
+ * no sensor noise model, no state-machine checks (kr_register measures the
+ * result itself). */
+static kr_track_config newton_config(double extent, int levels)
+{
+    kr_track_config tc;
+    kr_track_config_default(&tc);
+    tc.finest_level = 0;
+    for (int l = 0; l < KR_MAX_LEVELS; l++)
+        tc.iterations[l] = l < levels ? NEWTON_ITERATIONS : 0;
+    tc.gate = (float)(0.1 * extent);
+    tc.far_field = (float)(extent / 3);
+    tc.depth_step = 0;
+    tc.converge_trans = 1e-6 * extent;
+    tc.lost_inlier = 0;
+    tc.lost_rms = INFINITY;
+    tc.good_rms = INFINITY;
+    tc.min_points = 6;
+    tc.min_condition = 0;
+    tc.max_speed = 0;
+    tc.max_turn_deg = 0;
+    return tc;
+}
+
+kr_status kr_register_newton(kr_device *dev, const float *src, size_t n, const float *dst, size_t m,
+                             double extent, kr_pose *pose, int *iterations)
+{
+    kr_refine_view views[2] = {{src, n}, {dst, m}};
+    float **nrm = NULL;
+    kr_status s = kr_refine_normals(views, 2, &nrm, NULL);
+    if (s != KR_OK) return s;
+    float *sp = malloc(6 * (n + m) * sizeof *sp);
+    kr_kdtree *tree = NULL;
+    kr_pyramid pyr = {0};
+    if (!sp) {
+        s = kr_error(KR_ERR_NOMEM, "register: no memory for %zu points", n + m);
+        goto done;
+    }
+    float *sn = sp + 3 * n, *dp = sp + 6 * n, *dn = dp + 3 * m;
+    size_t ns = keep_with_normals(src, nrm[0], n, sp, sn);
+    size_t md = keep_with_normals(dst, nrm[1], m, dp, dn);
+    if (ns < 6 || md < 6) {
+        s = kr_error(KR_ERR_EMPTY,
+                     "register: newton needs normals, and the %s set has %zu points with one "
+                     "(of %zu): too sparse or on one line",
+                     ns < 6 ? "source" : "destination", ns < 6 ? ns : md, ns < 6 ? n : m);
+        goto done;
+    }
+    if ((s = kr_kdtree_build(&tree, dp, dn, md)) != KR_OK) goto done;
+    if ((s = source_pyramid(sp, sn, ns, &pyr)) != KR_OK) goto done;
+    kr_track_config tc = newton_config(extent, pyr.levels);
+    tc.finest_level = 0;
+    kr_track_result r;
+    if ((s = kr_track_frame_on(dev, tree, &pyr, pose, &tc, &r)) != KR_OK) goto done;
+    if (r.state == KR_TRACK_LOST) {
+        s = kr_error(KR_ERR_NUMERIC,
+                     "register: newton found too few pairs within %.3g m of each other: the "
+                     "initial pose is too far (start from EM-ICP's, or give --init)",
+                     (double)tc.gate * (1 << (pyr.levels - 1)));
+        goto done;
+    }
+    *pose = r.pose;
+    *iterations = r.iterations;
+done:
+    free(pyr.storage);
+    kr_kdtree_destroy(&tree);
+    free(sp);
+    kr_refine_normals_free(nrm, 2);
+    return s;
+}
