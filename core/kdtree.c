@@ -115,6 +115,11 @@ static void build_node(kr_kdtree *t, kd_item *items, uint32_t node, uint32_t m,
         node = 2 * node + 2;
     }
     make_leaf(t, node, items, normals);
+    /* The left subtrees handed to tasks are done before this returns: a
+     * caller inside a parallel region of its own (kr_refine_normals builds a
+     * tree per view in one) would otherwise find them deferred to its
+     * region's end, after kr_kdtree_build has freed their items. */
+#pragma omp taskwait
 }
 
 kr_kdtree *kr_kdtree_alloc(size_t n)

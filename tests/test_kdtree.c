@@ -150,6 +150,45 @@ KR_TEST(kdtree, exact_matches_brute_force)
     }
 }
 
+/* A tree of 49 152 - 65 535 points builds its first left subtree as an
+ * OpenMP task without a parallel region of its own: built by a caller that is
+ * inside one (kr_refine_normals builds a tree per view in a parallel loop),
+ * the task was deferred to the caller's region's end, after the build had
+ * returned and freed its items (a crash of `kinreg register --method newton`
+ * on a depth frame of 60 000 points). Each of two threads builds one here and
+ * checks it against brute force. */
+KR_TEST(kdtree, builds_whole_inside_a_parallel_region)
+{
+    const size_t n = 50000;
+    float *p = mixed_cloud(n);
+    float q[2][64][3];
+    for (int k = 0; k < 64; k++)
+        for (int a = 0; a < 3; a++) {
+            q[0][k][a] = (float)(urand() * 2 - 1);
+            q[1][k][a] = (float)(urand() * 2 - 1);
+        }
+    int bad = 0, failed = 0;
+#pragma omp parallel for num_threads(2) reduction(+ : bad, failed)
+    for (int v = 0; v < 2; v++) {
+        kr_kdtree *t = NULL;
+        if (kr_kdtree_build(&t, p, NULL, n) != KR_OK) {
+            failed++;
+            continue;
+        }
+        for (int k = 0; k < 64; k++) {
+            size_t bi;
+            double want = brute_nearest(p, n, q[v][k], &bi);
+            float d2 = -1;
+            size_t got = kr_kdtree_nearest(t, q[v][k], &d2);
+            bad += got >= n || fabs(dist2_to(p, got, q[v][k]) - want) > 1e-6 * (1 + want);
+        }
+        kr_kdtree_destroy(&t);
+    }
+    CHECK_EQ(failed, 0);
+    CHECK_EQ(bad, 0);
+    free(p);
+}
+
 KR_TEST(kdtree, knn_matches_brute_force)
 {
     size_t n = 3000;
