@@ -3,9 +3,11 @@
 #include "pipeline/register_newton.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/kdtree_internal.h"
 #include "fusion/refine_internal.h"
 #include "kinreg/kdtree.h"
 #include "kinreg/track.h"
@@ -68,20 +70,49 @@ static kr_status source_pyramid(const float *p, const float *nrm, size_t n, kr_p
     return KR_OK;
 }
 
-/* The tracker's loop with registration's gates: lengths from the extent,
- * no sensor noise model, no state-machine checks (kr_register measures the
- * result itself). */
-static kr_track_config newton_config(double extent, int levels)
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median distance from a point of the tree to its nearest other point, on up
+ * to 1000 evenly spread points: the sampling density the gate must exceed. */
+static double median_spacing(const kr_kdtree *tree, const float *p, size_t m)
+{
+    enum { SAMPLES = 1000 };
+    float d[SAMPLES];
+    size_t step = m > SAMPLES ? m / SAMPLES : 1, k = 0;
+    for (size_t i = 0; i < m && k < SAMPLES; i += step) {
+        uint32_t idx[2];
+        float d2[2];
+        if (kr_kdtree_knn(tree, p + 3 * i, 2, idx, d2) == 2) d[k++] = sqrtf(d2[1]);
+    }
+    if (k == 0) return INFINITY;
+    qsort(d, k, sizeof *d, cmp_float);
+    return d[k / 2];
+}
+
+/* The finest level's gate: a tenth of the object (the bunny: 5.6 mm), or for
+ * a scene (a depth frame spans metres) eight times its sampling, about the
+ * tracker's 3 cm on a whole Kinect frame. */
+#define GATE_EXTENT 0.1
+#define GATE_SPACINGS 8
+
+/* The tracker's loop with registration's gates, no sensor noise model, no
+ * state-machine checks (kr_register measures the result itself). The far
+ * field begins at 10/3 of the gate, as the tracker's does (0.10 / 0.03 m). */
+static kr_track_config newton_config(double gate, int levels)
 {
     kr_track_config tc;
     kr_track_config_default(&tc);
     tc.finest_level = 0;
     for (int l = 0; l < KR_MAX_LEVELS; l++)
         tc.iterations[l] = l < levels ? NEWTON_ITERATIONS : 0;
-    tc.gate = (float)(0.1 * extent);
-    tc.far_field = (float)(extent / 3);
+    tc.gate = (float)gate;
+    tc.far_field = (float)(gate * 10 / 3);
     tc.depth_step = 0;
-    tc.converge_trans = 1e-6 * extent;
+    tc.converge_trans = 1e-5 * gate;
     tc.lost_inlier = 0;
     tc.lost_rms = INFINITY;
     tc.good_rms = INFINITY;
@@ -118,8 +149,8 @@ kr_status kr_register_newton(kr_device *dev, const float *src, size_t n, const f
     }
     if ((s = kr_kdtree_build(&tree, dp, dn, md)) != KR_OK) goto done;
     if ((s = source_pyramid(sp, sn, ns, &pyr)) != KR_OK) goto done;
-    kr_track_config tc = newton_config(extent, pyr.levels);
-    tc.finest_level = 0;
+    double gate = fmin(GATE_EXTENT * extent, GATE_SPACINGS * median_spacing(tree, dp, md));
+    kr_track_config tc = newton_config(gate, pyr.levels);
     kr_track_result r;
     if ((s = kr_track_frame_on(dev, tree, &pyr, pose, &tc, &r)) != KR_OK) goto done;
     if (r.state == KR_TRACK_LOST) {
