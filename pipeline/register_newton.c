@@ -86,7 +86,8 @@ static double median_spacing(const kr_kdtree *tree, const float *p, size_t m)
     for (size_t i = 0; i < m && k < SAMPLES; i += step) {
         uint32_t idx[2];
         float d2[2];
-        if (kr_kdtree_knn(tree, p + 3 * i, 2, idx, d2) == 2) d[k++] = sqrtf(d2[1]);
+        /* duplicated points (0 apart) say nothing of the sampling */
+        if (kr_kdtree_knn(tree, p + 3 * i, 2, idx, d2) == 2 && d2[1] > 0) d[k++] = sqrtf(d2[1]);
     }
     if (k == 0) return INFINITY;
     qsort(d, k, sizeof *d, cmp_float);
@@ -156,7 +157,8 @@ kr_status kr_register_newton(kr_device *dev, const float *src, size_t n, const f
     if (r.state == KR_TRACK_LOST) {
         s = kr_error(KR_ERR_NUMERIC,
                      "register: newton found too few pairs within %.3g m of each other: the "
-                     "initial pose is too far (start from EM-ICP's, or give --init)",
+                     "initial pose is outside its basin (start from EM-ICP's or Softassign's "
+                     "answer)",
                      (double)tc.gate * (1 << (pyr.levels - 1)));
         goto done;
     }

@@ -606,6 +606,22 @@ KR_TEST(register, tool_aligns_two_bunny_scans)
     CHECK_NEAR(ty, -0.000384, 1e-4);
     CHECK_NEAR(tz, -0.0109223, 1e-4);
     CHECK_CONTAINS(out, "\"method\": \"newton\"");
+    /* The chain in one call: EM-ICP on 1500 points, Newton on all. */
+    snprintf(args, sizeof args,
+             "register --method emicp+newton --engine cpu --subsample 1500 --newton-subsample 0 "
+             "--json %s %s",
+             a, b);
+    REQUIRE(kr_test_run_tool(NULL, args, out, sizeof out) == 0);
+    t = strstr(out, "\"t\": [");
+    REQUIRE(t != NULL);
+    REQUIRE(sscanf(t, "\"t\": [%lf, %lf, %lf]", &tx, &ty, &tz) == 3);
+    CHECK_NEAR(tx, -0.0520211, 1e-4);
+    CHECK_NEAR(ty, -0.000384, 1e-4);
+    CHECK_NEAR(tz, -0.0109223, 1e-4);
+    CHECK_CONTAINS(out, "\"method\": \"emicp+newton\"");
+    CHECK_CONTAINS(out, "\"coarse_iterations\"");
+    CHECK_EQ(kr_test_run_tool(NULL, "register --method newton+newton a b", out, sizeof out), 2);
+    CHECK_CONTAINS(out, "emicp+newton or softassign+newton");
     snprintf(args, sizeof args, "register --engine cpu --subsample 500 %s %s", a, b);
     REQUIRE(kr_test_run_tool(NULL, args, out, sizeof out) == 0);
     CHECK_CONTAINS(out, "tum: ");

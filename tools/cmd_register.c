@@ -36,7 +36,8 @@ static void help(FILE *out)
             "share of inliers.\n\n"
             "  --method M        emicp (default), softassign, or newton: from --init (or\n"
             "                    identity) within about 10 deg and a tenth of the scan's\n"
-            "                    size; chain it after emicp with --init from emicp's 'tum:'\n"
+            "                    size; emicp+newton or softassign+newton: Newton from the\n"
+            "                    soft method's answer, on --newton-subsample points\n"
             "  --engine E        auto (default: fused on a CUDA device, else cpu), cpu,\n"
             "                    cublas (the seed's N x M matrix; not newton) or fused\n"
             "                    (CUDA, memory N + M; newton: the GPU tracker)\n"
@@ -49,6 +50,8 @@ static void help(FILE *out)
             "                    0 = all: the soft methods' cost grows as N x M, Newton's\n"
             "                    as (N + M) log M; on whole Kinect depth frames Newton does\n"
             "                    better with 60000 than with all, whose normals are noisier)\n"
+            "  --newton-subsample N  points of each set for a chain's Newton stage\n"
+            "                    (default 60000; 0 = all)\n"
             "  --extent METRES   size the schedule is scaled to (default: the RMS radius of\n"
             "                    DEST; 0.1 runs the seed's constants unscaled)\n"
             "  --full-schedule   no early stop: run the seed's whole annealing schedule\n"
@@ -92,6 +95,32 @@ static void subsample(float *p, size_t *count, size_t n)
     *count = n;
 }
 
+/* Copies of both sets for a chain's Newton stage, each cut to `keep` random
+ * points (0 = all) with the rng from --seed: the points a separate run with
+ * --method newton --subsample keep would use. */
+static bool newton_sets(const float *src, size_t n, const float *dst, size_t m, size_t keep,
+                        float **ns, size_t *nn, float **nd, size_t *nm)
+{
+    unsigned long long saved = rng_state;
+    *ns = malloc(3 * n * sizeof **ns);
+    *nd = malloc(3 * m * sizeof **nd);
+    if (!*ns || !*nd) {
+        fprintf(stderr, "kinreg register: out of memory for %zu points\n", n + m);
+        free(*ns);
+        free(*nd);
+        *ns = *nd = NULL;
+        return false;
+    }
+    memcpy(*ns, src, 3 * n * sizeof **ns);
+    memcpy(*nd, dst, 3 * m * sizeof **nd);
+    *nn = n;
+    *nm = m;
+    subsample(*ns, nn, keep);
+    subsample(*nd, nm, keep);
+    rng_state = saved;
+    return true;
+}
+
 /* The anchor's surface (shared/tools/anchors/emicp_dense_cupy.py). */
 static float *surface(size_t n)
 {
@@ -125,6 +154,24 @@ static const kr_number_rule rule_repeat = {"--repeat", 1, 100000, false, true, "
 static const kr_number_rule rule_depth_scale = {"--depth-scale",   0.001, 1e9, false, false,
                                                 "units per metre", NULL};
 
+/* "emicp", "softassign", "newton", or a soft method then Newton:
+ * "emicp+newton", "softassign+newton". */
+static bool parse_method(const char *text, kr_reg_method *method, bool *then_newton)
+{
+    const char *plus = strchr(text, '+');
+    *then_newton = plus != NULL;
+    if (!plus) return kr_reg_method_parse(text, method) == KR_OK;
+    char base[32];
+    size_t len = (size_t)(plus - text);
+    if (strcmp(plus, "+newton") != 0 || len >= sizeof base) goto bad;
+    memcpy(base, text, len);
+    base[len] = '\0';
+    if (kr_reg_method_parse(base, method) == KR_OK && *method != KR_REG_NEWTON) return true;
+bad:
+    kr_error(KR_ERR_INVALID_ARG, "a chain is emicp+newton or softassign+newton");
+    return false;
+}
+
 static bool register_number(const kr_number_rule *r, const char *arg, double *v)
 {
     return kr_number_option("kinreg register", r, arg, v);
@@ -145,12 +192,14 @@ int kr_cmd_register(int argc, char **argv)
                                          {"json", no_argument, 0, 'j'},
                                          {"intrinsics", required_argument, 0, 'I'},
                                          {"depth-scale", required_argument, 0, 'D'},
+                                         {"newton-subsample", required_argument, 0, 'N'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     kr_register_config cfg;
     kr_register_config_default(&cfg);
     kr_pose init = kr_pose_identity();
-    long sub = 5000, synthetic = 0, repeat = 1, threads = 0;
+    long sub = 5000, synthetic = 0, repeat = 1, threads = 0, newton_sub = 60000;
+    bool then_newton = false; /* --method emicp+newton or softassign+newton */
     kr_source_config camera; /* --intrinsics, parsed as kinreg run parses it */
     kr_source_config_default(&camera);
     camera.intrinsics = "default";
@@ -163,7 +212,11 @@ int kr_cmd_register(int argc, char **argv)
         double v;
         switch (c) {
         case 'm':
-            if (kr_reg_method_parse(optarg, &cfg.method) != KR_OK) goto bad_value;
+            if (!parse_method(optarg, &cfg.method, &then_newton)) goto bad_value;
+            break;
+        case 'N':
+            if (!register_number(&rule_subsample, optarg, &v)) return KR_EXIT_USAGE;
+            newton_sub = (long)v;
             break;
         case 'e':
             if (kr_reg_engine_parse(optarg, &cfg.engine) != KR_OK) goto bad_value;
@@ -248,8 +301,8 @@ int kr_cmd_register(int argc, char **argv)
         return KR_EXIT_USAGE;
     }
 
-    float *src = NULL, *dst = NULL;
-    size_t n = 0, m = 0;
+    float *src = NULL, *dst = NULL, *nsrc = NULL, *ndst = NULL; /* n...: the Newton stage's */
+    size_t n = 0, m = 0, nn = 0, nm = 0;
     kr_pose truth = kr_pose_identity();
     bool have_truth = false;
     if (synthetic) {
@@ -270,6 +323,12 @@ int kr_cmd_register(int argc, char **argv)
                 src[3 * i + k] = (float)o[k];
         }
         have_truth = true;
+        if (then_newton &&
+            !newton_sets(src, n, dst, m, (size_t)newton_sub, &nsrc, &nn, &ndst, &nm)) {
+            free(src);
+            free(dst);
+            return KR_EXIT_FAILURE;
+        }
     } else {
         kr_intrinsics K;
         if (camera.override_intrinsics)
@@ -281,6 +340,12 @@ int kr_cmd_register(int argc, char **argv)
         if (s != KR_OK) {
             fprintf(stderr, "kinreg register: %s\n", kr_last_error());
             free(src);
+            return KR_EXIT_FAILURE;
+        }
+        if (then_newton &&
+            !newton_sets(src, n, dst, m, (size_t)newton_sub, &nsrc, &nn, &ndst, &nm)) {
+            free(src);
+            free(dst);
             return KR_EXIT_FAILURE;
         }
         subsample(src, &n, (size_t)sub);
@@ -303,13 +368,23 @@ int kr_cmd_register(int argc, char **argv)
         free(dst);
         return kr_exit_code(s);
     }
-    kr_register_result r;
+    kr_register_result r, coarse = {0};
+    /* A chain's Newton stage: the device's engine, or the CPU's (cuBLAS is
+     * the soft methods' alone). */
+    kr_register_config fine = cfg;
+    fine.method = KR_REG_NEWTON;
+    if (fine.engine == KR_REG_ENGINE_CUBLAS) fine.engine = KR_REG_ENGINE_AUTO;
     double *times = calloc((size_t)repeat, sizeof *times);
     if (repeat > 1 && kr_device_backend(dev) == KR_BACKEND_CUDA)
         s = kr_register(dev, &cfg, src, n, dst, m, &init, &r); /* warm-up */
     for (long k = 0; s == KR_OK && k < repeat; k++) {
         s = kr_register(dev, &cfg, src, n, dst, m, &init, &r);
         times[k] = r.seconds;
+        if (s == KR_OK && then_newton) {
+            coarse = r;
+            s = kr_register(dev, &fine, nsrc, nn, ndst, nm, &coarse.pose, &r);
+            times[k] += r.seconds;
+        }
     }
     if (s != KR_OK) {
         fprintf(stderr, "kinreg register: %s: %s\n", kr_strerror(s), kr_last_error());
@@ -317,7 +392,16 @@ int kr_cmd_register(int argc, char **argv)
         free(times);
         free(src);
         free(dst);
+        free(nsrc);
+        free(ndst);
         return KR_EXIT_FAILURE;
+    }
+    char method[48];
+    snprintf(method, sizeof method, "%s%s", kr_reg_method_name(cfg.method),
+             then_newton ? "+newton" : "");
+    if (then_newton) {
+        n = nn;
+        m = nm;
     }
     qsort(times, (size_t)repeat, sizeof *times, cmp_double);
     double median = times[repeat / 2], fastest = times[0];
@@ -338,11 +422,13 @@ int kr_cmd_register(int argc, char **argv)
                "\"extent\": %.6g, \"rms_m\": %.6g, \"inlier_fraction\": %.4f, "
                "\"inlier_distance_m\": %.4g, \"repeat\": %ld, \"median_ms\": %.3f, "
                "\"min_ms\": %.3f, ",
-               kr_reg_method_name(cfg.method), kr_reg_engine_name(r.engine),
-               kr_device_describe(dev), n, m, r.iterations, r.stopped_early ? "true" : "false",
-               r.final_sigma2, r.extent, r.rms, r.inlier_fraction, r.inlier_distance, repeat,
-               median * 1e3, fastest * 1e3);
+               method, kr_reg_engine_name(r.engine), kr_device_describe(dev), n, m, r.iterations,
+               r.stopped_early ? "true" : "false", r.final_sigma2, r.extent, r.rms,
+               r.inlier_fraction, r.inlier_distance, repeat, median * 1e3, fastest * 1e3);
         if (have_truth) printf("\"rot_err_deg\": %.5f, \"trans_err_mm\": %.4f, ", err_deg, err_mm);
+        if (then_newton)
+            printf("\"coarse_iterations\": %d, \"coarse_ms\": %.3f, ", coarse.iterations,
+                   coarse.seconds * 1e3);
         printf("\"t\": [%.9g, %.9g, %.9g], \"q\": [%.9g, %.9g, %.9g, %.9g], \"matrix\": [", T->t[0],
                T->t[1], T->t[2], q.x, q.y, q.z, q.w);
         for (int i = 0; i < 3; i++)
@@ -350,11 +436,13 @@ int kr_cmd_register(int argc, char **argv)
                    T->t[i]);
         printf("[0, 0, 0, 1]]}\n");
     } else {
-        printf("# %s on %s (%s), %zu -> %zu points, %d steps%s, %.2f ms",
-               kr_reg_method_name(cfg.method), kr_reg_engine_name(r.engine),
-               kr_device_describe(dev), n, m, r.iterations,
+        printf("# %s on %s (%s), %zu -> %zu points, %d steps%s, %.2f ms", method,
+               kr_reg_engine_name(r.engine), kr_device_describe(dev), n, m, r.iterations,
                r.stopped_early ? " (stopped: pose settled)" : "", median * 1e3);
         if (repeat > 1) printf(" (median of %ld, min %.2f ms)", repeat, fastest * 1e3);
+        if (then_newton)
+            printf("; %s took %d steps, %.2f ms", kr_reg_method_name(cfg.method), coarse.iterations,
+                   coarse.seconds * 1e3);
         printf("\n");
         for (int i = 0; i < 3; i++)
             printf("%12.8f %12.8f %12.8f %12.8f\n", T->R[3 * i], T->R[3 * i + 1], T->R[3 * i + 2],
@@ -371,5 +459,7 @@ int kr_cmd_register(int argc, char **argv)
     free(times);
     free(src);
     free(dst);
+    free(nsrc);
+    free(ndst);
     return KR_EXIT_OK;
 }
