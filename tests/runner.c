@@ -130,9 +130,12 @@ const char *kr_test_tmpdir(void)
     return tmpdir;
 }
 
+/* The kinreg program the build made, or $KINREG_TOOL: a copy of the build
+ * run elsewhere (the GPU machine's carried folder) has it at another path. */
 const char *kr_test_tool(void)
 {
-    return KINREG_TOOL_PATH;
+    const char *env = getenv("KINREG_TOOL");
+    return env && *env ? env : KINREG_TOOL_PATH;
 }
 
 kr_status kr_test_open_dir_source(const char *scheme, const char *dir, bool skip_bad, kr_source **src)
