@@ -94,9 +94,10 @@ void kr_pipeline_options_help_for(FILE *out, bool outputs)
             "                          are evicted, oldest first (--save-model has what is left)\n",
             d.model.memory_mib, d.model.evict_after, (double)d.model.evict_distance);
     fprintf(out,
-            "      --recover M         after a loss: newton (wide-basin search from the last good "
-            "pose\n"
-            "                          and rotated seeds, default) | emicp | softassign | off\n"
+            "      --recover M         after a loss: emicp (EM-ICP of the frame against the model\n"
+            "                          near the last good pose, then the newton search, default)\n"
+            "                          | newton (wide-basin search from the last good pose and\n"
+            "                          rotated seeds) | softassign | off\n"
             "      --recover-after N   N POOR frames in a row count as a loss (default %d)\n",
             d.recover.after_poor);
     fprintf(
