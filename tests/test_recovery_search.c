@@ -248,7 +248,11 @@ static void pipeline_figures(const kr_source_config *scfg, kr_recover_method met
     kr_pipeline *p = NULL;
     *events = *quick = 0;
     *ate_all = *ate_tracked = NAN;
-    REQUIRE_OK(kr_pipeline_create(&p, &cfg));
+    /* Not REQUIRE_OK: after a failed bound of the run with jumps, the run
+     * without them must still print its figures. */
+    kr_status s = kr_pipeline_create(&p, &cfg);
+    CHECK_OK(s);
+    if (s != KR_OK) return;
     CHECK_OK(kr_pipeline_run(p));
     kr_pipeline_stats st;
     kr_pipeline_get_stats(p, &st);
@@ -265,7 +269,7 @@ static void pipeline_figures(const kr_source_config *scfg, kr_recover_method met
     }
     kr_ate a = {0}, b = {0};
     if (gt && log.n > 1) {
-        count_recovered(&log, gt, 3, false, events, quick);
+        count_recovered(&log, gt, 3, getenv("KR_RECOVERY_PRINT") != NULL, events, quick);
         CHECK_OK(kr_eval_ate(gt, &all, 0, &a));
         if (tracked.count > 2) CHECK_OK(kr_eval_ate(gt, &tracked, 0, &b));
     }
@@ -290,7 +294,8 @@ static void pipeline_figures(const kr_source_config *scfg, kr_recover_method met
 /* End to end: the events found again quickly, and the frames that were
  * tracked stay accurate. KR_RECOVERY_SEARCH_FULL=1: the README's demo scan
  * (30 s, 20 jumps, 5 covered stretches) and the run without jumps beside it;
- * KR_RECOVERY_METHOD=newton (or another) to measure that method. */
+ * KR_RECOVERY_METHOD=newton (or another) to measure that method;
+ * KR_RECOVERY_PRINT=1 names the events not found again in time. */
 KR_TEST(recovery_search, pipeline_events_and_ate)
 {
     kr_source_config scfg;
