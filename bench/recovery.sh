@@ -20,16 +20,16 @@ ate() { "$k" eval "$1" "$2" | grep 'ATE rmse'; }
 
 echo "== synthetic, no jumps"
 "$k" demo -q -b "$backend" --out "$out/plain" | head -1
-for method in newton emicp; do
+for method in emicp newton; do
     echo "== synthetic, 20 jumps up to 30 deg / 0.3 m, 5 covered stretches of 10 frames, --recover $method"
     "$k" demo -q -b "$backend" --jumps 20 --covered 5 --recover "$method" --out "$out/jumps-$method" | head -1
 done
 if [ -d "$data/tum/fr1_xyz_head" ]; then
     # The model snapshots are built in the background: runs differ, so the
     # recovery run is repeated (FR1_RUNS, default 3).
-    for method in newton off; do
+    for method in emicp newton off; do
         runs=1
-        [ "$method" = newton ] && runs=${FR1_RUNS:-3}
+        [ "$method" = emicp ] && runs=${FR1_RUNS:-3}
         i=0
         while [ "$i" -lt "$runs" ]; do
             i=$((i + 1))
