@@ -234,10 +234,19 @@ typedef struct {
 
 uint32_t kr_kdtree_nearest_cell(const kr_kdtree *t, const float q[3], float *dist2)
 {
+    uint32_t cell = kr_kdtree_nearest_cell_within(t, q, INFINITY, dist2);
+    return cell == UINT32_MAX ? 0 : cell; /* a NaN query: some cell, at distance inf */
+}
+
+uint32_t kr_kdtree_nearest_cell_within(const kr_kdtree *t, const float q[3], float max_dist2,
+                                       float *dist2)
+{
     kd_pending stack[64];
     int sp = 0;
-    float best = INFINITY;
-    uint32_t best_cell = 0, node = 0;
+    /* Starting from the bound prunes every subtree beyond it: a query far
+     * from the cloud visits a few cells instead of most of the tree. */
+    float best = max_dist2;
+    uint32_t best_cell = UINT32_MAX, node = 0;
     for (;;) {
         while (node < t->n_internal) {
             kr_kd_node nd = t->nodes[node];
@@ -267,6 +276,14 @@ size_t kr_kdtree_nearest(const kr_kdtree *tree, const float q[3], float *dist2)
 {
     if (!tree || !q) return (size_t)-1;
     return tree->leaf_orig[kr_kdtree_nearest_cell(tree, q, dist2)];
+}
+
+size_t kr_kdtree_nearest_within(const kr_kdtree *tree, const float q[3], float max_dist2,
+                                float *dist2)
+{
+    if (!tree || !q) return (size_t)-1;
+    uint32_t cell = kr_kdtree_nearest_cell_within(tree, q, max_dist2, dist2);
+    return cell == UINT32_MAX ? (size_t)-1 : tree->leaf_orig[cell];
 }
 
 size_t kr_kdtree_knn(const kr_kdtree *t, const float q[3], size_t k, uint32_t *idx, float *d2)

@@ -109,6 +109,10 @@ static inline void kr_kd_descend_batch(const kr_kdtree *t, const float (*q)[3], 
 
 /* Exact nearest cell (back-tracking); *dist2 gets the squared distance. */
 uint32_t kr_kdtree_nearest_cell(const kr_kdtree *tree, const float q[3], float *dist2);
+/* The same among the cells closer than sqrt(max_dist2): UINT32_MAX and
+ * *dist2 = max_dist2 when there is none. */
+uint32_t kr_kdtree_nearest_cell_within(const kr_kdtree *tree, const float q[3], float max_dist2,
+                                       float *dist2);
 
 /* The k nearest model points of q (original indices, ascending distance,
  * squared distances in d2 when not NULL). Returns how many were found

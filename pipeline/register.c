@@ -180,26 +180,35 @@ static kr_status centred_copy(const float *p, size_t n, const double c[3], float
 }
 
 /* RMS nearest-neighbour distance and inlier share of the moved source. */
+/* RMS of the nearest-neighbour distances, each capped at `cap` (the
+ * extent), and the share within `inlier`, over at most QUALITY_POINTS
+ * evenly spread source points. From a failed pose the moved points lie far
+ * from every destination point, and an exact search from each walks much
+ * of the tree: on two whole depth frames (230 000 points each) all of them
+ * took 20 s of a 21 s Newton run. */
+#define QUALITY_POINTS 20000
 static kr_status quality(const float *src, size_t n, const float *dst, size_t m, const kr_pose *T,
-                         double inlier, double *rms, double *frac)
+                         double inlier, double cap, double *rms, double *frac)
 {
     kr_kdtree *tree = NULL;
     kr_status s = kr_kdtree_build(&tree, dst, NULL, m);
     if (s != KR_OK) return s;
+    const float cap2 = cap > 0 ? (float)(cap * cap) : INFINITY;
+    const size_t step = n > QUALITY_POINTS ? n / QUALITY_POINTS : 1, used = (n + step - 1) / step;
     double sum = 0;
     size_t in = 0;
 #pragma omp parallel for schedule(static) reduction(+ : sum, in)
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i += step) {
         double p[3] = {src[3 * i], src[3 * i + 1], src[3 * i + 2]}, q[3];
         kr_pose_apply(T, p, q);
         float qf[3] = {(float)q[0], (float)q[1], (float)q[2]}, d2;
-        kr_kdtree_nearest(tree, qf, &d2);
+        kr_kdtree_nearest_within(tree, qf, cap2, &d2);
         sum += d2;
         in += d2 <= inlier * inlier;
     }
     kr_kdtree_destroy(&tree);
-    *rms = sqrt(sum / (double)n);
-    *frac = (double)in / (double)n;
+    *rms = sqrt(sum / (double)used);
+    *frac = (double)in / (double)used;
     return KR_OK;
 }
 
@@ -254,8 +263,8 @@ static kr_status register_newton(kr_device *dev, const kr_register_config *cfg,
                                      extent, &r.pose, &r.iterations);
     r.seconds = now_seconds() - t0;
     if (s != KR_OK) return s;
-    if ((s = quality(src, n, dst, m, &r.pose, r.inlier_distance, &r.rms, &r.inlier_fraction)) !=
-        KR_OK)
+    if ((s = quality(src, n, dst, m, &r.pose, r.inlier_distance, r.extent, &r.rms,
+                     &r.inlier_fraction)) != KR_OK)
         return s;
     *out = r;
     return KR_OK;
@@ -345,7 +354,8 @@ kr_status kr_register(kr_device *dev, const kr_register_config *cfg, const float
     r.inlier_distance = cfg->inlier_ratio * extent;
     r.seconds = seconds;
     r.engine = engine;
-    if ((s = quality(src, n, dst, m, &T, r.inlier_distance, &r.rms, &r.inlier_fraction)) != KR_OK)
+    if ((s = quality(src, n, dst, m, &T, r.inlier_distance, r.extent, &r.rms,
+                     &r.inlier_fraction)) != KR_OK)
         return s;
     *out = r;
     return KR_OK;

@@ -150,6 +150,38 @@ KR_TEST(kdtree, exact_matches_brute_force)
     }
 }
 
+/* The bounded search finds what brute force finds within the bound, and
+ * nothing (with the bound as the distance) where brute force finds nothing
+ * nearer. */
+KR_TEST(kdtree, nearest_within_matches_brute_force)
+{
+    const size_t n = 5000;
+    float *p = mixed_cloud(n);
+    kr_kdtree *t = NULL;
+    REQUIRE_OK(kr_kdtree_build(&t, p, NULL, n));
+    int bad = 0, none = 0;
+    for (int k = 0; k < 2000; k++) {
+        float q[3];
+        double scale = k % 2 ? 3 : 1.2;
+        for (int a = 0; a < 3; a++)
+            q[a] = (float)((urand() * 2 - 1) * scale);
+        size_t bi = 0;
+        double want = brute_nearest(p, n, q, &bi);
+        float bound = (float)(urand() * urand()), d2 = -1;
+        size_t got = kr_kdtree_nearest_within(t, q, bound, &d2);
+        if (want < bound * (1 - 1e-5)) {
+            bad += !(got < n) || fabs(dist2_to(p, got < n ? got : 0, q) - want) > 1e-6 * (1 + want);
+        } else if (want > bound * (1 + 1e-5)) {
+            none++;
+            bad += got != (size_t)-1 || d2 != bound;
+        }
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_GT(none, 100); /* both branches were exercised */
+    kr_kdtree_destroy(&t);
+    free(p);
+}
+
 /* A tree of 49 152 - 65 535 points builds its first left subtree as an
  * OpenMP task without a parallel region of its own: built by a caller that is
  * inside one (kr_refine_normals builds a tree per view in a parallel loop),

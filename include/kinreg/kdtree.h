@@ -31,6 +31,11 @@ KR_API size_t kr_kdtree_descend(const kr_kdtree *tree, const float q[3]);
 /* Exact nearest neighbour (with back-tracking), for tests and an exact mode.
  * *dist2 receives the squared distance when not NULL. */
 KR_API size_t kr_kdtree_nearest(const kr_kdtree *tree, const float q[3], float *dist2);
+/* The nearest point closer than sqrt(max_dist2), or (size_t)-1 with
+ * *dist2 = max_dist2 when there is none: far queries then cost a few cells,
+ * not a walk over most of the tree. */
+KR_API size_t kr_kdtree_nearest_within(const kr_kdtree *tree, const float q[3], float max_dist2,
+                                       float *dist2);
 
 #ifdef __cplusplus
 }

@@ -94,7 +94,8 @@ typedef struct {
     double final_sigma2; /* EM-ICP: last σ² used (m², after extent scaling);
                             Softassign: last temperature T (m²) */
     double extent;       /* metres, as used */
-    double rms;          /* RMS distance (m) from each moved src point to its nearest dst point */
+    double rms;          /* RMS distance (m) from each moved src point to its nearest dst point,
+                            each capped at the extent */
     double inlier_fraction; /* share of src points with that distance <= inlier_distance */
     double inlier_distance; /* metres */
     double seconds;         /* wall time of the registration (quality figures excluded) */
