@@ -32,6 +32,19 @@ static float *surface(unsigned *s, size_t n)
     return p;
 }
 
+/* The first n of p's points moved by T, in a new array. */
+static float *moved(const float *p, size_t n, const kr_pose *T)
+{
+    float *out = malloc(3 * n * sizeof *out);
+    for (size_t i = 0; out && i < n; i++) {
+        double a[3] = {p[3 * i], p[3 * i + 1], p[3 * i + 2]}, o[3];
+        kr_pose_apply(T, a, o);
+        for (int k = 0; k < 3; k++)
+            out[3 * i + k] = (float)o[k];
+    }
+    return out;
+}
+
 /* n source points against m >= n destination points. */
 static void compare(kr_reg_method method, size_t n, size_t m, int jmax)
 {
@@ -40,16 +53,11 @@ static void compare(kr_reg_method method, size_t n, size_t m, int jmax)
     /* src is (the first n points of) dst moved: exact correspondences exist,
      * so besides agreeing with each other every engine must land on the
      * motion itself. */
-    float *dst = surface(&s, m), *tmp = dst, *src = malloc(3 * n * sizeof *src);
     double h = 20 * M_PI / 360, t[3] = {0.02, -0.01, 0.015};
     kr_quat q = {sin(h) / sqrt(14), 2 * sin(h) / sqrt(14), 3 * sin(h) / sqrt(14), cos(h)};
     kr_pose T = kr_pose_from_quat(q, t), Ti = kr_pose_inv(&T);
-    for (size_t i = 0; i < n; i++) {
-        double p[3] = {tmp[3 * i], tmp[3 * i + 1], tmp[3 * i + 2]}, o[3];
-        kr_pose_apply(&Ti, p, o);
-        for (int k = 0; k < 3; k++)
-            src[3 * i + k] = (float)o[k];
-    }
+    float *dst = surface(&s, m), *src = moved(dst, n, &Ti);
+    REQUIRE(src != NULL);
     kr_device *cpu = make_device(KR_BACKEND_CPU), *gpu = make_device(KR_BACKEND_CUDA);
     REQUIRE(cpu && gpu);
     kr_register_config c;
@@ -134,16 +142,13 @@ KR_TEST(parity_register, newton_engines_agree)
     NEED_CUDA();
     unsigned s = 23;
     enum { N = 20000 };
-    float *dst = surface(&s, N), *src = surface(&s, N);
     double h = 10 * M_PI / 360, t[3] = {0.02, 0, -0.01};
     kr_quat q = {sin(h) / sqrt(3), sin(h) / sqrt(3), sin(h) / sqrt(3), cos(h)};
     kr_pose T = kr_pose_from_quat(q, t), Ti = kr_pose_inv(&T);
-    for (size_t i = 0; i < N; i++) {
-        double p[3] = {src[3 * i], src[3 * i + 1], src[3 * i + 2]}, o[3];
-        kr_pose_apply(&Ti, p, o);
-        for (int k = 0; k < 3; k++)
-            src[3 * i + k] = (float)o[k];
-    }
+    /* a second sample of the surface, moved: no exact correspondences */
+    float *dst = surface(&s, N), *other = surface(&s, N), *src = moved(other, N, &Ti);
+    free(other);
+    REQUIRE(src != NULL);
     kr_device *cpu = make_device(KR_BACKEND_CPU), *gpu = make_device(KR_BACKEND_CUDA);
     REQUIRE(cpu && gpu);
     kr_register_config c;
