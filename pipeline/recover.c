@@ -1,9 +1,10 @@
 /* Recovery: coarse alignment with a wide basin, then Newton tracking as the
- * judge. The coarse stage is the k-d tree Newton method itself with a wide
- * gate (far pairs count), point-to-point attraction far from the surface and
- * many steps on the coarse levels: the issue's "widen only when a failure is
- * detected". EM-ICP and Softassign (the seeds' wide-basin methods) plug into
- * the same place once the registration engines are built in. */
+ * judge. The coarse stage is EM-ICP or Softassign (the seeds' wide-basin
+ * methods, kr_register) of the frame's points against the model's near the
+ * last good pose, and behind them, or alone (--recover newton), a search
+ * over seeds with the k-d tree Newton method itself: a wide gate (far pairs
+ * count), point-to-point attraction far from the surface and many steps on
+ * the coarse levels, the issue's "widen only when a failure is detected". */
 #include "pipeline/recover.h"
 
 #include <math.h>

@@ -2,7 +2,8 @@
  * their size, centres them (so that every engine accumulates small numbers),
  * dispatches to an engine — OpenMP (register_cpu.c), the seed's cuBLAS
  * formulation or the fused streaming kernels (gpu/register*.cu) — and
- * measures the result's quality with an exact nearest-neighbour search. */
+ * measures the result's quality with an exact nearest-neighbour search
+ * (bounded at the extent, on a sample of the source: quality()). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,7 +180,6 @@ static kr_status centred_copy(const float *p, size_t n, const double c[3], float
     return KR_OK;
 }
 
-/* RMS nearest-neighbour distance and inlier share of the moved source. */
 /* RMS of the nearest-neighbour distances, each capped at `cap` (the
  * extent), and the share within `inlier`, over at most QUALITY_POINTS
  * evenly spread source points. From a failed pose the moved points lie far

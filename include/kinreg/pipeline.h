@@ -36,8 +36,9 @@ typedef struct {
     /* EM-ICP / Softassign: voxel-subsample frame and model to at most this
      * many points each (default 1000: the CPU engine's cost grows as N·M),
      * taking the model's points and the frame's within model_radius of the
-     * last good camera and of the frame's (m, default 3); try soft_hypotheses rotated seeds after
-     * the last good pose (default 2), then, with newton_fallback (default 1), the Newton search. */
+     * last good camera and of the frame's (m, default 3); try
+     * soft_hypotheses rotated seeds after the last good pose (default 2),
+     * then, with newton_fallback (default 1), the Newton search. */
     int max_points;
     float model_radius;
     int soft_hypotheses;
