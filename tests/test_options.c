@@ -65,6 +65,8 @@ KR_TEST(options, run_refuses_values_out_of_range)
         {"run -q --every 1e300", "--every"},
         {"run -q --progress 1e300", "--progress"},
         {"run -q --gate nan", "--gate"},
+        {"run -q --recover-radius 0", "--recover-radius"},
+        {"run -q --recover-radius inf", "--recover-radius"},
         {"run -q --voxel inf", "--voxel"},
         {"demo -q --threads 99999999999", "--threads"},
         {"bench --seed 1e20", "--seed"},

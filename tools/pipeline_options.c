@@ -98,8 +98,11 @@ void kr_pipeline_options_help_for(FILE *out, bool outputs)
             "                          near the last good pose, then the newton search, default)\n"
             "                          | newton (wide-basin search from the last good pose and\n"
             "                          rotated seeds) | softassign | off\n"
-            "      --recover-after N   N POOR frames in a row count as a loss (default %d)\n",
-            d.recover.after_poor);
+            "      --recover-after N   N POOR frames in a row count as a loss (default %d)\n"
+            "      --recover-radius M  emicp / softassign register the frame's and the model's\n"
+            "                          points within M metres of the camera (default %g; raise it\n"
+            "                          for a scene seen mostly beyond it)\n",
+            d.recover.after_poor, (double)d.recover.model_radius);
     fprintf(
         out,
         "      --refine off|on     live refiner: keyframes every %g m or %g deg while tracking is\n"
@@ -140,6 +143,7 @@ static const kr_number_rule
     rule_covered_frames = {"--covered-frames", 1, 100000, false, true, "frames", NULL},
     rule_recover_after = {"--recover-after",     0, 100000, false, true, "POOR frames",
                           "0 = only LOST frames"},
+    rule_recover_radius = {"--recover-radius", 0.1, 100, false, false, "metres", NULL},
     rule_frames = {"--frames", 1, INT_MAX, false, true, "frames", NULL},
     /* below a millimetre the voxel map cannot hold a scene (and 1e-30 empties it) */
     rule_voxel = {"--voxel", 0.001, 10, false, false, "a voxel size in metres", NULL},
@@ -382,13 +386,19 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
     case 1036:
         if (kr_recover_method_parse(arg, &cfg->recover.method) != KR_OK) {
             fprintf(stderr,
-                    "kinreg: --recover '%s' is not allowed: expected newton, emicp, softassign or off\n", arg);
+                    "kinreg: --recover '%s' is not allowed: expected emicp, newton, softassign or "
+                    "off\n",
+                    arg);
             return -1;
         }
         return 1;
     case 1037:
         if (parse_number(&rule_recover_after, arg, &v) < 0) return -1;
         cfg->recover.after_poor = (int)v;
+        return 1;
+    case 1038:
+        if (parse_number(&rule_recover_radius, arg, &v) < 0) return -1;
+        cfg->recover.model_radius = (float)v;
         return 1;
     case 1050:
         if (strcmp(arg, "on") && strcmp(arg, "off")) {

@@ -31,6 +31,7 @@
         {"jump-angle", required_argument, 0, 1032}, {"jump-distance", required_argument, 0, 1033}, \
         {"covered", required_argument, 0, 1034}, {"covered-frames", required_argument, 0, 1035},   \
         {"recover", required_argument, 0, 1036}, {"recover-after", required_argument, 0, 1037},    \
+        {"recover-radius", required_argument, 0, 1038},                                            \
         {"model-period", required_argument, 0, 1040},                                              \
         {"model-points", required_argument, 0, 1041}, {"refine", required_argument, 0, 1050},      \
         {"refine-window", required_argument, 0, 1051},                                             \
