@@ -65,9 +65,12 @@ kr_status kr_gpu_register(kr_gpu_context *ctx, int cublas, const kr_hd_reg_param
  * on the device and only the result copied back. The tree is uploaded when
  * it is not the one already there (kr_kdtree serial); the pyramid's levels
  * are read where kr_gpu_preprocess left them when pyr->device_stamp says so,
- * else uploaded. */
+ * else uploaded. `count` seeds of the same pyramid and plan (1 to
+ * KR_GPU_TRACK_MAX_SEEDS) run side by side in one launch, out[k] from
+ * seeds[k]. */
+#define KR_GPU_TRACK_MAX_SEEDS 256
 kr_status kr_gpu_track(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyramid *pyr,
-                       const kr_ts_plan *plan, const kr_pose *seed, kr_ts_result *out);
+                       const kr_ts_plan *plan, const kr_pose *seeds, int count, kr_ts_result *out);
 
 /* Parity entry points: one linearisation of `cloud` at `pose` (out gets
  * F, g, h, residual, points, inliers; the pose and centroid fields are not

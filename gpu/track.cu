@@ -29,8 +29,11 @@
  * finished the remaining kernels of that level return at once. The sequence
  * is captured into a CUDA graph and replayed while the pyramid's shape, the
  * plan's schedule and the buffers stay the same, so a frame costs one graph
- * launch. Built with -fmad=false (CMakeLists.txt): no fused multiply-adds,
- * so the double sums round like the CPU engine's. */
+ * launch. Several seeds of one pyramid (kr_gpu_track's count, the
+ * recovery's probes) run as one sequence: seed k's state is trk_dev k, its
+ * evaluations grid row k and its control block k, so the probes of a search
+ * cost one graph launch instead of one each. Built with -fmad=false (CMakeLists.txt): no fused
+ * multiply-adds, so the double sums round like the CPU engine's. */
 #include <string.h>
 
 #include "gpu/context.h"
@@ -166,14 +169,14 @@ __global__ void centroid_kernel(const float *__restrict__ pts, const float *__re
 }
 
 /* The level's centroid and RMS radius (as pipeline/track.c cloud_centroid),
- * and whether the level is tracked. */
+ * and whether the level is tracked; block k: seed k (one centroid for all). */
 __global__ void begin_kernel(trk_dev *d, const double *partials, int blocks, int is_finest)
 {
     __shared__ double s[kCentroidFields];
     partials_sum<kCentroidFields>(partials, blocks, s);
     __syncthreads();
     if (threadIdx.x != 0) return;
-    trk_state *st = &d->st;
+    trk_state *st = &d[blockIdx.x].st;
     double cnt = s[4];
     if (cnt == 0) {
         st->r.c_cam[0] = st->r.c_cam[1] = st->r.c_cam[2] = 0;
@@ -190,13 +193,15 @@ __global__ void begin_kernel(trk_dev *d, const double *partials, int blocks, int
     st->phase = PHASE_START;
 }
 
-/* One linearisation: each thread one pixel of the level. `level` picks the
- * plan's parameters; the pose is the state's (trial pose during a line
- * search). */
+/* One linearisation: each thread one pixel of the level, grid row k seed k.
+ * `level` picks the plan's parameters; the pose is the state's (trial pose
+ * during a line search). */
 __global__ void __launch_bounds__(kThreads)
     eval_kernel(const trk_dev *d, int level, const float *__restrict__ pts,
                 const float *__restrict__ nrm, int n, double *partials)
 {
+    d += blockIdx.y;
+    partials += (size_t)blockIdx.y * gridDim.x * kAccFields;
     const trk_state *st = &d->st;
     if (!st->active) return; /* uniform over the grid */
     const kr_pose *T = st->phase == PHASE_START ? &st->r.T : &st->Tt;
@@ -268,10 +273,12 @@ __device__ void plan_step(const kr_ts_plan *plan, int level, trk_state *st)
 }
 
 /* mode 0: the tracking loop's control after an evaluation; mode 1: only
- * store the sums (kr_gpu_linearize). */
+ * store the sums (kr_gpu_linearize). Block k: seed k. */
 __global__ void step_kernel(trk_dev *d, int level, const double *partials, int blocks, int mode)
 {
     __shared__ double s[kAccFields];
+    d += blockIdx.x;
+    partials += (size_t)blockIdx.x * blocks * kAccFields;
     if (!d->st.active) return;
     partials_sum<kAccFields>(partials, blocks, s);
     __syncthreads();
@@ -331,10 +338,10 @@ int blocks_for(long n)
     return (int)((n + kThreads - 1) / kThreads);
 }
 
-/* Device layout of the TRACK slot: trk_dev, then the partials. */
-size_t partials_offset()
+/* Device layout of the TRACK slot: `count` trk_dev, then their partials. */
+size_t partials_offset(int count)
 {
-    return (sizeof(trk_dev) + 255) & ~(size_t)255;
+    return (count * sizeof(trk_dev) + 255) & ~(size_t)255;
 }
 
 /* The tree's device copy: its own when it was built on this device
@@ -368,19 +375,20 @@ kr_status tree_on_device(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_kd
     return KR_OK;
 }
 
-/* The TRACK slot sized for `max_points` per evaluation; *d and *partials
- * point into it, *host into the staging slot (a trk_dev). */
-kr_status track_buffers(kr_gpu_context *ctx, long max_points, trk_dev **d, double **partials,
-                        trk_dev **host)
+/* The TRACK slot sized for `count` seeds of `max_points` per evaluation; *d
+ * and *partials point into it, *host into the staging slot (count trk_dev). */
+kr_status track_buffers(kr_gpu_context *ctx, long max_points, int count, trk_dev **d,
+                        double **partials, trk_dev **host)
 {
     int blocks = blocks_for(max_points > 0 ? max_points : 1);
-    size_t bytes = partials_offset() + (size_t)blocks * kAccFields * sizeof(double);
+    size_t bytes = partials_offset(count) + (size_t)count * blocks * kAccFields * sizeof(double);
     void *dev, *stage;
     kr_status s;
     if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_TRACK, bytes, &dev)) != KR_OK) return s;
-    if ((s = kr_gpu_staging(ctx, KR_GPU_STAGING_TRACK, sizeof(trk_dev), &stage)) != KR_OK) return s;
+    if ((s = kr_gpu_staging(ctx, KR_GPU_STAGING_TRACK, count * sizeof(trk_dev), &stage)) != KR_OK)
+        return s;
     *d = (trk_dev *)dev;
-    *partials = (double *)((char *)dev + partials_offset());
+    *partials = (double *)((char *)dev + partials_offset(count));
     *host = (trk_dev *)stage;
     return KR_OK;
 }
@@ -417,7 +425,7 @@ struct frame_key {
     double *partials;
     const float *pts[KR_MAX_LEVELS], *nrm[KR_MAX_LEVELS];
     int n[KR_MAX_LEVELS], evals[KR_MAX_LEVELS];
-    int top, finest;
+    int top, finest, seeds;
 };
 static_assert(sizeof(frame_key) <= sizeof(((kr_gpu_context *)0)->track_graph_key),
               "frame_key must fit the context's key");
@@ -439,13 +447,13 @@ kr_status enqueue_frame(cudaStream_t stream, const frame_key *k)
         centroid_kernel<<<blocks, kThreads, 0, stream>>>(k->pts[level], k->nrm[level], n,
                                                          k->partials);
         KR_CUDA_CHECK_LAUNCH(centroid_kernel);
-        begin_kernel<<<1, 32, 0, stream>>>(k->d, k->partials, blocks, level == k->finest);
+        begin_kernel<<<k->seeds, 32, 0, stream>>>(k->d, k->partials, blocks, level == k->finest);
         KR_CUDA_CHECK_LAUNCH(begin_kernel);
         for (int e = 0; e < k->evals[level]; e++) {
-            eval_kernel<<<blocks, kThreads, 0, stream>>>(k->d, level, k->pts[level], k->nrm[level],
-                                                         n, k->partials);
+            eval_kernel<<<dim3(blocks, k->seeds), kThreads, 0, stream>>>(
+                k->d, level, k->pts[level], k->nrm[level], n, k->partials);
             KR_CUDA_CHECK_LAUNCH(eval_kernel);
-            step_kernel<<<1, 64, 0, stream>>>(k->d, level, k->partials, blocks, 0);
+            step_kernel<<<k->seeds, 64, 0, stream>>>(k->d, level, k->partials, blocks, 0);
             KR_CUDA_CHECK_LAUNCH(step_kernel);
         }
     }
@@ -482,8 +490,11 @@ kr_status launch_frame(kr_gpu_context *ctx, const frame_key *k)
 } // namespace
 
 kr_status kr_gpu_track(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyramid *pyr,
-                       const kr_ts_plan *plan, const kr_pose *seed, kr_ts_result *out)
+                       const kr_ts_plan *plan, const kr_pose *seeds, int count, kr_ts_result *out)
 {
+    if (count < 1 || count > KR_GPU_TRACK_MAX_SEEDS)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_gpu_track: %d seeds (1..%d)", count,
+                        KR_GPU_TRACK_MAX_SEEDS);
     kr_status s = kr_gpu_enter(ctx);
     if (s != KR_OK) return s;
     long max_points = 0;
@@ -496,21 +507,23 @@ kr_status kr_gpu_track(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyra
     const float *pts[KR_MAX_LEVELS], *nrm[KR_MAX_LEVELS];
     trk_dev *d, *h;
     double *partials;
-    if ((s = track_buffers(ctx, max_points, &d, &partials, &h)) != KR_OK) return s;
+    if ((s = track_buffers(ctx, max_points, count, &d, &partials, &h)) != KR_OK) return s;
     if ((s = tree_on_device(ctx, tree, &nodes, &cells)) != KR_OK) return s;
     if ((s = pyramid_on_device(ctx, pyr, pts, nrm)) != KR_OK) return s;
 
     /* The staging copy is free once the stream is idle: it is after every
      * successful call, and this also covers a call that failed half-way. */
     KR_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
-    memset(h, 0, sizeof *h);
-    h->plan = *plan;
-    h->nodes = nodes;
-    h->cells = cells;
-    h->n_internal = tree->n_internal;
-    h->st.r.T = *seed;
-    h->st.r.L = 1;
-    KR_CUDA_CHECK(cudaMemcpyAsync(d, h, sizeof *h, cudaMemcpyHostToDevice, ctx->stream));
+    memset(h, 0, count * sizeof *h);
+    for (int k = 0; k < count; k++) {
+        h[k].plan = *plan;
+        h[k].nodes = nodes;
+        h[k].cells = cells;
+        h[k].n_internal = tree->n_internal;
+        h[k].st.r.T = seeds[k];
+        h[k].st.r.L = 1;
+    }
+    KR_CUDA_CHECK(cudaMemcpyAsync(d, h, count * sizeof *h, cudaMemcpyHostToDevice, ctx->stream));
 
     frame_key key;
     memset(&key, 0, sizeof key);
@@ -518,6 +531,7 @@ kr_status kr_gpu_track(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyra
     key.partials = partials;
     key.top = plan->top;
     key.finest = plan->finest;
+    key.seeds = count;
     for (int l = plan->finest; l <= plan->top; l++) {
         key.pts[l] = pts[l];
         key.nrm[l] = nrm[l];
@@ -525,10 +539,10 @@ kr_status kr_gpu_track(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyra
         key.evals[l] = evals_of(plan, l);
     }
     if ((s = launch_frame(ctx, &key)) != KR_OK) return s;
-    KR_CUDA_CHECK(
-        cudaMemcpyAsync(&h->st, &d->st, sizeof h->st, cudaMemcpyDeviceToHost, ctx->stream));
+    KR_CUDA_CHECK(cudaMemcpyAsync(h, d, count * sizeof *h, cudaMemcpyDeviceToHost, ctx->stream));
     KR_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
-    *out = h->st.r;
+    for (int k = 0; k < count; k++)
+        out[k] = h[k].st.r;
     return KR_OK;
 }
 
@@ -578,7 +592,7 @@ kr_status kr_gpu_linearize(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_
     trk_dev *d, *h;
     double *partials;
     void *q;
-    if ((s = track_buffers(ctx, n, &d, &partials, &h)) != KR_OK) return s;
+    if ((s = track_buffers(ctx, n, 1, &d, &partials, &h)) != KR_OK) return s;
     size_t bytes = 6 * (size_t)(n > 0 ? n : 1) * sizeof(float);
     if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_QUERY, bytes, &q)) != KR_OK) return s;
     float *dp = (float *)q, *dn = dp + 3 * n;
@@ -601,7 +615,7 @@ kr_status kr_gpu_linearize_level(kr_gpu_context *ctx, const kr_kdtree *tree, con
     trk_dev *d, *h;
     double *partials;
     const float *pts[KR_MAX_LEVELS], *nrm[KR_MAX_LEVELS];
-    if ((s = track_buffers(ctx, n, &d, &partials, &h)) != KR_OK) return s;
+    if ((s = track_buffers(ctx, n, 1, &d, &partials, &h)) != KR_OK) return s;
     if ((s = pyramid_on_device(ctx, pyr, pts, nrm)) != KR_OK) return s;
     return linearize_device(ctx, tree, pts[level], nrm[level], n, pose, P, d, partials, h, out);
 }
@@ -618,7 +632,7 @@ kr_status kr_gpu_descend(kr_gpu_context *ctx, const kr_kdtree *tree, const float
     trk_dev *d, *h;
     double *partials;
     void *buf;
-    if ((s = track_buffers(ctx, 1, &d, &partials, &h)) != KR_OK) return s;
+    if ((s = track_buffers(ctx, 1, 1, &d, &partials, &h)) != KR_OK) return s;
     if ((s = tree_on_device(ctx, tree, &nodes, &cells)) != KR_OK) return s;
     size_t bytes = (size_t)(n ? n : 1) * (3 * sizeof(float) + sizeof(uint32_t));
     if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_QUERY, bytes, &buf)) != KR_OK) return s;

@@ -8,13 +8,14 @@
         "this kinreg was built without CUDA; rebuild with nvcc installed or use --backend cpu")
 
 kr_status kr_gpu_track(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyramid *pyr,
-                       const kr_ts_plan *plan, const kr_pose *seed, kr_ts_result *out)
+                       const kr_ts_plan *plan, const kr_pose *seeds, int count, kr_ts_result *out)
 {
     (void)ctx;
     (void)tree;
     (void)pyr;
     (void)plan;
-    (void)seed;
+    (void)seeds;
+    (void)count;
     (void)out;
     return KR_TRACK_NOCUDA;
 }

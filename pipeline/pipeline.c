@@ -59,6 +59,7 @@ struct kr_pipeline {
      * the inlier fraction a GOOD frame needs until the model covers the
      * view (0 = the track config's). */
     float partial_inlier;
+    kr_recover_cache recover_cache; /* the model's points for the attempts of one loss */
 
     atomic_bool stop;
     /* The paced capture thread sleeps on this until its frame is due or the
@@ -204,6 +205,7 @@ void kr_pipeline_destroy(kr_pipeline **pp)
     if (p->refine) kr_live_refine_free(p->refine); /* its thread first */
     free(p->refine);
     kr_trajectory_free(&p->refined);
+    kr_recover_cache_free(&p->recover_cache);
     kr_outbox_destroy(&p->outbox);
     kr_queue_destroy(&p->queue);
     kr_publisher_destroy(&p->publisher);
@@ -531,7 +533,7 @@ static kr_status recover(kr_pipeline *p, const kr_kdtree *model, const kr_pose *
     double t0 = kr_now();
     kr_recovery rec;
     kr_status s = kr_recover_frame(p->device, model, &p->pyramid, seed, &p->last_pose, &p->cfg.recover,
-                                   &p->cfg.track, &p->recent, &rec);
+                                   &p->cfg.track, &p->recent, &p->recover_cache, &rec);
     if (s != KR_OK) return s;
     r->recovery_tried = true;
     r->recover_ms = 1e3 * (kr_now() - t0);

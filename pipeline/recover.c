@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/kdtree_internal.h"
 #include "kinreg/register.h"
 #include "pipeline/recover_verify.h"
 #include "pipeline/subsample.h"
@@ -222,6 +223,38 @@ static kr_status model_points(const kr_kdtree *model, const kr_pose *last_good, 
     return KR_OK;
 }
 
+void kr_recover_cache_free(kr_recover_cache *cache)
+{
+    if (!cache) return;
+    free(cache->points);
+    memset(cache, 0, sizeof *cache);
+}
+
+/* model_points through the cache: the same model tree, last good pose,
+ * radius and size give the same points. *out stays the cache's (or, without
+ * a cache, is the caller's to free: *owned). */
+static kr_status model_points_cached(const kr_kdtree *model, const kr_pose *last_good,
+                                     double radius, size_t max_points, kr_recover_cache *cache,
+                                     float **out, size_t *n, bool *owned)
+{
+    *owned = cache == NULL;
+    if (!cache) return model_points(model, last_good, radius, max_points, out, n);
+    if (!(cache->tree_serial == model->serial && model->serial != 0 &&
+          !memcmp(&cache->last_good, last_good, sizeof *last_good) && cache->radius == radius &&
+          cache->max_points == max_points)) {
+        kr_recover_cache_free(cache);
+        kr_status s = model_points(model, last_good, radius, max_points, &cache->points, &cache->n);
+        if (s != KR_OK) return s;
+        cache->tree_serial = model->serial;
+        cache->last_good = *last_good;
+        cache->radius = radius;
+        cache->max_points = max_points;
+    }
+    *out = cache->points;
+    *n = cache->n;
+    return KR_OK;
+}
+
 /* Soft-correspondence registration (EM-ICP or Softassign) of the frame's
  * points to the model's, both in the last good camera's frame, from the
  * rotation `init`: the camera pose it implies. */
@@ -394,13 +427,15 @@ static kr_status judge_candidate(kr_device *dev, const kr_kdtree *model, const k
 static kr_status recover_soft(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
                               const kr_pose *last_good, const kr_recover_config *rc,
                               const kr_track_config *tc, const kr_track_quality *recent,
-                              kr_recovery *res)
+                              kr_recover_cache *cache, kr_recovery *res)
 {
     float *src = NULL, *dst = NULL;
     size_t n = 0, m = 0;
+    bool own_dst = false;
     kr_status s = frame_points(pyr, rc->model_radius, (size_t)rc->max_points, &src, &n);
     if (s == KR_OK)
-        s = model_points(model, last_good, rc->model_radius, (size_t)rc->max_points, &dst, &m);
+        s = model_points_cached(model, last_good, rc->model_radius, (size_t)rc->max_points, cache,
+                                &dst, &m, &own_dst);
     const double angle = rc->hypothesis_deg * M_PI / 180;
     const kr_pose identity = kr_pose_identity();
     for (int h = 0; s == KR_OK && h <= rc->soft_hypotheses && !res->success; h++) {
@@ -423,7 +458,7 @@ static kr_status recover_soft(kr_device *dev, const kr_kdtree *model, const kr_p
     if (res->success)
         res->method = rc->method == KR_RECOVER_SOFTASSIGN ? KR_METHOD_SOFTASSIGN : KR_METHOD_EMICP;
     free(src);
-    free(dst);
+    if (own_dst) free(dst);
     return s;
 }
 
@@ -482,30 +517,40 @@ static kr_status newton_search(kr_device *dev, const kr_kdtree *model, const kr_
 
     int axes = rc->hypotheses > 0 ? rc->hypotheses : 0;
     int n = 2 + 2 * axes < MAX_SEEDS ? 2 + 2 * axes : MAX_SEEDS;
+    kr_pose seeds[MAX_SEEDS];
     kr_track_result coarse[MAX_SEEDS];
-    int order[MAX_SEEDS];
     const double angle = rc->hypothesis_deg * M_PI / 180;
-    int judged = 0;
-    for (int h = 0; h < n && s == KR_OK && !res->success; h++) {
-        /* Rotations about the prediction (the last good pose once the
-         * pipeline has dropped the velocity of a lost camera). */
-        kr_pose seed = h == 0   ? *predicted
-                       : h == 1 ? *last_good
-                                : kr_recover_hypothesis(predicted, h - 1, axes, angle);
-        s = kr_track_frame_on(dev, model, &probe, &seed, &pc, &coarse[h]);
-        res->attempts++;
-        order[h] = h;
-        for (int i = h; i > 0 && score(&coarse[order[i]]) > score(&coarse[order[i - 1]]); i--) {
-            int t = order[i];
-            order[i] = order[i - 1];
-            order[i - 1] = t;
-        }
-        if (s == KR_OK && h <= 1 && coarse[h].inlier_fraction >= tc->good_inlier &&
+    /* Rotations about the prediction (the last good pose once the pipeline
+     * has dropped the velocity of a lost camera). */
+    for (int h = 0; h < n; h++)
+        seeds[h] = h == 0   ? *predicted
+                   : h == 1 ? *last_good
+                            : kr_recover_hypothesis(predicted, h - 1, axes, angle);
+    /* The prediction and the last good pose first, judged at once when
+     * their probe fits well; the rotations only if neither passes. Each
+     * group is one launch on a CUDA device. */
+    int first = n < 2 ? n : 2, judged = 0;
+    s = kr_track_frames_on(dev, model, &probe, seeds, first, &pc, coarse);
+    res->attempts += first;
+    for (int h = 0; h < first && s == KR_OK && !res->success; h++)
+        if (coarse[h].inlier_fraction >= tc->good_inlier &&
             !(h == 1 && same_pose(&coarse[0].pose, &coarse[1].pose))) {
             s = try_candidate(dev, model, pyr, &coarse[h].pose, predicted, last_good, rc, tc,
                               recent, true, res);
             res->hypothesis = h;
             judged++;
+        }
+    if (s == KR_OK && !res->success && n > first) {
+        s = kr_track_frames_on(dev, model, &probe, seeds + first, n - first, &pc, coarse + first);
+        res->attempts += n - first;
+    }
+    int order[MAX_SEEDS];
+    for (int h = 0; h < n && s == KR_OK && !res->success; h++) {
+        order[h] = h;
+        for (int i = h; i > 0 && score(&coarse[order[i]]) > score(&coarse[order[i - 1]]); i--) {
+            int t = order[i];
+            order[i] = order[i - 1];
+            order[i - 1] = t;
         }
     }
     /* The best few distinct candidates, in order of their probe fit. */
@@ -531,7 +576,8 @@ static kr_status newton_search(kr_device *dev, const kr_kdtree *model, const kr_
 kr_status kr_recover_frame(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
                            const kr_pose *predicted, const kr_pose *last_good,
                            const kr_recover_config *rc, const kr_track_config *tc,
-                           const kr_track_quality *recent, kr_recovery *out)
+                           const kr_track_quality *recent, kr_recover_cache *cache,
+                           kr_recovery *out)
 {
     if (!dev || !model || !pyr || !predicted || !last_good || !rc || !tc || !out)
         return kr_error(KR_ERR_INVALID_ARG, "kr_recover_frame: NULL argument");
@@ -539,7 +585,7 @@ kr_status kr_recover_frame(kr_device *dev, const kr_kdtree *model, const kr_pyra
     memset(&res, 0, sizeof res);
     res.method = KR_METHOD_NEWTON;
     if (rc->method == KR_RECOVER_EMICP || rc->method == KR_RECOVER_SOFTASSIGN) {
-        kr_status s = recover_soft(dev, model, pyr, last_good, rc, tc, recent, &res);
+        kr_status s = recover_soft(dev, model, pyr, last_good, rc, tc, recent, cache, &res);
         if (s != KR_OK) return s;
         if (res.success || rc->newton_fallback == 0) {
             *out = res;

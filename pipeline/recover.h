@@ -26,15 +26,32 @@ typedef struct {
  * `axes` axes spread evenly over the sphere, h = 1 .. axes the first shell. */
 kr_pose kr_recover_hypothesis(const kr_pose *last_good, int h, int axes, double angle_rad);
 
+/* The model's points near the last good pose (camera frame, subsampled),
+ * kept across the attempts of one loss: while the model tree (its serial)
+ * and the last good pose stay the same, so do they. Zero-initialise; free
+ * with kr_recover_cache_free. */
+typedef struct {
+    unsigned long long tree_serial; /* 0: empty */
+    kr_pose last_good;
+    double radius;
+    size_t max_points;
+    float *points;
+    size_t n;
+} kr_recover_cache;
+
+void kr_recover_cache_free(kr_recover_cache *cache);
+
 /* Recovers the frame `pyr` against `model`; `predicted` is the motion
  * model's seed for the frame (the last good pose when the motion is unknown). `recent` carries the
  * recent GOOD frames' figures (recent_inlier, recent_rms) for the final check; the motion check is
  * not applied (the camera may have jumped). Never fails on bad geometry: an unrecoverable frame is
- * success = false. */
+ * success = false. `cache` (may be NULL) keeps the model's points for the
+ * next attempt of the same loss. */
 kr_status kr_recover_frame(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
                            const kr_pose *predicted, const kr_pose *last_good,
                            const kr_recover_config *rc, const kr_track_config *tc,
-                           const kr_track_quality *recent, kr_recovery *out);
+                           const kr_track_quality *recent, kr_recover_cache *cache,
+                           kr_recovery *out);
 
 /* The basin check of a fast camera: when Newton tracking from the
  * constant-velocity prediction failed, or ended more than 3 cm or 3 degrees

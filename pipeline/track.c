@@ -327,30 +327,52 @@ void kr_track_plan(const kr_track_config *cfg, const kr_pyramid *pyr, kr_ts_plan
 kr_status kr_track_frame_on(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
                             const kr_pose *seed, const kr_track_config *cfg, kr_track_result *out)
 {
+    return kr_track_frames_on(dev, model, pyr, seed, 1, cfg, out);
+}
+
+/* Seeds tracked per device launch: the probes of one recovery search fit. */
+#define SEEDS_PER_LAUNCH 64
+
+kr_status kr_track_frames_on(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
+                             const kr_pose *seeds, int count, const kr_track_config *cfg,
+                             kr_track_result *out)
+{
+    if (!model || !pyr || !seeds || !cfg || !out || count < 0)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_track_frames_on: NULL argument or count < 0");
     kr_gpu_context *gpu =
         dev && kr_device_backend(dev) == KR_BACKEND_CUDA ? kr_device_gpu(dev) : NULL;
     /* Exact nearest neighbours (a test mode) exist on the CPU engine only. */
-    if (!gpu || (cfg && cfg->exact_nn)) return kr_track_frame(model, pyr, seed, cfg, out);
-    if (!model || !pyr || !seed || !cfg || !out)
-        return kr_error(KR_ERR_INVALID_ARG, "kr_track_frame_on: NULL argument");
+    if (!gpu || cfg->exact_nn) {
+        for (int k = 0; k < count; k++) {
+            kr_status s = kr_track_frame(model, pyr, &seeds[k], cfg, &out[k]);
+            if (s != KR_OK) return s;
+        }
+        return KR_OK;
+    }
     if (pyr->levels < 1 || pyr->levels > KR_MAX_LEVELS)
         return kr_error(KR_ERR_INVALID_ARG, "kr_track_frame: pyramid with %d levels", pyr->levels);
     if (model->n == 0)
         return kr_error(KR_ERR_EMPTY, "kr_track_frame: the model tree has no points");
     kr_ts_plan plan;
     kr_track_plan(cfg, pyr, &plan);
-    kr_ts_result r;
-    kr_status s = kr_gpu_track(gpu, model, pyr, &plan, seed, &r);
-    if (s != KR_OK) return s;
-    kr_newton_sums lin;
-    memset(&lin, 0, sizeof lin);
-    memcpy(lin.F, r.F, sizeof lin.F);
-    memcpy(lin.g, r.g, sizeof lin.g);
-    lin.h = r.h;
-    lin.residual = r.residual;
-    lin.points = r.points;
-    lin.inliers = r.inliers;
-    finish_result(&lin, &r.T, r.c_cam, r.L, r.solved != 0, r.total_iters, seed, cfg, out);
+    for (int first = 0; first < count; first += SEEDS_PER_LAUNCH) {
+        int batch = count - first < SEEDS_PER_LAUNCH ? count - first : SEEDS_PER_LAUNCH;
+        kr_ts_result r[SEEDS_PER_LAUNCH];
+        kr_status s = kr_gpu_track(gpu, model, pyr, &plan, seeds + first, batch, r);
+        if (s != KR_OK) return s;
+        for (int k = 0; k < batch; k++) {
+            kr_newton_sums lin;
+            memset(&lin, 0, sizeof lin);
+            memcpy(lin.F, r[k].F, sizeof lin.F);
+            memcpy(lin.g, r[k].g, sizeof lin.g);
+            lin.h = r[k].h;
+            lin.residual = r[k].residual;
+            lin.points = r[k].points;
+            lin.inliers = r[k].inliers;
+            finish_result(&lin, &r[k].T, r[k].c_cam, r[k].L, r[k].solved != 0, r[k].total_iters,
+                          &seeds[first + k], cfg, &out[first + k]);
+        }
+    }
     return KR_OK;
 }
 

@@ -283,6 +283,52 @@ KR_TEST(parity_track, tum_frame_pose)
     track_both(uri, 5);
 }
 
+/* Many seeds in one launch (kr_track_frames_on, the recovery's probes):
+ * each seed's result is the one tracking from it alone gives, bit for bit on
+ * the device and within the tolerances above against the CPU engine. 70
+ * seeds take two launches; their offsets (up to 3 deg and 5 cm) end after
+ * different numbers of steps, so seeds finish while others still run. */
+KR_TEST(parity_track, seeds_side_by_side)
+{
+    NEED_CUDA();
+    frame_pair fp;
+    kr_kdtree *tree = NULL;
+    REQUIRE(prepare("synthetic", 4, &fp, &tree));
+    kr_device *dev = make_device(KR_BACKEND_CUDA);
+    REQUIRE(dev);
+    kr_track_config cfg;
+    kr_track_config_default(&cfg);
+    enum { SEEDS = 70 };
+    kr_pose seeds[SEEDS];
+    kr_track_result batch[SEEDS];
+    unsigned state = 12345;
+    for (int k = 0; k < SEEDS; k++) {
+        double w[6];
+        for (int i = 0; i < 6; i++) {
+            state = state * 1103515245u + 12345u;
+            double u = ((state >> 8) & 0xffff) / 65535.0 * 2 - 1;
+            w[i] = u * 0.05 / sqrt(3); /* rotation (rad), then translation (m) */
+        }
+        seeds[k] = kr_pose_exp(w);
+    }
+    CHECK_OK(kr_track_frames_on(dev, tree, &fp.b, seeds, SEEDS, &cfg, batch));
+    int steps_min = 1 << 30, steps_max = 0;
+    for (int k = 0; k < SEEDS; k++) {
+        kr_track_result alone, cpu;
+        CHECK_OK(kr_track_frame_on(dev, tree, &fp.b, &seeds[k], &cfg, &alone));
+        CHECK(memcmp(&alone.pose, &batch[k].pose, sizeof alone.pose) == 0);
+        CHECK_EQ(alone.iterations, batch[k].iterations);
+        CHECK_OK(kr_track_frame(tree, &fp.b, &seeds[k], &cfg, &cpu));
+        check_same_result(&cpu, &batch[k]);
+        if (batch[k].iterations < steps_min) steps_min = batch[k].iterations;
+        if (batch[k].iterations > steps_max) steps_max = batch[k].iterations;
+    }
+    CHECK_LT(steps_min, steps_max);
+    kr_kdtree_destroy(&tree);
+    kr_device_destroy(&dev);
+    free_pair(&fp);
+}
+
 /* Out of device memory: KR_ERR_CUDA naming the failing call, the result
  * untouched, and the next frame tracks as before. */
 KR_TEST(parity_track, out_of_memory_names_the_statement)

@@ -138,7 +138,7 @@ static search_result run_search(const kr_source_config *scfg, kr_backend backend
         kr_recovery rec;
         double t0 = kr_now();
         s = kr_recover_frame(dev, kr_model_snapshot_tree(snap), &pyr, &predicted, &last_good, rc,
-                             &tc, &recent, &rec);
+                             &tc, &recent, NULL, &rec);
         double ms = 1e3 * (kr_now() - t0);
         kr_model_snapshot_release(&snap);
         CHECK_OK(s);

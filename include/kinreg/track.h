@@ -91,6 +91,14 @@ KR_API kr_status kr_track_frame_on(kr_device *dev, const kr_kdtree *model, const
                                    const kr_pose *seed, const kr_track_config *cfg,
                                    kr_track_result *out);
 
+/* kr_track_frame_on from `count` seeds at once: out[k] is the result from
+ * seeds[k], as kr_track_frame_on would give it. On a CUDA device they run
+ * side by side in one launch (a search over seeds costs about one
+ * tracking); the CPU engine tracks them in turn. */
+KR_API kr_status kr_track_frames_on(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
+                                    const kr_pose *seeds, int count, const kr_track_config *cfg,
+                                    kr_track_result *out);
+
 /* Quality figures of one level as the state machine sees them. */
 typedef struct {
     int points, inliers;
