@@ -532,8 +532,9 @@ static kr_status recover(kr_pipeline *p, const kr_kdtree *model, const kr_pose *
         return KR_OK;
     double t0 = kr_now();
     kr_recovery rec;
-    kr_status s = kr_recover_frame(p->device, model, &p->pyramid, seed, &p->last_pose, &p->cfg.recover,
-                                   &p->cfg.track, &p->recent, &p->recover_cache, &rec);
+    kr_status s =
+        kr_recover_frame(p->device, model, &p->pyramid, seed, &p->last_pose, &p->cfg.recover,
+                         &p->cfg.track, &p->recent, &p->recover_cache, &rec);
     if (s != KR_OK) return s;
     r->recovery_tried = true;
     r->recover_ms = 1e3 * (kr_now() - t0);
