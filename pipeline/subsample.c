@@ -51,6 +51,17 @@ static size_t one_pass(const float *points, size_t n, double voxel, uint64_t *ta
     return count;
 }
 
+#define MAX_GROWTHS 64
+
+/* The voxel after k growths by half, multiplied as often as growing pass by
+ * pass would (the same double). */
+static double grown(double voxel, int k)
+{
+    while (k-- > 0)
+        voxel *= 1.5;
+    return voxel;
+}
+
 kr_status kr_voxel_subsample(float *points, size_t n, double voxel, size_t max_points, size_t *kept,
                              double *voxel_used)
 {
@@ -66,11 +77,30 @@ kr_status kr_voxel_subsample(float *points, size_t n, double voxel, size_t max_p
         free(keep);
         return kr_error(KR_ERR_NOMEM, "voxel subsampling: out of memory for %zu points", n);
     }
+    /* The voxel is the first of voxel·1.5^k, k = 0, 1, ... (at most 64), that
+     * keeps at most max_points. A surface's count falls about as the voxel
+     * squared, so the count at the start says roughly which k that is:
+     * start one short of it and step, a few passes instead of one per k
+     * (a room's model to 1000 points: 7). */
     size_t count = one_pass(points, n, voxel, table, cap, keep);
-    for (int pass = 0; count > max_points && pass < 64; pass++) {
-        voxel *= 1.5;
-        count = one_pass(points, n, voxel, table, cap, keep);
+    int k = 0;
+    if (count > max_points) {
+        double need = 0.5 * log((double)count / (double)max_points) / log(1.5);
+        k = (int)ceil(need) - 1;
+        k = k < 1 ? 1 : k > MAX_GROWTHS ? MAX_GROWTHS : k;
+        count = one_pass(points, n, grown(voxel, k), table, cap, keep);
+        if (count <= max_points) {
+            /* Started too far: back down while a smaller voxel also keeps
+             * few enough, then the marks of the one found again. */
+            while (k > 1 &&
+                   one_pass(points, n, grown(voxel, k - 1), table, cap, keep) <= max_points)
+                k--;
+            count = one_pass(points, n, grown(voxel, k), table, cap, keep);
+        }
+        while (count > max_points && k < MAX_GROWTHS)
+            count = one_pass(points, n, grown(voxel, ++k), table, cap, keep);
     }
+    voxel = grown(voxel, k);
     size_t w = 0;
     for (size_t i = 0; i < n && w < max_points; i++)
         if (keep[i]) {
