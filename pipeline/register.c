@@ -263,8 +263,8 @@ static kr_status register_newton(kr_device *dev, const kr_register_config *cfg,
                                      extent, &r.pose, &r.iterations);
     r.seconds = now_seconds() - t0;
     if (s != KR_OK) return s;
-    if ((s = quality(src, n, dst, m, &r.pose, r.inlier_distance, r.extent, &r.rms,
-                     &r.inlier_fraction)) != KR_OK)
+    if (!cfg->pose_only && (s = quality(src, n, dst, m, &r.pose, r.inlier_distance, r.extent,
+                                        &r.rms, &r.inlier_fraction)) != KR_OK)
         return s;
     *out = r;
     return KR_OK;
@@ -354,8 +354,8 @@ kr_status kr_register(kr_device *dev, const kr_register_config *cfg, const float
     r.inlier_distance = cfg->inlier_ratio * extent;
     r.seconds = seconds;
     r.engine = engine;
-    if ((s = quality(src, n, dst, m, &T, r.inlier_distance, r.extent, &r.rms,
-                     &r.inlier_fraction)) != KR_OK)
+    if (!cfg->pose_only && (s = quality(src, n, dst, m, &T, r.inlier_distance, r.extent, &r.rms,
+                                        &r.inlier_fraction)) != KR_OK)
         return s;
     *out = r;
     return KR_OK;

@@ -573,6 +573,30 @@ KR_TEST(register, stop_rule_ends_a_settled_run_early)
     free(b);
 }
 
+/* pose_only: the same pose, no quality figures (recovery judges the pose by
+ * tracking and skips their k-d tree and searches). */
+KR_TEST(register, pose_only_skips_the_quality_figures)
+{
+    enum { N = 500 };
+    unsigned seed = 7;
+    float dst[3 * N], src[3 * N];
+    random_cloud(&seed, dst, N, 0.1);
+    kr_pose T = pose_from_axis(0.2, 1, -0.3, 10, 0.005, 0.002, -0.004), Ti = kr_pose_inv(&T);
+    move_points(&Ti, dst, N, src);
+    kr_register_config c;
+    kr_register_config_default(&c);
+    c.engine = KR_REG_ENGINE_CPU;
+    kr_register_result full, bare;
+    REQUIRE_OK(kr_register(NULL, &c, src, N, dst, N, NULL, &full));
+    c.pose_only = true;
+    REQUIRE_OK(kr_register(NULL, &c, src, N, dst, N, NULL, &bare));
+    CHECK(memcmp(&full.pose, &bare.pose, sizeof full.pose) == 0);
+    CHECK_EQ(full.iterations, bare.iterations);
+    CHECK_GT(full.inlier_fraction, 0.9);
+    CHECK_EQ(bare.inlier_fraction, 0);
+    CHECK_EQ(bare.rms, 0);
+}
+
 /* ---- kinreg register ----------------------------------------------------------- */
 
 KR_TEST(register, tool_aligns_two_bunny_scans)

@@ -83,8 +83,12 @@ typedef struct {
     double stop_sigma_ratio;
 
     /* Quality: a source point is an inlier when its nearest dst point (after
-     * the final pose) is within inlier_ratio (0.1)·extent. */
+     * the final pose) is within inlier_ratio (0.1)·extent. pose_only (default
+     * false) skips the quality figures (rms and inlier_fraction stay 0): for
+     * a caller that judges the pose itself, as recovery does, they cost a
+     * k-d tree of dst and a search per point. */
     double inlier_ratio;
+    bool pose_only;
 } kr_register_config;
 
 typedef struct {
