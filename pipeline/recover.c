@@ -211,8 +211,9 @@ static kr_status model_points(const kr_kdtree *model, const kr_pose *last_good, 
     kr_pose inv = kr_pose_inv(last_good);
     size_t k = 0;
     for (size_t i = 0; i < total; i += step) {
-        const float *p = model->cells[i].s; /* leaf order: see kr_recover_free_space */
+        float p[3];
         double q[3];
+        kr_kdtree_point(model, i, p, NULL);
         double pw[3] = {p[0], p[1], p[2]};
         kr_pose_apply(&inv, pw, q);
         if (!(q[2] > 0) || q[0] * q[0] + q[1] * q[1] + q[2] * q[2] > radius * radius) continue;

@@ -5,8 +5,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/kdtree_internal.h"
-
 kr_status kr_recover_free_space(const kr_kdtree *model, const kr_cloud *cloud, const kr_pose *pose,
                                 size_t max_points, double margin_m, double depth_step,
                                 kr_free_space *out)
@@ -26,12 +24,9 @@ kr_status kr_recover_free_space(const kr_kdtree *model, const kr_cloud *cloud, c
     kr_pose inv = kr_pose_inv(pose);
     size_t n = kr_kdtree_size(model);
     size_t step = max_points > 0 && n > max_points ? (n + max_points - 1) / max_points : 1;
-    /* Every step-th cell in the tree's leaf order: an even spread over
-     * space (leaves are ordered by their regions), read at a constant
-     * stride. kr_kdtree_point's order (the points as fused) reads the cells
-     * at random: a cache miss a point. */
     for (size_t i = 0; i < n; i += step) {
-        const float *p = model->cells[i].s;
+        float p[3];
+        kr_kdtree_point(model, i, p, NULL);
         double pw[3] = {p[0], p[1], p[2]}, q[3];
         kr_pose_apply(&inv, pw, q);
         if (!(q[2] > 0.1)) continue;
