@@ -432,17 +432,6 @@ static void accept_pose(kr_pipeline *p, const kr_pose *pose, double stamp)
  * lies from the prediction against the time the camera had to get there, and
  * the trend against the recent GOOD frames. A verdict only ever worsens; the
  * pose stays Newton's (the caller publishes the seed for a LOST frame). */
-/* A solution that departed from its seed as far as the basin check looks
- * (the camera moved unlike the motion model said) must keep this share of
- * the recent inlier fraction, not inlier_drop's: near a fast camera that
- * turns back lie wrong basins that fit a planar scene almost as well. TUM
- * fr1 every 8th frame (CPU engine, 2-core VM): frames 36-38 were GOOD 20-22
- * cm off with 0.64-0.73 of the view on the model against 0.87 before (ATE
- * 6.18 cm with --rebuild-every 2, and in 2 of 8 runs that were not
- * deterministic); now they go to recovery: 1.74 cm there, 1.79-3.54 cm in
- * five runs. The synthetic scan's flags and figures are unchanged. */
-#define DEPARTED_INLIER_DROP 0.8f
-
 static void judge(const kr_pipeline *p, const kr_pose *seed, double stamp, kr_track_result *t)
 {
     if (t->state == KR_TRACK_LOST) return;
@@ -464,9 +453,6 @@ static void judge(const kr_pipeline *p, const kr_pose *seed, double stamp, kr_tr
     kr_track_config gates = p->cfg.track;
     if (p->partial_inlier > 0 && p->partial_inlier < gates.good_inlier)
         gates.good_inlier = p->partial_inlier;
-    if (q.departure_trans > KR_BASIN_DEPARTURE_M ||
-        q.departure_rot > KR_BASIN_DEPARTURE_DEG * M_PI / 180)
-        gates.inlier_drop = fmaxf(gates.inlier_drop, DEPARTED_INLIER_DROP);
     kr_track_state verdict = kr_track_classify(&q, &gates);
     if (verdict > t->state) t->state = verdict;
 }
