@@ -612,12 +612,6 @@ kr_status kr_recover_frame(kr_device *dev, const kr_kdtree *model, const kr_pyra
     return KR_OK;
 }
 
-/* A departure from the prediction beyond this asks for the second seed: at
- * 30 frames/s a hand's motion departs by millimetres; at every 8th frame of
- * TUM fr1/xyz, where the camera turns back, by 5-25 cm. */
-#define BASIN_DEPARTURE_M 0.03
-#define BASIN_DEPARTURE_DEG 3.0
-
 static bool poses_apart(const kr_pose *a, const kr_pose *b, double m, double deg)
 {
     kr_pose inv = kr_pose_inv(a), d = kr_pose_mul(&inv, b);
@@ -636,7 +630,7 @@ kr_status kr_recover_basin_check(kr_device *dev, const kr_kdtree *model, const k
      * or the solution stayed near it. */
     if (!poses_apart(predicted, last_pose, 1e-4, 0.01) ||
         (io->state != KR_TRACK_LOST &&
-         !poses_apart(predicted, &io->pose, BASIN_DEPARTURE_M, BASIN_DEPARTURE_DEG)))
+         !poses_apart(predicted, &io->pose, KR_BASIN_DEPARTURE_M, KR_BASIN_DEPARTURE_DEG)))
         return KR_OK;
     kr_track_result other;
     kr_status s = kr_track_frame_on(dev, model, pyr, last_pose, tc, &other);

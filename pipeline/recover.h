@@ -53,6 +53,12 @@ kr_status kr_recover_frame(kr_device *dev, const kr_kdtree *model, const kr_pyra
                            const kr_track_quality *recent, kr_recover_cache *cache,
                            kr_recovery *out);
 
+/* A departure from the prediction beyond this asks for the second seed: at
+ * 30 frames/s a hand's motion departs by millimetres; at every 8th frame of
+ * TUM fr1/xyz, where the camera turns back, by 5-25 cm. */
+#define KR_BASIN_DEPARTURE_M 0.03
+#define KR_BASIN_DEPARTURE_DEG 3.0
+
 /* The basin check of a fast camera: when Newton tracking from the
  * constant-velocity prediction failed, or ended more than 3 cm or 3 degrees
  * from it (the camera turned back, or the solution slid along a wall),
