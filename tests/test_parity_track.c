@@ -304,11 +304,8 @@ KR_TEST(parity_track, seeds_side_by_side)
     unsigned state = 12345;
     for (int k = 0; k < SEEDS; k++) {
         double w[6];
-        for (int i = 0; i < 6; i++) {
-            state = state * 1103515245u + 12345u;
-            double u = ((state >> 8) & 0xffff) / 65535.0 * 2 - 1;
-            w[i] = u * 0.05 / sqrt(3); /* rotation (rad), then translation (m) */
-        }
+        for (int i = 0; i < 6; i++) /* rotation (rad), then translation (m) */
+            w[i] = (2 * kr_urand(&state) - 1) * 0.05 / sqrt(3);
         seeds[k] = kr_pose_exp(w);
     }
     CHECK_OK(kr_track_frames_on(dev, tree, &fp.b, seeds, SEEDS, &cfg, batch));

@@ -46,10 +46,8 @@ static float *surface_cloud(size_t n, unsigned seed)
     float *pts = malloc(3 * n * sizeof *pts);
     for (size_t i = 0; pts && i < n; i++) {
         float u[2];
-        for (int a = 0; a < 2; a++) {
-            seed = seed * 1103515245u + 12345u;
-            u[a] = (float)((seed >> 8) & 0xffff) / 65535.0f * 3.0f;
-        }
+        for (int a = 0; a < 2; a++)
+            u[a] = (float)(3 * kr_urand(&seed));
         float *p = pts + 3 * i;
         switch (i % 3) {
         case 0:
