@@ -1,10 +1,10 @@
-/* What a persistent registration kernel needs besides its pair passes (the
- * fused engine, gpu/register_persistent.cu; apart so that another kernel of
- * the same shape can share it). Each is one cooperative kernel for the
- * whole annealing schedule; this is their block state, the grid barrier
- * between passes, and the end of a step (the blocks' Horn moments summed in
- * the same order in every block, Horn's step on one warp, the schedule).
- * CUDA-side header: gpu/ .cu files only. */
+/* What the two persistent registration kernels share: the fused streaming
+ * engine (gpu/register_persistent.cu, EM-ICP and Softassign) and Softassign
+ * with its plan held on chip (gpu/softassign_onchip.cu). Each is one
+ * cooperative kernel for the whole annealing schedule; this is their block
+ * state, the grid barrier between passes, and the end of a step (the
+ * blocks' Horn moments summed in the same order in every block, Horn's step
+ * on one warp, the schedule). CUDA-side header: gpu/ .cu files only. */
 #ifndef KR_GPU_PERSISTENT_KERNEL_CUH
 #define KR_GPU_PERSISTENT_KERNEL_CUH
 
@@ -40,6 +40,15 @@ typedef struct {
                      barrier took ~6 µs a step (H100 profile, session 6). */
     size_t n, m;
     int tile; /* columns per shared-memory tile */
+    /* On-chip Softassign (gpu/softassign_onchip.cu): its rows per block,
+     * three column-sum buffers in fixed point, the fixed point's scale and
+     * the largest per-block sum it takes, and where a block says it saw a
+     * larger one. */
+    int rows;
+    unsigned long long *colsum;
+    float fix_scale, fix_limit;
+    double fix_inv;
+    unsigned *overflow;
 } pk_args;
 
 /* Per-block state in shared memory. */

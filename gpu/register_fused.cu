@@ -452,7 +452,9 @@ static kr_status run_fused(kr_gpu_context *ctx, const kr_hd_reg_params *p,
     size_t n = pts->n, m = pts->m;
     if (state->st.done) return KR_OK; /* an empty schedule: nothing to run */
     int ran = 0;
-    kr_status ps = kr_gpu_register_persistent(ctx, p, pts, state, &ran);
+    kr_status ps = kr_gpu_softassign_onchip(ctx, p, pts, state, &ran);
+    if (ps != KR_OK || ran) return ps;
+    ps = kr_gpu_register_persistent(ctx, p, pts, state, &ran);
     if (ps != KR_OK || ran) return ps;
     int sms = 0;
     KR_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device));

@@ -30,6 +30,11 @@ kr_status kr_gpu_register_persistent(kr_gpu_context *ctx, const kr_hd_reg_params
                                      const kr_gpu_reg_points *pts, kr_gpu_reg_state *state,
                                      int *ran);
 
+/* Softassign with the N × M plan held in the blocks' shared memory
+ * (gpu/softassign_onchip.cu). *ran = 0 where it does not fit (or a column
+ * sum outgrew its fixed point): the caller then uses the streaming kernel. */
+kr_status kr_gpu_softassign_onchip(kr_gpu_context *ctx, const kr_hd_reg_params *p,
+                                   const kr_gpu_reg_points *pts, kr_gpu_reg_state *state, int *ran);
 kr_status kr_gpu_register_cublas(kr_gpu_context *ctx, const kr_hd_reg_params *p,
                                  const kr_gpu_reg_points *pts, kr_gpu_reg_state *state);
 

@@ -110,9 +110,18 @@ KR_TEST(parity_register, emicp_engines_agree_across_tiles)
     compare(KR_REG_EMICP, 1500, 9000, 0);
 }
 
+/* At 800 × 800 the fused engine holds the whole matrix in its threads'
+ * registers (gpu/softassign_onchip.cu: 115 blocks of 7 rows). */
 KR_TEST(parity_register, softassign_engines_agree)
 {
     compare(KR_REG_SOFTASSIGN, 800, 800, 40);
+}
+
+/* 7 rows of 6000 columns a block would need more than 8 columns a thread:
+ * the fused engine streams the pairs instead (gpu/register_persistent.cu). */
+KR_TEST(parity_register, softassign_engines_agree_beyond_the_chip)
+{
+    compare(KR_REG_SOFTASSIGN, 800, 6000, 40);
 }
 
 KR_TEST(parity_register, cublas_says_when_the_matrix_cannot_fit)

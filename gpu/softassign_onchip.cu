@@ -1,0 +1,460 @@
+/* Softassign with its plan held on chip (issue 13, session 10).
+ *
+ * Why. The streaming engine (gpu/register_persistent.cu) computes every
+ * pair's exponential anew in each of a Horn step's six Sinkhorn passes and
+ * separates the passes by six grid barriers: 40 µs a step at 2000 × 2000 on
+ * the H100, 19.4 ms for the seed's 500 steps (docs/BENCHMARKS.md, session
+ * 6), where the pair work proper is ~1 µs a pass. At that size the whole
+ * N × M matrix is 16 MB, and an H100's 132 SMs have 33 MB of registers.
+ * Here each block keeps its rows of the matrix in its threads' registers
+ * for the whole step: it computes their exponentials once, and the Sinkhorn
+ * rounds become multiply-adds on them. A block owns whole rows, so a row
+ * normalisation needs no other block; only the column sums cross blocks,
+ * added with 64-bit integer atomics in fixed point (exact, so the same sums
+ * in every run and in every order of arrival). A step then has one grid
+ * barrier a round and one for Horn's moments: four for the seed's I1 = 3,
+ * against six. Measured on the H100 (docs/BENCHMARKS.md, session 10): 29 µs
+ * a step at 2000 × 2000, 14.5 ms for the seed's schedule. What is left is
+ * latency, not arithmetic — the same kernel takes 22 µs a step at
+ * 1000 × 1000: each round's atomics, barrier and read-back take ~5 µs, and
+ * Horn's step on one warp ~4 µs.
+ *
+ * The math. core/softreg_kernels.h gives Sinkhorn in log domain, as the
+ * other engines compute it: m_ij = K_ij e^(u_i + v_j), with
+ *     e^−u_i = m_o + Σ_j K_ij e^v_j,     e^−v_j = m_o + Σ_i K_ij e^u_i,
+ * K_ij = e^(−(d²_ij − α)/T), v = 0 before a step's first row step. Let
+ * y_ij = log2 K_ij and mx_i = max_j y_ij. A block stores
+ *     P_ij = 2^(y_ij − mx_i) ∈ [0, 1]   (the row's largest entry is 1)
+ * and keeps the matrix as m_ij = P_ij g_i a_j with g_i = 2^mx_i e^u_i and
+ * a_j = e^v_j. The two steps become
+ *     g_i = 1 / (m_o 2^−mx_i + Σ_j P_ij a_j)   (a ≡ 1 in the first round),
+ *     a_j = 1 / (m_o + C_j),   C_j = Σ_i P_ij g_i.
+ * No exponential is taken after P, and nothing leaves float range at any
+ * temperature: m_o 2^−mx_i overflows only for a row whose every K_ij is
+ * negligible beside m_o, and then g_i = 0, the exact limit; entries of P
+ * that underflow are below 2^−126 of their row's largest. In the first
+ * round P_ij g_i ≤ 1, so C_j ≤ N and a_j ≥ 1/(m_o + N); the later rounds
+ * grow these bounds by at most a factor N each, and the fixed point's
+ * guard (below) catches what it cannot hold.
+ *
+ * Horn's moments in column form: per column, Σ_i m_ij = a_j C_j and
+ * Σ_i m_ij s_i = a_j Σ_i P_ij g_i s_i from the last column step give
+ * Σ_ij m_ij (1, s_i, x_j, s_i x_jᵀ), the sums the other engines take (the
+ * streaming engine takes them in this form too).
+ *
+ * The column sums' fixed point. Block b adds round(2^40 C_jb) of its own
+ * rows' share C_jb to an unsigned 64-bit counter per column. The counters
+ * are exact, so the sum is the same whatever the order of arrival. Its
+ * rounding, at most blocks × 2^−41 ≈ 6e−11 on a column sum, is beside m_o
+ * in a_j = 1 / (m_o + C_j): a relative error below 1e−6 for m_o ≥ 1e−4
+ * (the engine declines a smaller m_o; the seed's default is
+ * e^−1/√T₀ ≈ 0.037). A block's share above 2^23 / blocks would overflow
+ * the counter: the block sets a flag, and the host runs the streaming
+ * engine instead. Round k adds into buffer k mod 3, which every block reads
+ * after the round's barrier; then each block zeroes its slice of buffer
+ * (k + 2) mod 3 — read after the previous barrier by everyone, so free, and
+ * next added to a barrier from now.
+ *
+ * Layout. A block takes RG groups of OC_RT = 4 rows (RG = 1, 2, 4 or 8;
+ * the last block's spare rows are empty) and its 1024 threads split them
+ * and the columns: thread t takes row group t mod RG and CT (4 or 8)
+ * columns, t / RG + c · 1024 / RG. A thread holds P for its 4 × CT pairs in
+ * registers — 32 floats at 2000 × 2000, on 125 blocks of 16 rows — so the
+ * matrix never goes through memory. A row step adds each row over the
+ * threads that hold it, a column step each column over the RG threads that
+ * hold it, both with lanes_halve (each lane keeps half its values and
+ * sends the other half, so K sums over a warp take K shuffles, not 5 K).
+ * Tried first and measured: P in shared memory with a warp a row (every
+ * sweep moved 4–20 bytes a pair through shared memory: 33 µs a step), and
+ * a thread a column over all the block's rows (the row sums' registers
+ * spilled: 55 µs). The engine declines — and the streaming one runs — for
+ * more than 32 rows a block or more than 1024 / RG · 8 columns. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/persistent_kernel.cuh"
+
+#define OC_FIX_BITS 40
+#define OC_MIN_OUTLIER 1e-4
+
+static constexpr __host__ __device__ int ilog2(int v)
+{
+    return v > 1 ? 1 + ilog2(v / 2) : 0;
+}
+
+/* Rows a thread holds. */
+#define OC_RT 4
+static_assert(P_WARPS == 32, "rows_reduce: a lane for each warp");
+
+/* The block's rows and the row sums' meeting place, in shared memory. */
+template <int RP> struct oc_rows {
+    float4 s[RP];           /* source points (zero past the block's rows) */
+    float4 q[RP];           /* moved by this step's pose */
+    float mx[RP];           /* max_j y_ij */
+    float mo[RP];           /* m_o 2^−mx_i */
+    float g[RP];            /* the row factor */
+    float red[P_WARPS][RP]; /* each warp's row sums */
+};
+
+struct op_add {
+    template <typename T> __device__ T operator()(T x, T y) const
+    {
+        return x + y;
+    }
+};
+struct op_max {
+    __device__ float operator()(float x, float y) const
+    {
+        return fmaxf(x, y);
+    }
+};
+
+/* S halving steps over lane bits B0 … B0 + S − 1 on K values a lane: in
+ * each, a lane keeps half of its values and adds its partner's share of
+ * them (K/2 shuffles, not K). After them v[0 … K/2^S) hold, summed over
+ * the 2^S lanes, the values first … first + K/2^S − 1; returns first. */
+template <int S, int B0, int K, typename T, typename Op>
+static __device__ __forceinline__ int lanes_halve(T (&v)[K], Op op)
+{
+    static_assert(K >> S >= 1, "more halving steps than values");
+    if constexpr (S == 0) {
+        return 0;
+    } else {
+        constexpr int half = K / 2, off = 1 << B0;
+        const bool up = threadIdx.x & off;
+#pragma unroll
+        for (int k = 0; k < half; k++) {
+            const T lo = v[k], hi = v[k + half];
+            v[k] = op(up ? hi : lo, __shfl_xor_sync(0xffffffffu, up ? lo : hi, off));
+        }
+        /* The rest on the first half (written in place). */
+        return (up ? half : 0) +
+               lanes_halve<S - 1, B0 + 1, half>(*reinterpret_cast<T(*)[half]>(&v[0]), op);
+    }
+}
+
+/* The total over lane bits FROM … 4. */
+template <int FROM, typename T, typename Op>
+static __device__ __forceinline__ T lanes_reduce(T v, Op op)
+{
+#pragma unroll
+    for (int off = 1 << FROM; off < 32; off *= 2)
+        v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+/* Each of the block's rows reduced over the block's threads (a thread's
+ * OC_RT partials v, rows rg·OC_RT + k), then finish(row, total) once a row;
+ * every thread sees its effects afterwards. */
+template <int RG, typename Op, typename F>
+static __device__ __forceinline__ void rows_reduce(const float (&v)[OC_RT], Op op,
+                                                   oc_rows<OC_RT * RG> *W, F finish)
+{
+    constexpr int LRG = ilog2(RG), RP = OC_RT * RG;
+    const int lane = threadIdx.x & 31, rg = threadIdx.x & (RG - 1);
+    float w[OC_RT] = {v[0], v[1], v[2], v[3]};
+    const int first = lanes_halve<2, LRG, OC_RT>(w, op);
+    const float t = lanes_reduce<LRG + 2>(w[0], op);
+    if ((lane >> (LRG + 2)) == 0) W->red[threadIdx.x >> 5][rg * OC_RT + first] = t;
+    __syncthreads();
+    /* Warp r adds row r's 32 warp totals. */
+    if ((int)(threadIdx.x >> 5) < RP) {
+        const int r = threadIdx.x >> 5;
+        const float total = lanes_reduce<0>(W->red[lane][r], op);
+        if (lane == 0) finish(r, total);
+    }
+    __syncthreads();
+}
+
+/* RG row groups of OC_RT rows a block; a thread takes row group
+ * tid mod RG and the CT columns tid / RG + c · (1024 / RG). */
+template <int RG, int CT>
+static __global__ void __launch_bounds__(P_THREADS, 1)
+    softassign_onchip(const __grid_constant__ pk_args a)
+{
+    constexpr int RP = OC_RT * RG, LRG = ilog2(RG), NCG = P_THREADS / RG, KEEP = CT / RG;
+    static_assert(CT >= RG, "a lane keeps at least one column's block sum");
+    cg::grid_group grid = cg::this_grid();
+    extern __shared__ float4 X[]; /* dst, then the column factors a_j */
+    __shared__ pk_block B;
+    __shared__ oc_rows<RP> W;
+    const int tid = threadIdx.x, m = (int)a.m;
+    float *A = (float *)(X + m);
+    const int rg = tid & (RG - 1), cgi = tid >> LRG;
+    const int row0 = blockIdx.x * a.rows;
+    const int rows = min(a.rows, (int)a.n - row0);
+    const float mo = (float)exp(a.p.log_m_outlier);
+    const float lmo2 = (float)(a.p.log_m_outlier * P_LOG2E);
+    block_start(&B, a);
+    PK_PROF_START(&B);
+    for (int j = tid; j < m; j += P_THREADS)
+        X[j] = make_float4(__ldg(a.dx + j), __ldg(a.dy + j), __ldg(a.dz + j), 0.0f);
+    if (tid < RP) {
+        const float *sp = a.src + 3 * (size_t)(row0 + tid);
+        W.s[tid] = tid < rows ? make_float4(__ldg(sp), __ldg(sp + 1), __ldg(sp + 2), 0.0f)
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    int parity = 0;
+    unsigned round_no = 0;
+    while (!B.S.st.done) {
+        const double T = B.S.st.temp;
+        const float cc = (float)(-P_LOG2E / T), aterm = (float)(a.p.alpha * P_LOG2E / T);
+        __syncthreads(); /* W.s and X (the first step), the pose (horn_in_block) */
+        if (tid < RP) {
+            float sp[3] = {W.s[tid].x, W.s[tid].y, W.s[tid].z}, qm[3];
+            kr_hd_move(B.R, B.t, sp, qm);
+            W.q[tid] = make_float4(qm[0], qm[1], qm[2], 0.0f);
+        }
+        __syncthreads();
+        PK_MARK(&B, 4);
+        /* y_ij, and each row's largest. */
+        float P[OC_RT][CT], v[OC_RT], q[OC_RT][3];
+#pragma unroll
+        for (int k = 0; k < OC_RT; k++) {
+            const float4 qq = W.q[rg * OC_RT + k];
+            q[k][0] = qq.x, q[k][1] = qq.y, q[k][2] = qq.z;
+            v[k] = -INFINITY;
+        }
+#pragma unroll
+        for (int c = 0; c < CT; c++) {
+            const int j = cgi + c * NCG;
+            const float4 x = j < m ? X[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+            for (int k = 0; k < OC_RT; k++) {
+                float dx = x.x - q[k][0], dy = x.y - q[k][1], dz = x.z - q[k][2];
+                float y = fmaf(fmaf(dx, dx, fmaf(dy, dy, dz * dz)), cc, aterm);
+                P[k][c] = j < m ? y : -INFINITY;
+                v[k] = fmaxf(v[k], P[k][c]);
+            }
+        }
+        rows_reduce<RG>(v, op_max(), &W, [&](int r, float mx) {
+            W.mx[r] = mx;
+            W.mo[r] = ex2_fast(lmo2 - mx);
+        });
+        /* P_ij = 2^(y_ij − mx_i), and the first row step (a ≡ 1). */
+#pragma unroll
+        for (int k = 0; k < OC_RT; k++) {
+            const int r = rg * OC_RT + k;
+            const float mx = W.mx[r];
+            const bool here = r < rows;
+            v[k] = 0.0f;
+#pragma unroll
+            for (int c = 0; c < CT; c++) {
+                P[k][c] = here ? ex2_fast(P[k][c] - mx) : 0.0f;
+                v[k] += P[k][c];
+            }
+        }
+        auto row_factor = [&](int r, float sum) {
+            W.g[r] = r < rows ? 1.0f / (W.mo[r] + sum) : 0.0f;
+        };
+        rows_reduce<RG>(v, op_add(), &W, row_factor);
+        PK_MARK(&B, 0);
+        /* The lane's share of the column sums after the last round: C_jb and
+         * Σ_i P_ij g_i s_i of columns cgi + (first + k) · NCG. */
+        float C[KEEP], Ws[3][KEEP];
+        int first = 0;
+        for (int round = 0; round < a.p.i1; round++, round_no++) {
+            if (round > 0) { /* the row step */
+#pragma unroll
+                for (int k = 0; k < OC_RT; k++)
+                    v[k] = 0.0f;
+#pragma unroll
+                for (int c = 0; c < CT; c++) {
+                    const int j = cgi + c * NCG;
+                    const float aj = j < m ? A[j] : 0.0f;
+#pragma unroll
+                    for (int k = 0; k < OC_RT; k++)
+                        v[k] = fmaf(P[k][c], aj, v[k]);
+                }
+                rows_reduce<RG>(v, op_add(), &W, row_factor);
+                PK_MARK(&B, 6);
+            }
+            /* This block's share of the column sums, over the row groups'
+             * lanes; in the last round also Σ_i P_ij g_i s_i. */
+            float g[OC_RT];
+#pragma unroll
+            for (int k = 0; k < OC_RT; k++)
+                g[k] = W.g[rg * OC_RT + k];
+            float cs[CT];
+#pragma unroll
+            for (int c = 0; c < CT; c++) {
+                cs[c] = 0.0f;
+#pragma unroll
+                for (int k = 0; k < OC_RT; k++)
+                    cs[c] = fmaf(P[k][c], g[k], cs[c]);
+            }
+            first = lanes_halve<LRG, 0, CT>(cs, op_add());
+            if (round + 1 == a.p.i1) { /* one coordinate at a time: registers */
+#pragma unroll
+                for (int d = 0; d < 3; d++) {
+                    float ws[CT];
+#pragma unroll
+                    for (int c = 0; c < CT; c++) {
+                        ws[c] = 0.0f;
+#pragma unroll
+                        for (int k = 0; k < OC_RT; k++)
+                            ws[c] = fmaf(P[k][c] * g[k], (&W.s[rg * OC_RT + k].x)[d], ws[c]);
+                    }
+                    lanes_halve<LRG, 0, CT>(ws, op_add());
+#pragma unroll
+                    for (int k = 0; k < KEEP; k++)
+                        Ws[d][k] = ws[k];
+                }
+            }
+            unsigned long long *sums = a.colsum + (size_t)(round_no % 3) * m;
+#pragma unroll
+            for (int k = 0; k < KEEP; k++) {
+                C[k] = cs[k];
+                const int j = cgi + (first + k) * NCG;
+                if (j >= m) continue;
+                float share = cs[k];
+                if (!(share <= a.fix_limit)) { /* also NaN */
+                    *a.overflow = 1;
+                    share = 0.0f;
+                }
+                const unsigned long long units = __float2ull_rn(share * a.fix_scale);
+                if (units) atomicAdd(sums + j, units);
+            }
+            PK_MARK(&B, 2);
+            grid_barrier(&B, a, grid);
+            PK_MARK(&B, 1);
+            /* The column step; then the buffer of two rounds on is zeroed. */
+            for (int j = tid; j < m; j += P_THREADS)
+                A[j] = __frcp_rn(mo + (float)((double)__ldcg(sums + j) * a.fix_inv));
+            unsigned long long *next = a.colsum + (size_t)((round_no + 2) % 3) * m;
+            for (int j = blockIdx.x * P_THREADS + tid; j < m; j += gridDim.x * P_THREADS)
+                next[j] = 0;
+            __syncthreads();
+            PK_MARK(&B, 5);
+        }
+        /* Horn's moments in column form (see the top), then over the block. */
+        double mom[16];
+#pragma unroll
+        for (int k = 0; k < 16; k++)
+            mom[k] = 0.0;
+#pragma unroll
+        for (int k = 0; k < KEEP; k++) {
+            const int j = cgi + (first + k) * NCG;
+            if (j >= m) continue;
+            const double aj = A[j], w = aj * C[k];
+            const double ws[3] = {aj * Ws[0][k], aj * Ws[1][k], aj * Ws[2][k]};
+            const float4 x = X[j];
+            const double xd[3] = {x.x, x.y, x.z};
+            mom[0] += w;
+#pragma unroll
+            for (int u = 0; u < 3; u++) {
+                mom[1 + u] += ws[u];
+                mom[4 + u] += w * xd[u];
+#pragma unroll
+                for (int v = 0; v < 3; v++)
+                    mom[7 + 3 * u + v] += ws[u] * xd[v];
+            }
+        }
+        {
+            const int at = lanes_halve<4, 0, 16>(mom, op_add());
+            const double t = lanes_reduce<4>(mom[0], op_add());
+            if ((tid & 16) == 0) B.mom[tid >> 5][at] = t;
+        }
+        PK_MARK(&B, 7);
+        block_moments_out(&B, a, parity);
+        grid_barrier(&B, a, grid);
+        PK_MARK(&B, 3);
+        horn_in_block(&B, a, parity);
+        PK_MARK(&B, 4);
+        parity ^= 1;
+    }
+    PK_PROF_PRINT(&B, "softassign-onchip", RP);
+    block_end(&B, a);
+}
+
+kr_status kr_gpu_softassign_onchip(kr_gpu_context *ctx, const kr_hd_reg_params *p,
+                                   const kr_gpu_reg_points *pts, kr_gpu_reg_state *state, int *ran)
+{
+    *ran = 0;
+    const size_t n = pts->n, m = pts->m;
+    if (p->method != KR_HD_REG_SOFTASSIGN || p->i1 < 1 || n < 1 || m < 1) return KR_OK;
+    if (!(p->log_m_outlier >= log(OC_MIN_OUTLIER))) return KR_OK;
+#if defined(KR_PK_PROFILE) || defined(KR_PK_TUNING)
+    /* Tuning builds: KR_SA_ONCHIP=0 leaves Softassign to the streaming engine. */
+    const char *want = getenv("KR_SA_ONCHIP");
+    if (want && want[0] == '0') return KR_OK;
+#endif
+    int coop = 0, sms = 0;
+    KR_CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, ctx->device));
+    KR_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device));
+    if (!coop || sms < 1) return KR_OK;
+    const size_t rows = (n + (size_t)sms - 1) / (size_t)sms;
+    /* Row groups of OC_RT rows a block, and columns a thread (see the top). */
+    const size_t groups = (rows + OC_RT - 1) / OC_RT;
+    const int rg = groups <= 1 ? 1 : groups <= 2 ? 2 : groups <= 4 ? 4 : groups <= 8 ? 8 : 0;
+    if (!rg) return KR_OK; /* more rows a block than its registers hold */
+    const size_t ncg = P_THREADS / rg;
+    const int ct = m <= 4 * ncg && rg <= 4 ? 4 : m <= 8 * ncg ? 8 : 0;
+    if (!ct) return KR_OK;
+    const void *kernel = rg == 1   ? (ct == 4 ? (const void *)softassign_onchip<1, 4>
+                                              : (const void *)softassign_onchip<1, 8>)
+                         : rg == 2 ? (ct == 4 ? (const void *)softassign_onchip<2, 4>
+                                              : (const void *)softassign_onchip<2, 8>)
+                         : rg == 4 ? (ct == 4 ? (const void *)softassign_onchip<4, 4>
+                                              : (const void *)softassign_onchip<4, 8>)
+                                   : (const void *)softassign_onchip<8, 8>;
+    const size_t needed = (n + rows - 1) / rows;
+    int tile = 0, blocks = 0;
+    size_t dyn = 0;
+    /* Dynamic shared memory: dst as float4 and the column factors. */
+    kr_status s = pk_plan_kernel(ctx, kernel, m, sizeof(float4) + sizeof(float), 0, needed, &tile,
+                                 &dyn, &blocks);
+    if (s != KR_OK || (size_t)blocks != needed || (size_t)tile < m) return s;
+
+    /* Scratch: the blocks' moments (two parities), then the column sums. */
+    void *part = NULL, *dstate = NULL, *hstate = NULL;
+    const size_t mom_bytes = sizeof(double) * 2 * 16 * (size_t)blocks;
+    const size_t sum_bytes = sizeof(unsigned long long) * 3 * m;
+    if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_REG_PARTIAL, mom_bytes + sum_bytes, &part)) !=
+        KR_OK)
+        return s;
+    /* The state, then the barrier's arrival counter and the overflow flag. */
+    const size_t flags_at = (sizeof *state + 15) & ~(size_t)15;
+    if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_REG_STATE, flags_at + 16, &dstate)) != KR_OK)
+        return s;
+    if ((s = kr_gpu_staging(ctx, KR_GPU_STAGING_REG_STATE, flags_at + 16, &hstate)) != KR_OK)
+        return s;
+    pk_args a;
+    memset(&a, 0, sizeof a);
+    a.p = *p;
+    a.init = *state;
+    a.S = (kr_gpu_reg_state *)dstate;
+    a.arrivals = (unsigned *)((char *)dstate + flags_at);
+    a.overflow = a.arrivals + 1;
+    a.src = pts->src;
+    a.dx = pts->dst;
+    a.dy = pts->dst + m;
+    a.dz = pts->dst + 2 * m;
+    a.bmom = (double *)part;
+    a.colsum = (unsigned long long *)((char *)part + mom_bytes);
+    a.n = n;
+    a.m = m;
+    a.rows = (int)rows;
+    a.fix_scale = ldexpf(1.0f, OC_FIX_BITS);
+    a.fix_inv = ldexp(1.0, -OC_FIX_BITS);
+    a.fix_limit = ldexpf(1.0f, 63 - OC_FIX_BITS) / (float)blocks;
+    KR_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned), ctx->stream));
+    KR_CUDA_CHECK(cudaMemsetAsync(a.colsum, 0, sum_bytes, ctx->stream));
+    void *args[] = {&a};
+    cudaError_t launch =
+        cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(P_THREADS), args, dyn, ctx->stream);
+    if (launch == cudaErrorCooperativeLaunchTooLarge) {
+        (void)cudaGetLastError(); /* SMs held elsewhere: the streaming engine */
+        return KR_OK;
+    }
+    KR_CUDA_CHECK(launch);
+    KR_CUDA_CHECK(
+        cudaMemcpyAsync(hstate, dstate, flags_at + 16, cudaMemcpyDeviceToHost, ctx->stream));
+    KR_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    const unsigned overflow = ((const unsigned *)((const char *)hstate + flags_at))[1];
+    if (overflow) return KR_OK; /* a column sum beyond the fixed point: the streaming engine */
+    memcpy(state, hstate, sizeof *state);
+    *ran = 1;
+    return KR_OK;
+}
