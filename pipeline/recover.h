@@ -37,16 +37,26 @@ typedef struct {
     size_t max_points;
     float *points;
     size_t n;
+    /* A loss waiting for a better view (kr_recover_frame): the near miss
+     * tracked on from frame to frame, for the loss whose last good pose is
+     * wait_from, and the attempts since the last full search. */
+    bool waiting;
+    int waits;
+    kr_pose wait_pose, wait_from;
 } kr_recover_cache;
 
 void kr_recover_cache_free(kr_recover_cache *cache);
+
+/* While a loss waits on a near miss, the whole search runs again after this
+ * many attempts that only tracked the near miss on (pipeline/recover.c). */
+#define KR_RECOVER_WAIT_FULL_EVERY 8
 
 /* Recovers the frame `pyr` against `model`; `predicted` is the motion
  * model's seed for the frame (the last good pose when the motion is unknown). `recent` carries the
  * recent GOOD frames' figures (recent_inlier, recent_rms) for the final check; the motion check is
  * not applied (the camera may have jumped). Never fails on bad geometry: an unrecoverable frame is
  * success = false. `cache` (may be NULL) keeps the model's points for the
- * next attempt of the same loss. */
+ * next attempt of the same loss, and a near miss to wait on. */
 kr_status kr_recover_frame(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
                            const kr_pose *predicted, const kr_pose *last_good,
                            const kr_recover_config *rc, const kr_track_config *tc,

@@ -8,6 +8,7 @@
 #include "kr_test.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "kinreg/device.h"
 #include "kinreg/eval.h"
@@ -329,4 +330,116 @@ KR_TEST(recovery_search, pipeline_events_and_ate)
          * this 5.4x; with it caught, 2.5x on both engines. */
         CHECK_LT(ate_tracked, 4 * a0);
     }
+}
+
+/* Waiting on a near miss. After the full scan's jump at frame 172 the view
+ * overlaps the model at about 0.4, just under the partial gate: the search
+ * finds the same candidate frame after frame (pipeline/recover.c, "Waiting
+ * for a better view"). With the pipeline's cache the loss then waits on it:
+ * each waiting attempt must be one judged tracking and decide as the whole
+ * search (no cache) decides on the same frame, and the whole search must
+ * come back after KR_RECOVER_WAIT_FULL_EVERY waiting attempts. The model is
+ * fused from the true poses of every third frame before the jump, as in
+ * run_search. */
+KR_TEST(recovery_search, waits_on_a_near_miss)
+{
+    const size_t jump_at = 172, last = jump_at + KR_RECOVER_WAIT_FULL_EVERY + 2;
+    kr_source_config scfg;
+    kr_source_config_default(&scfg);
+    scfg.uri = "synthetic:1";
+    scfg.duration_s = 30;
+    scfg.jumps = 20;
+    scfg.covered = 5;
+    kr_device *dev = NULL;
+    kr_source *src = NULL;
+    kr_model *model = NULL;
+    kr_device_config dc;
+    kr_device_config_default(&dc);
+    REQUIRE_OK(kr_device_create(&dev, &dc));
+    REQUIRE_OK(kr_source_create(&src, &scfg));
+    kr_model_config mc;
+    kr_model_config_default(&mc);
+    mc.background = false;
+    REQUIRE_OK(kr_model_create(&model, &mc));
+    const kr_trajectory *gt = kr_source_groundtruth(src);
+    REQUIRE(gt && gt->count > last);
+    const kr_intrinsics K = kr_source_intrinsics(src);
+    kr_preprocess_config pc;
+    kr_preprocess_config_default(&pc);
+    kr_track_config tc;
+    kr_track_config_default(&tc);
+    kr_recover_config rc;
+    kr_recover_config_default(&rc);
+    kr_pose g0inv = kr_pose_inv(&gt->poses[0]);
+    double deg;
+    REQUIRE(step_size(&gt->poses[jump_at - 1], &gt->poses[jump_at], &deg) > 0.05 || deg > 5);
+    kr_pyramid pyr = {0}, fused = {0};
+    kr_pose last_good = kr_pose_identity();
+    kr_recover_cache cache = {0};
+    kr_track_quality recent;
+    memset(&recent, 0, sizeof recent);
+    int waited = 0, full_after_wait = 0;
+    for (size_t k = 0; k <= last; k++) {
+        kr_frame f;
+        REQUIRE_OK(kr_source_read(src, &f));
+        if (k < jump_at && k % FUSE_STEP != 0) {
+            kr_frame_release(&f);
+            continue;
+        }
+        kr_status s = kr_preprocess(dev, &pc, &f, &K, &pyr);
+        kr_frame_release(&f);
+        REQUIRE_OK(s);
+        if (k < jump_at) {
+            last_good = kr_pose_mul(&g0inv, &gt->poses[k]);
+            REQUIRE_OK(kr_model_integrate(model, &pyr.level[tc.finest_level], &last_good, k));
+            kr_pyramid t = fused;
+            fused = pyr;
+            pyr = t;
+            continue;
+        }
+        REQUIRE_OK(kr_model_request_snapshot(model, jump_at - 1));
+        kr_model_snapshot *snap = kr_model_snapshot_acquire(model);
+        REQUIRE(snap != NULL);
+        const kr_kdtree *tree = kr_model_snapshot_tree(snap);
+        if (k == jump_at) {
+            kr_track_result lr;
+            REQUIRE_OK(kr_track_frame(tree, &fused, &last_good, &tc, &lr));
+            recent.recent_inlier = lr.inlier_fraction;
+            recent.recent_rms = lr.rms;
+        }
+        const bool was_waiting = cache.waiting;
+        const int waits = cache.waits;
+        kr_recovery with, whole;
+        REQUIRE_OK(kr_recover_frame(dev, tree, &pyr, &last_good, &last_good, &rc, &tc, &recent,
+                                    &cache, &with));
+        REQUIRE_OK(kr_recover_frame(dev, tree, &pyr, &last_good, &last_good, &rc, &tc, &recent,
+                                    NULL, &whole));
+        kr_model_snapshot_release(&snap);
+        printf("    frame %zu: %s, %d attempts (whole search: %s, %d)\n", k,
+               with.success ? "found" : "not found", with.attempts,
+               whole.success ? "found" : "not found", whole.attempts);
+        if (k == jump_at) {
+            CHECK(!with.success);
+            REQUIRE(cache.waiting); /* else this scan no longer tests the wait */
+            continue;
+        }
+        CHECK_EQ(with.success, whole.success);
+        if (was_waiting && waits < KR_RECOVER_WAIT_FULL_EVERY) {
+            CHECK_EQ(with.attempts, 1);
+            waited++;
+        } else if (was_waiting) {
+            CHECK_GT(with.attempts, 1);
+            full_after_wait++;
+        }
+        if (with.success) break;
+    }
+    /* The near miss of this jump lasts past one round of waiting. */
+    CHECK_EQ(waited, KR_RECOVER_WAIT_FULL_EVERY);
+    CHECK_EQ(full_after_wait, 1);
+    kr_recover_cache_free(&cache);
+    kr_pyramid_free(&pyr);
+    kr_pyramid_free(&fused);
+    kr_model_destroy(&model);
+    kr_source_destroy(&src);
+    kr_device_destroy(&dev);
 }
