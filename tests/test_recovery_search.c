@@ -340,7 +340,7 @@ KR_TEST(recovery_search, pipeline_events_and_ate)
  * search (no cache) decides on the same frame, and the whole search must
  * come back after KR_RECOVER_WAIT_FULL_EVERY waiting attempts. The model is
  * fused from the true poses of every third frame before the jump, as in
- * run_search. */
+ * run_search. KR_RECOVERY_BACKEND=cuda: the same on the device's engine. */
 KR_TEST(recovery_search, waits_on_a_near_miss)
 {
     const size_t jump_at = 172, last = jump_at + KR_RECOVER_WAIT_FULL_EVERY + 2;
@@ -355,7 +355,14 @@ KR_TEST(recovery_search, waits_on_a_near_miss)
     kr_model *model = NULL;
     kr_device_config dc;
     kr_device_config_default(&dc);
-    REQUIRE_OK(kr_device_create(&dev, &dc));
+    const char *b = getenv("KR_RECOVERY_BACKEND"); /* cuda: the device's engine */
+    if (b) REQUIRE_OK(kr_backend_parse(b, &dc.backend));
+    kr_status ds = kr_device_create(&dev, &dc);
+    if (ds == KR_ERR_NO_DEVICE) {
+        SKIP("no device for backend %s", kr_backend_name(dc.backend));
+        return;
+    }
+    REQUIRE_OK(ds);
     REQUIRE_OK(kr_source_create(&src, &scfg));
     kr_model_config mc;
     kr_model_config_default(&mc);
