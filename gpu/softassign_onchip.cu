@@ -13,11 +13,13 @@
  * added with 64-bit integer atomics in fixed point (exact, so the same sums
  * in every run and in every order of arrival). A step then has one grid
  * barrier a round and one for Horn's moments: four for the seed's I1 = 3,
- * against six. Measured on the H100 (docs/BENCHMARKS.md, session 10): 29 µs
- * a step at 2000 × 2000, 14.5 ms for the seed's schedule. What is left is
- * latency, not arithmetic — the same kernel takes 22 µs a step at
- * 1000 × 1000: each round's atomics, barrier and read-back take ~5 µs, and
- * Horn's step on one warp ~4 µs.
+ * against six. Measured on the H100 (docs/BENCHMARKS.md, sessions 10 and
+ * 11): 29 µs a step at 2000 × 2000, 14.4 ms for the seed's schedule. Nsight
+ * Compute (session 11) says where: a warp waits 22% of its time at the
+ * rounds' grid barriers and 11% for Horn's warp, and issues ~2400
+ * instructions a step at 1.4 a cycle an SM the rest of it. Cluster
+ * pre-sums of the column shares, a cluster-level grid barrier and Horn's
+ * moments from global sums were each measured slower (BENCHMARKS.md).
  *
  * The math. core/softreg_kernels.h gives Sinkhorn in log domain, as the
  * other engines compute it: m_ij = K_ij e^(u_i + v_j), with
@@ -90,7 +92,7 @@ static_assert(P_WARPS == 32, "rows_reduce: a lane for each warp");
 /* The block's rows and the row sums' meeting place, in shared memory. */
 template <int RP> struct oc_rows {
     float4 s[RP];           /* source points (zero past the block's rows) */
-    float4 q[RP];           /* moved by this step's pose */
+    float4 q[RP];           /* moved by this step's pose: y's row terms (below) */
     float mx[RP];           /* max_j y_ij */
     float mo[RP];           /* m_o 2^−mx_i */
     float g[RP];            /* the row factor */
@@ -188,8 +190,13 @@ static __global__ void __launch_bounds__(P_THREADS, 1)
     const float lmo2 = (float)(a.p.log_m_outlier * P_LOG2E);
     block_start(&B, a);
     PK_PROF_START(&B);
-    for (int j = tid; j < m; j += P_THREADS)
-        X[j] = make_float4(__ldg(a.dx + j), __ldg(a.dy + j), __ldg(a.dz + j), 0.0f);
+    /* The fixed point o of y's terms (below). */
+    const float o[3] = {__ldg(a.dx), __ldg(a.dy), __ldg(a.dz)};
+    for (int j = tid; j < m; j += P_THREADS) {
+        const float x = __ldg(a.dx + j), y = __ldg(a.dy + j), z = __ldg(a.dz + j);
+        const float ux = x - o[0], uy = y - o[1], uz = z - o[2];
+        X[j] = make_float4(x, y, z, fmaf(ux, ux, fmaf(uy, uy, uz * uz)));
+    }
     if (tid < RP) {
         const float *sp = a.src + 3 * (size_t)(row0 + tid);
         W.s[tid] = tid < rows ? make_float4(__ldg(sp), __ldg(sp + 1), __ldg(sp + 2), 0.0f)
@@ -204,27 +211,34 @@ static __global__ void __launch_bounds__(P_THREADS, 1)
         if (tid < RP) {
             float sp[3] = {W.s[tid].x, W.s[tid].y, W.s[tid].z}, qm[3];
             kr_hd_move(B.R, B.t, sp, qm);
-            W.q[tid] = make_float4(qm[0], qm[1], qm[2], 0.0f);
+            const float ux = qm[0] - o[0], uy = qm[1] - o[1], uz = qm[2] - o[2];
+            const float c2 = -2.0f * cc;
+            W.q[tid] = make_float4(c2 * ux, c2 * uy, c2 * uz,
+                                   fmaf(fmaf(ux, ux, fmaf(uy, uy, uz * uz)), cc, aterm));
         }
         __syncthreads();
         PK_MARK(&B, 4);
-        /* y_ij, and each row's largest. */
-        float P[OC_RT][CT], v[OC_RT], q[OC_RT][3];
+        /* y_ij, and each row's largest. With u = x − o and w = q − o for
+         * a fixed point o (dst's first point, so that the squares stay near
+         * the cloud's extent squared: their rounding is then far below T),
+         * y_ij = cc ‖w_i − u_j‖² + α' = (cc ‖w_i‖² + α') + cc ‖u_j‖² − 2 cc w_i·u_j:
+         * the row's and the column's terms once, then four operations a
+         * pair. Columns past m have ‖u_j‖² = ∞, so y = −∞ and P = 0. */
+        float P[OC_RT][CT], v[OC_RT];
+        float4 q[OC_RT];
 #pragma unroll
         for (int k = 0; k < OC_RT; k++) {
-            const float4 qq = W.q[rg * OC_RT + k];
-            q[k][0] = qq.x, q[k][1] = qq.y, q[k][2] = qq.z;
+            q[k] = W.q[rg * OC_RT + k];
             v[k] = -INFINITY;
         }
 #pragma unroll
         for (int c = 0; c < CT; c++) {
             const int j = cgi + c * NCG;
-            const float4 x = j < m ? X[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            const float4 x = j < m ? X[j] : make_float4(0.0f, 0.0f, 0.0f, INFINITY);
+            const float ux = x.x - o[0], uy = x.y - o[1], uz = x.z - o[2], col = cc * x.w;
 #pragma unroll
             for (int k = 0; k < OC_RT; k++) {
-                float dx = x.x - q[k][0], dy = x.y - q[k][1], dz = x.z - q[k][2];
-                float y = fmaf(fmaf(dx, dx, fmaf(dy, dy, dz * dz)), cc, aterm);
-                P[k][c] = j < m ? y : -INFINITY;
+                P[k][c] = fmaf(q[k].x, ux, fmaf(q[k].y, uy, fmaf(q[k].z, uz, q[k].w + col)));
                 v[k] = fmaxf(v[k], P[k][c]);
             }
         }
