@@ -375,10 +375,11 @@ static __device__ void block_end(pk_block *B, const pk_args &a)
     }
 }
 
-/* Dynamic shared memory, tile and grid for one kernel; 0 blocks = cannot run
- * (gpu/register_persistent.cu). A kernel whose columns all fit gets tile =
- * cols. */
-kr_status pk_plan_kernel(kr_gpu_context *ctx, const void *kernel, size_t cols, size_t bytes_per,
-                         size_t reserved, size_t groups, int *tile, size_t *dyn, int *blocks);
+/* Dynamic shared memory, tile and grid for one kernel of `threads` threads a
+ * block; 0 blocks = cannot run (gpu/register_persistent.cu). A kernel whose
+ * columns all fit gets tile = cols. */
+kr_status pk_plan_kernel(kr_gpu_context *ctx, const void *kernel, int threads, size_t cols,
+                         size_t bytes_per, size_t reserved, size_t groups, int *tile, size_t *dyn,
+                         int *blocks);
 
 #endif

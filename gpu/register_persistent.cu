@@ -742,8 +742,9 @@ static pk_plan pk_plans[PK_PLANS];
 static int pk_plan_count;
 static pthread_mutex_t pk_plan_lock = PTHREAD_MUTEX_INITIALIZER;
 
-kr_status pk_plan_kernel(kr_gpu_context *ctx, const void *kernel, size_t cols, size_t bytes_per,
-                         size_t reserved, size_t groups, int *tile, size_t *dyn, int *blocks)
+kr_status pk_plan_kernel(kr_gpu_context *ctx, const void *kernel, int threads, size_t cols,
+                         size_t bytes_per, size_t reserved, size_t groups, int *tile, size_t *dyn,
+                         int *blocks)
 {
     *blocks = 0;
     pk_plan pl;
@@ -780,8 +781,8 @@ kr_status pk_plan_kernel(kr_gpu_context *ctx, const void *kernel, size_t cols, s
             size_t dyn_most = most * bytes_per + reserved;
             KR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                (int)dyn_most));
-            KR_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&pl.occ, kernel, P_THREADS,
-                                                                        dyn_most));
+            KR_CUDA_CHECK(
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&pl.occ, kernel, threads, dyn_most));
         }
         pthread_mutex_lock(&pk_plan_lock);
         if (pk_plan_count < PK_PLANS) pk_plans[pk_plan_count++] = pl;
@@ -848,8 +849,9 @@ kr_status kr_gpu_register_persistent(kr_gpu_context *ctx, const kr_hd_reg_params
     size_t cols = emicp ? m : (n > m ? n : m);
     /* EM-ICP's two merge buffers follow its tile in dynamic shared memory. */
     size_t reserved = emicp ? 2 * sizeof(float) * PART_FLOATS * PART_FIELD : 0;
-    kr_status s = pk_plan_kernel(ctx, kernel, cols, emicp ? sizeof(float4) : 3 * sizeof(float4),
-                                 reserved, groups, &tile, &dyn, &blocks);
+    kr_status s =
+        pk_plan_kernel(ctx, kernel, P_THREADS, cols, emicp ? sizeof(float4) : 3 * sizeof(float4),
+                       reserved, groups, &tile, &dyn, &blocks);
     if (s != KR_OK || blocks < 1) return s;
 
     void *part = NULL, *vec = NULL, *dstate = NULL, *hstate = NULL;

@@ -14,12 +14,14 @@
  * in every run and in every order of arrival). A step then has one grid
  * barrier a round and one for Horn's moments: four for the seed's I1 = 3,
  * against six. Measured on the H100 (docs/BENCHMARKS.md, sessions 10 and
- * 11): 29 µs a step at 2000 × 2000, 14.4 ms for the seed's schedule. Nsight
- * Compute (session 11) says where: a warp waits 22% of its time at the
- * rounds' grid barriers and 11% for Horn's warp, and issues ~2400
- * instructions a step at 1.4 a cycle an SM the rest of it. Cluster
- * pre-sums of the column shares, a cluster-level grid barrier and Horn's
- * moments from global sums were each measured slower (BENCHMARKS.md).
+ * 11): 26 µs a step at 2000 × 2000, 13.1 ms for the seed's schedule.
+ * Nsight Compute (session 11, on the 1024-thread layout) said where: a
+ * warp waited 22% of its time at the rounds' grid barriers and 11% for
+ * Horn's warp, and the rest issued ~2400 instructions a step, four fifths
+ * of them reductions, barriers and addressing that cost per warp — hence
+ * the 512-thread layout (below). Cluster pre-sums of the column shares, a
+ * cluster-level grid barrier and Horn's moments from global sums were each
+ * measured slower (BENCHMARKS.md).
  *
  * The math. core/softreg_kernels.h gives Sinkhorn in log domain, as the
  * other engines compute it: m_ij = K_ij e^(u_i + v_j), with
@@ -58,19 +60,20 @@
  * next added to a barrier from now.
  *
  * Layout. A block takes RG groups of OC_RT = 4 rows (RG = 1, 2, 4 or 8;
- * the last block's spare rows are empty) and its 1024 threads split them
- * and the columns: thread t takes row group t mod RG and CT (4 or 8)
- * columns, t / RG + c · 1024 / RG. A thread holds P for its 4 × CT pairs in
- * registers — 32 floats at 2000 × 2000, on 125 blocks of 16 rows — so the
+ * the last block's spare rows are empty) and its 512 threads split them
+ * and the columns: thread t takes row group t mod RG and CT (8 or 16)
+ * columns, t / RG + c · 512 / RG. A thread holds P for its 4 × CT pairs in
+ * registers — 64 floats at 2000 × 2000, on 125 blocks of 16 rows — so the
  * matrix never goes through memory. A row step adds each row over the
  * threads that hold it, a column step each column over the RG threads that
  * hold it, both with lanes_halve (each lane keeps half its values and
  * sends the other half, so K sums over a warp take K shuffles, not 5 K).
  * Tried first and measured: P in shared memory with a warp a row (every
- * sweep moved 4–20 bytes a pair through shared memory: 33 µs a step), and
- * a thread a column over all the block's rows (the row sums' registers
- * spilled: 55 µs). The engine declines — and the streaming one runs — for
- * more than 32 rows a block or more than 1024 / RG · 8 columns. */
+ * sweep moved 4–20 bytes a pair through shared memory: 33 µs a step), a
+ * thread a column over all the block's rows (the row sums' registers
+ * spilled: 55 µs), and 1024 threads of 4 × 8 (session 10's layout: 29 µs
+ * against 26). The engine declines — and the streaming one runs — for
+ * more than 32 rows a block or more than 512 / RG · 16 columns. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,27 +88,37 @@ static constexpr __host__ __device__ int ilog2(int v)
     return v > 1 ? 1 + ilog2(v / 2) : 0;
 }
 
+/* Threads a block: 512, so that a thread may hold 4 × 16 entries of P in
+ * its 128 registers. Measured on the H100 (BENCHMARKS.md, session 11):
+ * 2000 × 2000 in 13.1 ms against 14.4 with 1024 threads of 4 × 8, and
+ * faster at every size down to 300 — a block's reductions, barriers and
+ * addressing cost per warp, and there are half the warps. */
+#define OC_THREADS 512
+static_assert(OC_THREADS / 32 >= 16, "horn_in_block: a warp for each of the 16 moments");
 /* Rows a thread holds. */
 #define OC_RT 4
-static_assert(P_WARPS == 32, "rows_reduce: a lane for each warp");
+/* Column sums a thread loads at once in a column step. */
+#define OC_LOADS 4
 
 /* The block's rows and the row sums' meeting place, in shared memory. */
-template <int RP> struct oc_rows {
-    float4 s[RP];           /* source points (zero past the block's rows) */
-    float4 q[RP];           /* moved by this step's pose: y's row terms (below) */
-    float mx[RP];           /* max_j y_ij */
-    float mo[RP];           /* m_o 2^−mx_i */
-    float g[RP];            /* the row factor */
-    float red[P_WARPS][RP]; /* each warp's row sums */
+template <int RP, int NW> struct oc_rows {
+    float4 s[RP];      /* source points (zero past the block's rows) */
+    float4 q[RP];      /* moved by this step's pose: y's row terms (below) */
+    float mx[RP];      /* max_j y_ij */
+    float mo[RP];      /* m_o 2^−mx_i */
+    float g[RP];       /* the row factor */
+    float red[NW][RP]; /* each warp's row sums */
 };
 
 struct op_add {
+    static constexpr float identity = 0.0f;
     template <typename T> __device__ T operator()(T x, T y) const
     {
         return x + y;
     }
 };
 struct op_max {
+    static constexpr float identity = -INFINITY;
     __device__ float operator()(float x, float y) const
     {
         return fmaxf(x, y);
@@ -146,41 +159,42 @@ static __device__ __forceinline__ T lanes_reduce(T v, Op op)
     return v;
 }
 
-/* Each of the block's rows reduced over the block's threads (a thread's
+/* Each of the block's rows reduced over the block's NW warps (a thread's
  * OC_RT partials v, rows rg·OC_RT + k), then finish(row, total) once a row;
  * every thread sees its effects afterwards. */
-template <int RG, typename Op, typename F>
+template <int RG, int NW, typename Op, typename F>
 static __device__ __forceinline__ void rows_reduce(const float (&v)[OC_RT], Op op,
-                                                   oc_rows<OC_RT * RG> *W, F finish)
+                                                   oc_rows<OC_RT * RG, NW> *W, F finish)
 {
     constexpr int LRG = ilog2(RG), RP = OC_RT * RG;
+    static_assert(NW <= 32, "rows_reduce: a lane for each warp");
     const int lane = threadIdx.x & 31, rg = threadIdx.x & (RG - 1);
     float w[OC_RT] = {v[0], v[1], v[2], v[3]};
     const int first = lanes_halve<2, LRG, OC_RT>(w, op);
     const float t = lanes_reduce<LRG + 2>(w[0], op);
     if ((lane >> (LRG + 2)) == 0) W->red[threadIdx.x >> 5][rg * OC_RT + first] = t;
     __syncthreads();
-    /* Warp r adds row r's 32 warp totals. */
-    if ((int)(threadIdx.x >> 5) < RP) {
-        const int r = threadIdx.x >> 5;
-        const float total = lanes_reduce<0>(W->red[lane][r], op);
+    /* Warp r adds row r's NW warp totals (and row r + NW's, ...). */
+    for (int r = threadIdx.x >> 5; r < RP; r += NW) {
+        const float total = lanes_reduce<0>(lane < NW ? W->red[lane][r] : Op::identity, op);
         if (lane == 0) finish(r, total);
     }
     __syncthreads();
 }
 
-/* RG row groups of OC_RT rows a block; a thread takes row group
- * tid mod RG and the CT columns tid / RG + c · (1024 / RG). */
+/* RG row groups of OC_RT rows a block; a thread takes row group tid mod RG
+ * and the CT columns tid / RG + c · (OC_THREADS / RG). */
 template <int RG, int CT>
-static __global__ void __launch_bounds__(P_THREADS, 1)
+static __global__ void __launch_bounds__(OC_THREADS, 1)
     softassign_onchip(const __grid_constant__ pk_args a)
 {
-    constexpr int RP = OC_RT * RG, LRG = ilog2(RG), NCG = P_THREADS / RG, KEEP = CT / RG;
+    constexpr int TH = OC_THREADS, RP = OC_RT * RG, LRG = ilog2(RG), NCG = TH / RG;
+    constexpr int KEEP = CT / RG, NW = TH / 32;
     static_assert(CT >= RG, "a lane keeps at least one column's block sum");
     cg::grid_group grid = cg::this_grid();
     extern __shared__ float4 X[]; /* dst, then the column factors a_j */
     __shared__ pk_block B;
-    __shared__ oc_rows<RP> W;
+    __shared__ oc_rows<RP, NW> W;
     const int tid = threadIdx.x, m = (int)a.m;
     float *A = (float *)(X + m);
     const int rg = tid & (RG - 1), cgi = tid >> LRG;
@@ -192,7 +206,7 @@ static __global__ void __launch_bounds__(P_THREADS, 1)
     PK_PROF_START(&B);
     /* The fixed point o of y's terms (below). */
     const float o[3] = {__ldg(a.dx), __ldg(a.dy), __ldg(a.dz)};
-    for (int j = tid; j < m; j += P_THREADS) {
+    for (int j = tid; j < m; j += TH) {
         const float x = __ldg(a.dx + j), y = __ldg(a.dy + j), z = __ldg(a.dz + j);
         const float ux = x - o[0], uy = y - o[1], uz = z - o[2];
         X[j] = make_float4(x, y, z, fmaf(ux, ux, fmaf(uy, uy, uz * uz)));
@@ -242,7 +256,7 @@ static __global__ void __launch_bounds__(P_THREADS, 1)
                 v[k] = fmaxf(v[k], P[k][c]);
             }
         }
-        rows_reduce<RG>(v, op_max(), &W, [&](int r, float mx) {
+        rows_reduce<RG, NW>(v, op_max(), &W, [&](int r, float mx) {
             W.mx[r] = mx;
             W.mo[r] = ex2_fast(lmo2 - mx);
         });
@@ -262,7 +276,7 @@ static __global__ void __launch_bounds__(P_THREADS, 1)
         auto row_factor = [&](int r, float sum) {
             W.g[r] = r < rows ? 1.0f / (W.mo[r] + sum) : 0.0f;
         };
-        rows_reduce<RG>(v, op_add(), &W, row_factor);
+        rows_reduce<RG, NW>(v, op_add(), &W, row_factor);
         PK_MARK(&B, 0);
         /* The lane's share of the column sums after the last round: C_jb and
          * Σ_i P_ij g_i s_i of columns cgi + (first + k) · NCG. */
@@ -281,7 +295,7 @@ static __global__ void __launch_bounds__(P_THREADS, 1)
                     for (int k = 0; k < OC_RT; k++)
                         v[k] = fmaf(P[k][c], aj, v[k]);
                 }
-                rows_reduce<RG>(v, op_add(), &W, row_factor);
+                rows_reduce<RG, NW>(v, op_add(), &W, row_factor);
                 PK_MARK(&B, 6);
             }
             /* This block's share of the column sums, over the row groups'
@@ -334,10 +348,18 @@ static __global__ void __launch_bounds__(P_THREADS, 1)
             grid_barrier(&B, a, grid);
             PK_MARK(&B, 1);
             /* The column step; then the buffer of two rounds on is zeroed. */
-            for (int j = tid; j < m; j += P_THREADS)
-                A[j] = __frcp_rn(mo + (float)((double)__ldcg(sums + j) * a.fix_inv));
+            for (int j0 = tid; j0 < m; j0 += OC_LOADS * TH) {
+                unsigned long long u[OC_LOADS]; /* all the loads in flight at once */
+#pragma unroll
+                for (int b = 0; b < OC_LOADS; b++)
+                    u[b] = j0 + b * TH < m ? __ldcg(sums + j0 + b * TH) : 0ull;
+#pragma unroll
+                for (int b = 0; b < OC_LOADS; b++)
+                    if (j0 + b * TH < m)
+                        A[j0 + b * TH] = __frcp_rn(mo + (float)((double)u[b] * a.fix_inv));
+            }
             unsigned long long *next = a.colsum + (size_t)((round_no + 2) % 3) * m;
-            for (int j = blockIdx.x * P_THREADS + tid; j < m; j += gridDim.x * P_THREADS)
+            for (int j = blockIdx.x * TH + tid; j < m; j += gridDim.x * TH)
                 next[j] = 0;
             __syncthreads();
             PK_MARK(&B, 5);
@@ -403,22 +425,23 @@ kr_status kr_gpu_softassign_onchip(kr_gpu_context *ctx, const kr_hd_reg_params *
     const size_t groups = (rows + OC_RT - 1) / OC_RT;
     const int rg = groups <= 1 ? 1 : groups <= 2 ? 2 : groups <= 4 ? 4 : groups <= 8 ? 8 : 0;
     if (!rg) return KR_OK; /* more rows a block than its registers hold */
-    const size_t ncg = P_THREADS / rg;
-    const int ct = m <= 4 * ncg && rg <= 4 ? 4 : m <= 8 * ncg ? 8 : 0;
+    const size_t ncg = OC_THREADS / rg;
+    const int ct = m <= 8 * ncg ? 8 : m <= 16 * ncg ? 16 : 0;
     if (!ct) return KR_OK;
-    const void *kernel = rg == 1   ? (ct == 4 ? (const void *)softassign_onchip<1, 4>
-                                              : (const void *)softassign_onchip<1, 8>)
-                         : rg == 2 ? (ct == 4 ? (const void *)softassign_onchip<2, 4>
-                                              : (const void *)softassign_onchip<2, 8>)
-                         : rg == 4 ? (ct == 4 ? (const void *)softassign_onchip<4, 4>
-                                              : (const void *)softassign_onchip<4, 8>)
-                                   : (const void *)softassign_onchip<8, 8>;
+    const void *kernel = rg == 1   ? (ct == 8 ? (const void *)softassign_onchip<1, 8>
+                                              : (const void *)softassign_onchip<1, 16>)
+                         : rg == 2 ? (ct == 8 ? (const void *)softassign_onchip<2, 8>
+                                              : (const void *)softassign_onchip<2, 16>)
+                         : rg == 4 ? (ct == 8 ? (const void *)softassign_onchip<4, 8>
+                                              : (const void *)softassign_onchip<4, 16>)
+                                   : (ct == 8 ? (const void *)softassign_onchip<8, 8>
+                                              : (const void *)softassign_onchip<8, 16>);
     const size_t needed = (n + rows - 1) / rows;
     int tile = 0, blocks = 0;
     size_t dyn = 0;
     /* Dynamic shared memory: dst as float4 and the column factors. */
-    kr_status s = pk_plan_kernel(ctx, kernel, m, sizeof(float4) + sizeof(float), 0, needed, &tile,
-                                 &dyn, &blocks);
+    kr_status s = pk_plan_kernel(ctx, kernel, OC_THREADS, m, sizeof(float4) + sizeof(float), 0,
+                                 needed, &tile, &dyn, &blocks);
     if (s != KR_OK || (size_t)blocks != needed || (size_t)tile < m) return s;
 
     /* Scratch: the blocks' moments (two parities), then the column sums. */
@@ -457,7 +480,7 @@ kr_status kr_gpu_softassign_onchip(kr_gpu_context *ctx, const kr_hd_reg_params *
     KR_CUDA_CHECK(cudaMemsetAsync(a.colsum, 0, sum_bytes, ctx->stream));
     void *args[] = {&a};
     cudaError_t launch =
-        cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(P_THREADS), args, dyn, ctx->stream);
+        cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(OC_THREADS), args, dyn, ctx->stream);
     if (launch == cudaErrorCooperativeLaunchTooLarge) {
         (void)cudaGetLastError(); /* SMs held elsewhere: the streaming engine */
         return KR_OK;
