@@ -182,6 +182,23 @@ static __device__ __forceinline__ void rows_reduce(const float (&v)[OC_RT], Op o
     __syncthreads();
 }
 
+/* The thread's share of Σ_i P_ij w_i for each of its CT columns, summed
+ * over the RG lanes that hold the column's other row groups: the lane keeps
+ * CT / RG of them, columns first … first + CT / RG − 1 (lanes_halve). */
+template <int LRG, int CT>
+static __device__ __forceinline__ int column_sums(const float (&P)[OC_RT][CT],
+                                                  const float (&w)[OC_RT], float (&out)[CT])
+{
+#pragma unroll
+    for (int c = 0; c < CT; c++) {
+        out[c] = 0.0f;
+#pragma unroll
+        for (int k = 0; k < OC_RT; k++)
+            out[c] = fmaf(P[k][c], w[k], out[c]);
+    }
+    return lanes_halve<LRG, 0, CT>(out, op_add());
+}
+
 /* RG row groups of OC_RT rows a block; a thread takes row group tid mod RG
  * and the CT columns tid / RG + c · (OC_THREADS / RG). */
 template <int RG, int CT>
@@ -305,26 +322,15 @@ static __global__ void __launch_bounds__(OC_THREADS, 1)
             for (int k = 0; k < OC_RT; k++)
                 g[k] = W.g[rg * OC_RT + k];
             float cs[CT];
-#pragma unroll
-            for (int c = 0; c < CT; c++) {
-                cs[c] = 0.0f;
-#pragma unroll
-                for (int k = 0; k < OC_RT; k++)
-                    cs[c] = fmaf(P[k][c], g[k], cs[c]);
-            }
-            first = lanes_halve<LRG, 0, CT>(cs, op_add());
+            first = column_sums<LRG>(P, g, cs);
             if (round + 1 == a.p.i1) { /* one coordinate at a time: registers */
 #pragma unroll
                 for (int d = 0; d < 3; d++) {
-                    float ws[CT];
+                    float gs[OC_RT], ws[CT];
 #pragma unroll
-                    for (int c = 0; c < CT; c++) {
-                        ws[c] = 0.0f;
-#pragma unroll
-                        for (int k = 0; k < OC_RT; k++)
-                            ws[c] = fmaf(P[k][c] * g[k], (&W.s[rg * OC_RT + k].x)[d], ws[c]);
-                    }
-                    lanes_halve<LRG, 0, CT>(ws, op_add());
+                    for (int k = 0; k < OC_RT; k++)
+                        gs[k] = g[k] * (&W.s[rg * OC_RT + k].x)[d];
+                    column_sums<LRG>(P, gs, ws);
 #pragma unroll
                     for (int k = 0; k < KEEP; k++)
                         Ws[d][k] = ws[k];
