@@ -14,7 +14,7 @@
  * in every run and in every order of arrival). A step then has one grid
  * barrier a round and one for Horn's moments: four for the seed's I1 = 3,
  * against six. Measured on the H100 (docs/BENCHMARKS.md, sessions 10 and
- * 11): 26 µs a step at 2000 × 2000, 13.1 ms for the seed's schedule.
+ * 11): 24.5 µs a step at 2000 × 2000, 12.2 ms for the seed's schedule.
  * Nsight Compute (session 11, on the 1024-thread layout) said where: a
  * warp waited 22% of its time at the rounds' grid barriers and 11% for
  * Horn's warp, and the rest issued ~2400 instructions a step, four fifths
@@ -72,7 +72,7 @@
  * sweep moved 4–20 bytes a pair through shared memory: 33 µs a step), a
  * thread a column over all the block's rows (the row sums' registers
  * spilled: 55 µs), and 1024 threads of 4 × 8 (session 10's layout: 29 µs
- * against 26). The engine declines — and the streaming one runs — for
+ * against 26 on the same code). The engine declines — and the streaming one runs — for
  * more than 32 rows a block or more than 512 / RG · 16 columns. */
 #include <math.h>
 #include <stdlib.h>
