@@ -90,6 +90,14 @@ void kr_model_worker_stop(kr_model *m)
 kr_status kr_model_request_snapshot(kr_model *m, uint64_t frame_index)
 {
     if (!m) return kr_error(KR_ERR_INVALID_ARG, "kr_model_request_snapshot: NULL model");
+    uint64_t window = (uint64_t)m->cfg.active_window;
+    return kr_model_request_snapshot_since(m, frame_index,
+                                           frame_index > window ? frame_index - window : 0);
+}
+
+kr_status kr_model_request_snapshot_since(kr_model *m, uint64_t frame_index, uint64_t since)
+{
+    if (!m) return kr_error(KR_ERR_INVALID_ARG, "kr_model_request_snapshot_since: NULL model");
     pthread_mutex_lock(&m->mu);
     if (m->busy) {
         pthread_mutex_unlock(&m->mu);
@@ -100,8 +108,6 @@ kr_status kr_model_request_snapshot(kr_model *m, uint64_t frame_index)
     m->busy = true; /* from here this request owns the job buffers */
     pthread_mutex_unlock(&m->mu);
 
-    uint64_t window = (uint64_t)m->cfg.active_window;
-    uint64_t since = frame_index > window ? frame_index - window : 0;
     size_t n = 0;
     kr_status s = kr_model_gather(m, since, &n);
     if (s != KR_OK || n == 0) {

@@ -17,6 +17,7 @@
 #include "pipeline/fuser.h"
 #include "pipeline/model_feed.h"
 #include "pipeline/live_refine.h"
+#include "pipeline/lost_fill.h"
 #include "pipeline/latency_hist.h"
 #include "pipeline/outbox.h"
 #include "pipeline/recover.h"
@@ -42,6 +43,11 @@ struct kr_pipeline {
      * keyframe bookkeeping; the refined trajectory once the run has ended. */
     kr_live_refine *refine;
     kr_trajectory refined;
+    /* cfg.fill_lost: the LOST frames' depth, and once the run has ended the
+     * trajectory with their poses filled in (pipeline/lost_fill.h). */
+    bool fill;
+    kr_lost_keep lost_keep;
+    kr_trajectory final;
 
     /* Motion history for the constant-velocity seed: the last trusted pose
      * (its time bounds how far the camera can have moved since). */
@@ -97,6 +103,7 @@ void kr_pipeline_config_default(kr_pipeline_config *cfg)
     cfg->fuse_level = -1;
     cfg->model_period_s = 1.0;
     cfg->model_points = 100000;
+    cfg->fill_frames = 300;
     kr_live_refine_config_default(&cfg->refine);
 }
 
@@ -184,6 +191,8 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
             goto fail;
         }
     }
+    p->fill = cfg->fill_lost || (cfg->trajectory_final_path && *cfg->trajectory_final_path);
+    kr_lost_keep_init(&p->lost_keep, cfg->fill_frames);
     if (cfg->trajectory_path && *cfg->trajectory_path &&
         (s = kr_trajectory_writer_open(&p->trajectory_file, cfg->trajectory_path)) != KR_OK)
         goto fail;
@@ -205,6 +214,8 @@ void kr_pipeline_destroy(kr_pipeline **pp)
     if (p->refine) kr_live_refine_free(p->refine); /* its thread first */
     free(p->refine);
     kr_trajectory_free(&p->refined);
+    kr_lost_keep_free(&p->lost_keep);
+    kr_trajectory_free(&p->final);
     kr_recover_cache_free(&p->recover_cache);
     kr_outbox_destroy(&p->outbox);
     kr_queue_destroy(&p->queue);
@@ -239,6 +250,11 @@ void kr_pipeline_get_stats(const kr_pipeline *p, kr_pipeline_stats *out)
 const kr_trajectory *kr_pipeline_refined_trajectory(const kr_pipeline *p)
 {
     return p ? &p->refined : NULL;
+}
+
+const kr_trajectory *kr_pipeline_final_trajectory(const kr_pipeline *p)
+{
+    return p ? &p->final : NULL;
 }
 
 const kr_trajectory *kr_pipeline_trajectory(const kr_pipeline *p)
@@ -428,6 +444,14 @@ static void accept_pose(kr_pipeline *p, const kr_pose *pose, double stamp)
  * than this much time's motion, and recovery (a wider search) takes over. */
 #define JUDGE_MAX_ELAPSED_S 0.3
 
+/* The time the motion check allows for, from a trusted pose at `from` to a
+ * frame at `stamp`. Frames come at least 1/100 s apart: timestamps that do
+ * not advance (a source without clock) still allow one frame's motion. */
+static double elapsed_since(double from, double stamp)
+{
+    return fmin(fmax(stamp - from, 0.01), JUDGE_MAX_ELAPSED_S);
+}
+
 /* Failure detection: the state machine sees the fit, how far the solution
  * lies from the prediction against the time the camera had to get there, and
  * the trend against the recent GOOD frames. A verdict only ever worsens; the
@@ -435,21 +459,9 @@ static void accept_pose(kr_pipeline *p, const kr_pose *pose, double stamp)
 static void judge(const kr_pipeline *p, const kr_pose *seed, double stamp, kr_track_result *t)
 {
     if (t->state == KR_TRACK_LOST) return;
-    kr_track_quality q = p->recent;
-    q.points = t->inliers;
-    q.inliers = t->inliers;
-    q.inlier_fraction = t->inlier_fraction;
-    q.rms = t->rms;
-    q.condition = t->condition;
-    q.solved = true;
-    kr_pose inv = kr_pose_inv(seed);
-    kr_pose departure = kr_pose_mul(&inv, &t->pose);
-    q.departure_rot = kr_pose_angle(&departure);
-    q.departure_trans = sqrt(departure.t[0] * departure.t[0] + departure.t[1] * departure.t[1] +
-                             departure.t[2] * departure.t[2]);
-    /* Frames come at least 1/100 s apart: timestamps that do not advance
-     * (a source without clock) still allow one frame's motion. */
-    q.elapsed_s = fmin(fmax(stamp - p->last_pose_time, 0.01), JUDGE_MAX_ELAPSED_S);
+    kr_track_quality q = kr_track_quality_of(t, seed, elapsed_since(p->last_pose_time, stamp));
+    q.recent_inlier = p->recent.recent_inlier;
+    q.recent_rms = p->recent.recent_rms;
     kr_track_config gates = p->cfg.track;
     if (p->partial_inlier > 0 && p->partial_inlier < gates.good_inlier)
         gates.good_inlier = p->partial_inlier;
@@ -515,13 +527,8 @@ static bool needs_recovery(kr_pipeline *p, const kr_frame_result *r, uint64_t fr
  * the last trusted pose: the motion check's reach (kr_track_classify). */
 static bool reachable(const kr_pipeline *p, const kr_pose *seed, const kr_pose *pose, double stamp)
 {
-    const kr_track_config *c = &p->cfg.track;
-    double elapsed = fmin(fmax(stamp - p->last_pose_time, 0.01), JUDGE_MAX_ELAPSED_S);
-    kr_pose inv = kr_pose_inv(seed), d = kr_pose_mul(&inv, pose);
-    double dist = sqrt(d.t[0] * d.t[0] + d.t[1] * d.t[1] + d.t[2] * d.t[2]);
-    double reach = c->max_speed * elapsed + c->departure_slack_m;
-    double turn = (c->max_turn_deg * elapsed + c->departure_slack_deg) * M_PI / 180;
-    return dist <= reach && kr_pose_angle(&d) <= turn;
+    return kr_track_within_reach(&p->cfg.track, seed, pose,
+                                 elapsed_since(p->last_pose_time, stamp));
 }
 
 static kr_status recover(kr_pipeline *p, const kr_kdtree *model, const kr_pose *seed,
@@ -785,9 +792,10 @@ static void emit_pose(kr_pipeline *p, const kr_frame_result *r, double capture_t
     kr_outbox_put(&p->outbox, &item);
 
     kr_trajectory_push(&p->trajectory, r->timestamp, &r->track.pose);
-    /* The live refiner corrects every frame's pose at the end of the run, so
-     * with it on the whole trajectory stays in memory. */
-    if (p->cfg.trajectory_keep && !p->refine)
+    /* The live refiner and the lost frames' filling correct frames' poses
+     * at the end of the run, so with either on the whole trajectory stays
+     * in memory. */
+    if (p->cfg.trajectory_keep && !p->refine && !p->fill)
         kr_trajectory_keep_last(&p->trajectory, p->cfg.trajectory_keep);
     if (p->trajectory_file.fd >= 0 || p->trajectory_file.failed) write_pose(p, r);
 }
@@ -818,6 +826,16 @@ static void update_stats(kr_pipeline *p, const kr_frame_result *r)
     pthread_mutex_unlock(&p->stats_lock);
 }
 
+/* A LOST frame's depth, for the final trajectory: its position is the
+ * trajectory's next. Out of memory, the frame is not kept (it keeps its
+ * published pose) and tracking goes on. */
+static void keep_lost(kr_pipeline *p, kr_frame *frame, const kr_frame_result *r)
+{
+    bool depth = r->valid_points >= p->cfg.track.min_points;
+    if (kr_lost_keep_add(&p->lost_keep, p->trajectory.count, frame, depth) != KR_OK)
+        kr_log(KR_LOG_WARN, "%s: it keeps its published pose", kr_last_error());
+}
+
 /* True when the source ended (not a stop or an error). */
 static bool tracker_loop(kr_pipeline *p)
 {
@@ -834,6 +852,7 @@ static bool tracker_loop(kr_pipeline *p)
         kr_frame_result r;
         memset(&r, 0, sizeof r);
         s = track_frame(p, &frame, &r);
+        if (s == KR_OK && p->fill && r.track.state == KR_TRACK_LOST) keep_lost(p, &frame, &r);
         double captured = frame.capture_time;
         kr_frame_release(&frame);
         if (s != KR_OK) {
@@ -853,6 +872,47 @@ static bool tracker_loop(kr_pipeline *p)
         }
     }
     return false;
+}
+
+/* The final trajectory: the published poses, the lost stretches filled in
+ * against the model as it stands at the end (a snapshot of everything
+ * fused). Written to trajectory_final_path; errors are recorded, not fatal
+ * to the rest of the shutdown. */
+static void fill_lost(kr_pipeline *p)
+{
+    kr_status s = KR_OK;
+    for (size_t i = 0; i < p->trajectory.count && s == KR_OK; i++)
+        s = kr_trajectory_push(&p->final, p->trajectory.stamps[i], &p->trajectory.poses[i]);
+    if (s != KR_OK) {
+        record_error(p, s);
+        return;
+    }
+    kr_lost_fill_counts counts = {0};
+    kr_status fs = KR_OK;
+    if (p->lost_keep.count > 0) {
+        kr_log(KR_LOG_INFO, "filling in %zu lost frames (%zu with depth kept)", p->lost_keep.count,
+               p->lost_keep.with_depth);
+        /* The whole map: the active window holds only the run's last view. */
+        fs = kr_model_request_snapshot_since(p->model, p->trajectory.count, 0);
+        kr_model_wait_idle(p->model);
+        kr_model_snapshot *snap = fs == KR_OK ? kr_model_snapshot_acquire(p->model) : NULL;
+        if (snap) {
+            fs = kr_lost_fill(&p->lost_keep, p->device, kr_model_snapshot_tree(snap),
+                              &p->cfg.preprocess, &p->intrinsics, &p->cfg.track,
+                              JUDGE_MAX_ELAPSED_S, &p->pyramid, &p->final, &counts);
+            kr_model_snapshot_release(&snap);
+        }
+        if (fs != KR_OK) record_error(p, fs);
+    }
+    /* What was filled in before a failure is still written. */
+    const char *path = p->cfg.trajectory_final_path;
+    if (path && *path && (s = kr_trajectory_write_tum(path, &p->final)) != KR_OK)
+        record_error(p, s);
+    pthread_mutex_lock(&p->stats_lock);
+    p->stats.frames_filled = counts.tracked;
+    p->stats.frames_interpolated = counts.interpolated;
+    p->stats.frames_unfilled = p->lost_keep.count - counts.tracked - counts.interpolated;
+    pthread_mutex_unlock(&p->stats_lock);
 }
 
 /* Shutdown of the live refiner: the window in flight is waited for and its
@@ -924,6 +984,7 @@ kr_status kr_pipeline_run(kr_pipeline *p)
         if (f != KR_OK) record_error(p, f);
     }
     kr_model_wait_idle(p->model);
+    if (p->fill) fill_lost(p);
     if (p->refine) finish_refinement(p, source_ended);
     pthread_mutex_lock(&p->stats_lock);
     p->stats.frames_dropped = kr_queue_dropped(p->queue) + kr_source_dropped(p->source);

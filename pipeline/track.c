@@ -91,6 +91,40 @@ const char *kr_track_state_name(kr_track_state s)
     return "UNKNOWN";
 }
 
+/* A handheld sensor moves at most max_speed and turns at most max_turn_deg
+ * per second, plus the slack for the noise of the pose it moved from. */
+static bool within_reach(const kr_track_config *cfg, double trans, double rot, double elapsed_s)
+{
+    double reach = cfg->max_speed * elapsed_s + cfg->departure_slack_m;
+    double turn = (cfg->max_turn_deg * elapsed_s + cfg->departure_slack_deg) * M_PI / 180;
+    return !(cfg->max_speed > 0 && !(trans <= reach)) && !(cfg->max_turn_deg > 0 && !(rot <= turn));
+}
+
+bool kr_track_within_reach(const kr_track_config *cfg, const kr_pose *from, const kr_pose *to,
+                           double elapsed_s)
+{
+    kr_pose inv = kr_pose_inv(from), d = kr_pose_mul(&inv, to);
+    return within_reach(cfg, kr_pose_translation_norm(&d), kr_pose_angle(&d), elapsed_s);
+}
+
+kr_track_quality kr_track_quality_of(const kr_track_result *t, const kr_pose *from,
+                                     double elapsed_s)
+{
+    kr_track_quality q;
+    memset(&q, 0, sizeof q);
+    q.points = t->inliers;
+    q.inliers = t->inliers;
+    q.inlier_fraction = t->inlier_fraction;
+    q.rms = t->rms;
+    q.condition = t->condition;
+    q.solved = true;
+    kr_pose inv = kr_pose_inv(from), d = kr_pose_mul(&inv, &t->pose);
+    q.departure_rot = kr_pose_angle(&d);
+    q.departure_trans = kr_pose_translation_norm(&d);
+    q.elapsed_s = elapsed_s;
+    return q;
+}
+
 kr_track_state kr_track_classify(const kr_track_quality *q, const kr_track_config *cfg)
 {
     if (!q || !cfg || !q->solved) return KR_TRACK_LOST;
@@ -99,13 +133,8 @@ kr_track_state kr_track_classify(const kr_track_quality *q, const kr_track_confi
         !(q->rms <= cfg->lost_rms))
         return KR_TRACK_LOST;
     /* Implied motion: a solution the sensor cannot have reached is a wrong basin. */
-    if (q->elapsed_s > 0) {
-        double reach = cfg->max_speed * q->elapsed_s + cfg->departure_slack_m;
-        double turn = (cfg->max_turn_deg * q->elapsed_s + cfg->departure_slack_deg) * M_PI / 180;
-        if ((cfg->max_speed > 0 && !(q->departure_trans <= reach)) ||
-            (cfg->max_turn_deg > 0 && !(q->departure_rot <= turn)))
-            return KR_TRACK_LOST;
-    }
+    if (q->elapsed_s > 0 && !within_reach(cfg, q->departure_trans, q->departure_rot, q->elapsed_s))
+        return KR_TRACK_LOST;
     if (!(q->inlier_fraction >= cfg->good_inlier) || !(q->rms <= cfg->good_rms) ||
         !(q->condition >= cfg->min_condition))
         return KR_TRACK_POOR;

@@ -178,6 +178,9 @@ int kr_cmd_run(int argc, char **argv)
     if (cfg.trajectory_refined_path &&
         !kr_output_writable("kinreg run", "--trajectory-refined", cfg.trajectory_refined_path))
         return KR_EXIT_FAILURE;
+    if (cfg.trajectory_final_path &&
+        !kr_output_writable("kinreg run", "--trajectory-final", cfg.trajectory_final_path))
+        return KR_EXIT_FAILURE;
 
     kr_view *view = NULL;
     if (ro.view) {
@@ -210,6 +213,8 @@ int kr_cmd_run(int argc, char **argv)
         fprintf(stderr, "kinreg run: model written to %s\n", cfg.model_path);
     if (cfg.trajectory_refined_path && s == KR_OK)
         fprintf(stderr, "kinreg run: refined trajectory written to %s\n", cfg.trajectory_refined_path);
+    if (cfg.trajectory_final_path && s == KR_OK)
+        fprintf(stderr, "kinreg run: final trajectory written to %s\n", cfg.trajectory_final_path);
     kr_pipeline_destroy(&p);
     if (stats.trajectory_failed || stats.model_save_failed) return KR_EXIT_OUTPUT;
     return kr_exit_code(s);

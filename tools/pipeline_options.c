@@ -61,12 +61,22 @@ void kr_pipeline_options_help_for(FILE *out, bool outputs)
             "  -p, --publish ENDPOINT  ZeroMQ PUB endpoint, e.g. tcp://*:5555 (default: none)\n"
             "      --wait-subscriber SEC  before the first frame, wait up to SEC for a subscriber\n"
             "                          (ZeroMQ drops what is sent before one has joined)\n"
-            "      --model-period SEC  publish a model snapshot for viewers every SEC seconds, only\n"
+            "      --model-period SEC  publish a model snapshot for viewers every SEC seconds, "
+            "only\n"
             "                          while one subscribes to `model` (default %g; 0 = never)\n"
             "      --model-points N    at most N points per model snapshot (default %d)\n"
-            "      --trajectory-refined FILE  with --refine on: every frame's pose corrected by its\n"
-            "                          keyframe's refined motion (TUM), written when the run ends\n",
-            d.model_period_s, d.model_points);
+            "      --trajectory-refined FILE  with --refine on: every frame's pose corrected by "
+            "its\n"
+            "                          keyframe's refined motion (TUM), written when the run ends\n"
+            "      --trajectory-final FILE  the trajectory as known when the run ends (TUM): LOST\n"
+            "                          frames before a recovery tracked backwards from it against\n"
+            "                          the final model, covered ones interpolated; the rest keep\n"
+            "                          their published pose\n"
+            "      --fill-frames N     for --trajectory-final, keep the depth of at most N LOST\n"
+            "                          frames, the oldest dropped first (default %zu, about 0.6 "
+            "MB\n"
+            "                          each at 640x480)\n",
+            d.model_period_s, d.model_points, d.fill_frames);
     if (outputs) kr_curve_options_help(out);
     fprintf(
         out,
@@ -167,6 +177,7 @@ static const kr_number_rule
     rule_refine_every = {"--refine-every",         1, 64, false, true, "keyframes",
                          "at most --refine-window"},
     rule_refine_window = {"--refine-window", 2, 64, false, true, "keyframes", NULL},
+    rule_fill_frames = {"--fill-frames", 0, 1000000, false, true, "frames", NULL},
     rule_refine_refuse = {"--refine-refuse", 0, 100, false, false, "metres", "0 = never"},
     rule_model_memory = {"--model-memory", 0, 1048576, false, false, "MiB", "0 = no cap"},
     rule_rate = {
@@ -418,6 +429,13 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
         return 1;
     case 1053:
         cfg->trajectory_refined_path = arg;
+        return 1;
+    case 1055:
+        cfg->trajectory_final_path = arg;
+        return 1;
+    case 1056:
+        if (parse_number(&rule_fill_frames, arg, &v) < 0) return -1;
+        cfg->fill_frames = (size_t)v;
         return 1;
     case 1054:
         if (parse_number(&rule_refine_refuse, arg, &v) < 0) return -1;

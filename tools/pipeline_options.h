@@ -38,7 +38,9 @@
         {"refine-every", required_argument, 0, 1052},                                              \
         {"refine-refuse", required_argument, 0, 1054},                                             \
         {"trajectory-refined", required_argument, 0, 1053},                                        \
-        {"model-memory", required_argument, 0, 1060}, KR_CURVE_LONG_OPTIONS
+        {"trajectory-final", required_argument, 0, 1055},                                          \
+        {"fill-frames", required_argument, 0, 1056}, {"model-memory", required_argument, 0, 1060}, \
+        KR_CURVE_LONG_OPTIONS
 
 #define KR_PIPELINE_SHORT_OPTIONS "s:b:p:t:m:r:n:"
 

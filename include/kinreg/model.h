@@ -75,6 +75,9 @@ KR_API kr_status kr_model_refuse(kr_model *model, const kr_cloud *clouds, const 
  * while one is in flight is ignored). With no such voxels nothing is built and
  * the last snapshot stays (KR_OK). Synchronous mode returns the build status. */
 KR_API kr_status kr_model_request_snapshot(kr_model *model, uint64_t frame_index);
+/* The same over the voxels seen since frame `since` (0: the whole map). */
+KR_API kr_status kr_model_request_snapshot_since(kr_model *model, uint64_t frame_index,
+                                                 uint64_t since);
 /* Blocks until no rebuild is in flight. */
 KR_API void kr_model_wait_idle(kr_model *model);
 

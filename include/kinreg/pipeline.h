@@ -136,6 +136,11 @@ typedef struct {
     uint64_t recovery_failures; /* recovery attempts that did not */
     double recovery_ms_total;   /* time spent in recovery, all attempts */
     double recovery_ms_max;     /* longest successful recovery */
+    /* The final trajectory (fill_lost; counted once kr_pipeline_run has
+     * returned): LOST frames placed by tracking backwards from the pose
+     * that ended their loss, covered ones interpolated between known poses,
+     * and those left with their published pose. */
+    uint64_t frames_filled, frames_interpolated, frames_unfilled;
     uint64_t frames_skipped;    /* corrupt frames skipped (--skip-bad) */
     double elapsed_s;           /* wall time from start to the last frame */
     double fps;                 /* frames_out / elapsed_s */
@@ -195,12 +200,20 @@ typedef struct {
                                       (default), else at least the last N and at most 2N, so
                                       a long session that streams to trajectory_path stays
                                       bounded (`kinreg run` keeps 1024); ignored with the
-                                      live refiner on, which corrects every frame at the end */
+                                      live refiner or fill_lost on, which correct every frame
+                                      at the end */
     const char *model_path;        /* PLY written at the end; NULL = none */
     kr_live_refine_config refine;  /* the live refiner (default off) */
     const char *trajectory_refined_path; /* TUM file of every frame's refined pose, written when
                                             the run ends (Ctrl-C included): later refinements
                                             correct earlier frames; needs refine.enabled */
+    bool fill_lost;                /* keep the LOST frames' depth and, when the run ends, place
+                                      them: kr_pipeline_final_trajectory (pipeline/lost_fill.h);
+                                      on with trajectory_final_path */
+    size_t fill_frames;            /* LOST frames with depth kept at most, the oldest dropped first
+                                      (default 300, about 180 MB of 640x480 depth) */
+    const char *trajectory_final_path; /* TUM file of the final trajectory, written when the run
+                                          ends; NULL = none */
     bool deterministic;            /* repeatable results (default false): model snapshots are
                                       built on the tracker thread when requested, so frame k
                                       always tracks against the snapshot of frame
@@ -240,6 +253,10 @@ KR_API const kr_trajectory *kr_pipeline_trajectory(const kr_pipeline *p);
 /* Every frame's pose corrected by its keyframe's refined motion, complete
  * once kr_pipeline_run has returned (empty before, and with the refiner off). */
 KR_API const kr_trajectory *kr_pipeline_refined_trajectory(const kr_pipeline *p);
+/* The published poses with the lost stretches filled in where they could
+ * be, complete once kr_pipeline_run has returned (empty before, and with
+ * fill_lost off). */
+KR_API const kr_trajectory *kr_pipeline_final_trajectory(const kr_pipeline *p);
 KR_API const kr_source *kr_pipeline_source(const kr_pipeline *p);
 KR_API const kr_device *kr_pipeline_device(const kr_pipeline *p);
 

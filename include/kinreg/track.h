@@ -116,6 +116,14 @@ typedef struct {
  * the prediction than the sensor can move; POOR: a weak or ill-conditioned
  * fit, or one much worse than the recent frames'. */
 KR_API kr_track_state kr_track_classify(const kr_track_quality *q, const kr_track_config *cfg);
+/* A result's figures as the state machine sees them, its departure measured
+ * from `from` after `elapsed_s` (the trends' means left at 0: no trend). */
+KR_API kr_track_quality kr_track_quality_of(const kr_track_result *t, const kr_pose *from,
+                                            double elapsed_s);
+/* kr_track_classify's motion check alone: whether the camera can have moved
+ * from `from` to `to` in `elapsed_s`. */
+KR_API bool kr_track_within_reach(const kr_track_config *cfg, const kr_pose *from,
+                                  const kr_pose *to, double elapsed_s);
 KR_API const char *kr_track_state_name(kr_track_state s);
 
 /* One Newton linearisation at `pose` on one level: the sums F (6×6 row-major),

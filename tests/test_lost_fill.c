@@ -1,0 +1,226 @@
+/* Filling in lost stretches (pipeline/lost_fill.h), against the ground truth:
+ * the synthetic scan's first frames are fused at their true poses, a stretch
+ * of them is declared LOST with the last good pose published (as the
+ * pipeline does), and the fill must put them back where the truth says, or
+ * leave them alone where it cannot know. */
+#include "kr_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kinreg/device.h"
+#include "kinreg/model.h"
+#include "kinreg/preprocess.h"
+#include "kinreg/source.h"
+#include "pipeline/lost_fill.h"
+
+#define FRAMES 50
+#define LOST_FIRST 20 /* frames 20..34 are LOST */
+#define LOST_LAST 34
+#define COVERED_FIRST 25 /* of which 25..29 had no depth */
+#define COVERED_LAST 29
+
+typedef struct {
+    bool ready;     /* scene_open got through */
+    kr_device *dev; /* the CPU engine */
+    kr_source *src;
+    kr_model *model;
+    kr_model_snapshot *snap;
+    kr_frame frames[FRAMES];
+    kr_pose truth[FRAMES]; /* relative to the first camera: the world frame */
+    kr_intrinsics K;
+    kr_preprocess_config pc;
+    kr_track_config tc;
+    kr_pyramid pyr;
+} scene;
+
+/* Every frame fused at its true pose; the frames kept for the keep. */
+static void scene_open(scene *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    kr_device_config dc;
+    kr_device_config_default(&dc);
+    dc.backend = KR_BACKEND_CPU;
+    REQUIRE_OK(kr_device_create(&sc->dev, &dc));
+    kr_source_config scfg;
+    kr_source_config_default(&scfg);
+    scfg.uri = "synthetic:1";
+    scfg.duration_s = 2;
+    REQUIRE_OK(kr_source_create(&sc->src, &scfg));
+    kr_model_config mc;
+    kr_model_config_default(&mc);
+    mc.background = false;
+    REQUIRE_OK(kr_model_create(&sc->model, &mc));
+    const kr_trajectory *gt = kr_source_groundtruth(sc->src);
+    REQUIRE(gt && gt->count >= FRAMES);
+    sc->K = kr_source_intrinsics(sc->src);
+    kr_preprocess_config_default(&sc->pc);
+    kr_track_config_default(&sc->tc);
+    kr_pose g0inv = kr_pose_inv(&gt->poses[0]);
+    for (int k = 0; k < FRAMES; k++) {
+        REQUIRE_OK(kr_source_read(sc->src, &sc->frames[k]));
+        sc->truth[k] = kr_pose_mul(&g0inv, &gt->poses[k]);
+        REQUIRE_OK(kr_preprocess(sc->dev, &sc->pc, &sc->frames[k], &sc->K, &sc->pyr));
+        REQUIRE_OK(kr_model_integrate(sc->model, &sc->pyr.level[sc->tc.finest_level], &sc->truth[k],
+                                      (uint64_t)k));
+    }
+    REQUIRE_OK(kr_model_request_snapshot_since(sc->model, FRAMES, 0));
+    sc->snap = kr_model_snapshot_acquire(sc->model);
+    REQUIRE(sc->snap != NULL);
+    sc->ready = true;
+}
+
+static void scene_close(scene *sc)
+{
+    for (int k = 0; k < FRAMES; k++)
+        kr_frame_release(&sc->frames[k]);
+    kr_model_snapshot_release(&sc->snap);
+    kr_model_destroy(&sc->model);
+    kr_pyramid_free(&sc->pyr);
+    kr_source_destroy(&sc->src);
+    kr_device_destroy(&sc->dev);
+}
+
+/* The published trajectory: the truth, but the LOST frames [first, last]
+ * hold the last good pose; and the keep of those frames (copies of their
+ * depth, the covered ones without). */
+static void published(scene *sc, int first, int last, size_t max_depth, kr_trajectory *traj,
+                      kr_lost_keep *keep)
+{
+    memset(traj, 0, sizeof *traj);
+    for (int k = 0; k < FRAMES; k++) {
+        const kr_pose *pose = k >= first && k <= last ? &sc->truth[first - 1] : &sc->truth[k];
+        REQUIRE_OK(kr_trajectory_push(traj, sc->frames[k].timestamp, pose));
+    }
+    kr_lost_keep_init(keep, max_depth);
+    for (int k = first; k <= last; k++) {
+        kr_frame copy = sc->frames[k];
+        size_t bytes = (size_t)copy.width * copy.height * sizeof *copy.raw;
+        copy.raw = malloc(bytes);
+        REQUIRE(copy.raw != NULL);
+        memcpy(copy.raw, sc->frames[k].raw, bytes);
+        bool depth = k < COVERED_FIRST || k > COVERED_LAST;
+        REQUIRE_OK(kr_lost_keep_add(keep, (size_t)k, &copy, depth));
+        kr_frame_release(&copy); /* the keep took it, or it is not kept */
+    }
+}
+
+static void pose_error(const kr_pose *truth, const kr_pose *est, double *cm, double *deg)
+{
+    kr_pose inv = kr_pose_inv(truth), e = kr_pose_mul(&inv, est);
+    *cm = 100 * kr_pose_translation_norm(&e);
+    *deg = kr_pose_angle(&e) * 180 / M_PI;
+}
+
+KR_TEST(lost_fill, places_a_stretch_by_the_truth)
+{
+    scene sc;
+    scene_open(&sc);
+    if (!sc.ready) {
+        scene_close(&sc);
+        return;
+    }
+    kr_trajectory traj;
+    kr_lost_keep keep;
+    published(&sc, LOST_FIRST, LOST_LAST, 300, &traj, &keep);
+    CHECK_EQ(keep.count, LOST_LAST - LOST_FIRST + 1);
+    CHECK_EQ(keep.with_depth, keep.count - (COVERED_LAST - COVERED_FIRST + 1));
+    kr_lost_fill_counts counts;
+    CHECK_OK(kr_lost_fill(&keep, sc.dev, kr_model_snapshot_tree(sc.snap), &sc.pc, &sc.K, &sc.tc,
+                          0.3, &sc.pyr, &traj, &counts));
+    CHECK_EQ(counts.tracked, keep.with_depth);
+    CHECK_EQ(counts.interpolated, COVERED_LAST - COVERED_FIRST + 1);
+    double worst_tracked = 0, worst_covered = 0, worst_published = 0;
+    for (int k = LOST_FIRST; k <= LOST_LAST; k++) {
+        double cm, deg, pcm, pdeg;
+        pose_error(&sc.truth[k], &traj.poses[k], &cm, &deg);
+        pose_error(&sc.truth[k], &sc.truth[LOST_FIRST - 1], &pcm, &pdeg);
+        bool covered = k >= COVERED_FIRST && k <= COVERED_LAST;
+        /* Tracked against a model fused from the truth: as good as tracking. */
+        CHECK_MSG(cm < (covered ? 1.0 : 0.5) && deg < (covered ? 1.0 : 0.5),
+                  "frame %d %s %.2f cm %.2f deg off the truth", k,
+                  covered ? "interpolated" : "tracked", cm, deg);
+        if (covered)
+            worst_covered = fmax(worst_covered, cm);
+        else
+            worst_tracked = fmax(worst_tracked, cm);
+        worst_published = fmax(worst_published, pcm);
+    }
+    printf("    %llu tracked (worst %.2f cm), %llu interpolated (worst %.2f cm); the published "
+           "poses were up to %.2f cm off\n",
+           (unsigned long long)counts.tracked, worst_tracked,
+           (unsigned long long)counts.interpolated, worst_covered, worst_published);
+    /* The frames outside the stretch are untouched. */
+    for (int k = 0; k < FRAMES; k++)
+        if (k < LOST_FIRST || k > LOST_LAST)
+            CHECK(memcmp(&traj.poses[k], &sc.truth[k], sizeof(kr_pose)) == 0);
+    kr_lost_keep_free(&keep);
+    kr_trajectory_free(&traj);
+    scene_close(&sc);
+}
+
+/* What cannot be known stays as published: depth dropped beyond the keep's
+ * bound ends the backward chain (and with it the covered frames' right
+ * neighbour); a stretch the run ended in has no pose to start from; a pose
+ * after the stretch that the frames do not fit is not followed. */
+KR_TEST(lost_fill, leaves_what_it_cannot_know)
+{
+    scene sc;
+    scene_open(&sc);
+    if (!sc.ready) {
+        scene_close(&sc);
+        return;
+    }
+    kr_trajectory traj;
+    kr_lost_keep keep;
+    kr_lost_fill_counts counts;
+    const kr_kdtree *tree = kr_model_snapshot_tree(sc.snap);
+
+    /* Only the newest 4 frames' depth kept: 31..34 placed, 30 dropped. */
+    published(&sc, LOST_FIRST, LOST_LAST, 4, &traj, &keep);
+    CHECK_EQ(keep.with_depth, 4);
+    CHECK_EQ(keep.dropped, LOST_LAST - LOST_FIRST + 1 - (COVERED_LAST - COVERED_FIRST + 1) - 4);
+    kr_pose before = traj.poses[LOST_FIRST];
+    CHECK_OK(
+        kr_lost_fill(&keep, sc.dev, tree, &sc.pc, &sc.K, &sc.tc, 0.3, &sc.pyr, &traj, &counts));
+    CHECK_EQ(counts.tracked, 4);
+    CHECK_EQ(counts.interpolated, 0);
+    for (int k = LOST_FIRST; k <= 30; k++)
+        CHECK(memcmp(&traj.poses[k], &before, sizeof before) == 0);
+    kr_lost_keep_free(&keep);
+    kr_trajectory_free(&traj);
+
+    /* The run ended lost: frames 40..49 have nothing after them. */
+    published(&sc, 40, FRAMES - 1, 300, &traj, &keep);
+    before = traj.poses[40];
+    CHECK_OK(
+        kr_lost_fill(&keep, sc.dev, tree, &sc.pc, &sc.K, &sc.tc, 0.3, &sc.pyr, &traj, &counts));
+    CHECK_EQ(counts.tracked + counts.interpolated, 0);
+    for (int k = 40; k < FRAMES; k++)
+        CHECK(memcmp(&traj.poses[k], &before, sizeof before) == 0);
+    kr_lost_keep_free(&keep);
+    kr_trajectory_free(&traj);
+
+    /* The pose after the stretch 20 cm off: frame 34 fits the model only
+     * beyond the motion check's reach from it, so the chain never starts. */
+    published(&sc, LOST_FIRST, LOST_LAST, 300, &traj, &keep);
+    traj.poses[LOST_LAST + 1].t[0] += 0.2;
+    before = traj.poses[LOST_FIRST];
+    CHECK_OK(
+        kr_lost_fill(&keep, sc.dev, tree, &sc.pc, &sc.K, &sc.tc, 0.3, &sc.pyr, &traj, &counts));
+    CHECK_EQ(counts.tracked + counts.interpolated, 0);
+    for (int k = LOST_FIRST; k <= LOST_LAST; k++)
+        CHECK(memcmp(&traj.poses[k], &before, sizeof before) == 0);
+    kr_lost_keep_free(&keep);
+    kr_trajectory_free(&traj);
+
+    /* Nothing lost: nothing changes. */
+    published(&sc, 1, 0, 300, &traj, &keep);
+    CHECK_OK(
+        kr_lost_fill(&keep, sc.dev, tree, &sc.pc, &sc.K, &sc.tc, 0.3, &sc.pyr, &traj, &counts));
+    CHECK_EQ(counts.tracked + counts.interpolated, 0);
+    kr_lost_keep_free(&keep);
+    kr_trajectory_free(&traj);
+    scene_close(&sc);
+}
