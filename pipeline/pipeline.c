@@ -887,6 +887,7 @@ static void fill_lost(kr_pipeline *p)
         record_error(p, s);
         return;
     }
+    double t0 = kr_now();
     kr_lost_fill_counts counts = {0};
     kr_status fs = KR_OK;
     if (p->lost_keep.count > 0) {
@@ -912,6 +913,7 @@ static void fill_lost(kr_pipeline *p)
     p->stats.frames_filled = counts.tracked;
     p->stats.frames_interpolated = counts.interpolated;
     p->stats.frames_unfilled = p->lost_keep.count - counts.tracked - counts.interpolated;
+    p->stats.fill_ms = 1e3 * (kr_now() - t0);
     pthread_mutex_unlock(&p->stats_lock);
 }
 

@@ -107,9 +107,9 @@ void kr_status_line_finish(kr_status_line *line, const kr_pipeline_stats *st)
     if (st->frames_filled + st->frames_interpolated + st->frames_unfilled)
         fprintf(stderr,
                 "kinreg: final trajectory: %llu lost frames tracked backwards, %llu covered ones "
-                "interpolated, %llu keep their published pose\n",
+                "interpolated, %llu keep their published pose (%.0f ms at the end)\n",
                 (unsigned long long)st->frames_filled, (unsigned long long)st->frames_interpolated,
-                (unsigned long long)st->frames_unfilled);
+                (unsigned long long)st->frames_unfilled, st->fill_ms);
     if (st->frames_out)
         fprintf(stderr, "kinreg: latency capture -> publish: median %.2f ms, p99 %.2f ms\n", st->latency_median_ms,
                 st->latency_p99_ms);
