@@ -78,30 +78,59 @@ typedef struct {
     kr_lost_fill_counts *counts;
 } fill_context;
 
+/* Tracks the frame in c->pyr from `seed`; true when the result passes the
+ * gates, its motion measured from the seed over `dt`. */
+static kr_status track_judged(const fill_context *c, const kr_pose *seed, double dt,
+                              kr_track_result *r, bool *good)
+{
+    kr_status st = kr_track_frame_on(c->dev, c->model, c->pyr, seed, c->tc, r);
+    kr_track_quality q = kr_track_quality_of(r, seed, dt);
+    *good =
+        st == KR_OK && r->state != KR_TRACK_LOST && kr_track_classify(&q, c->tc) == KR_TRACK_GOOD;
+    return st;
+}
+
 /* Tracks the stretch's frames with depth backwards from the pose after it,
  * until one fails the gates or has lost its depth; known[j] marks the
- * stretch's j-th frame (1-based) placed. */
+ * stretch's j-th frame (1-based) placed. As live tracking extrapolates the
+ * motion forwards, each frame is first seeded by the motion of the two
+ * frames after it run backwards, T_k = T_k+1 · (T_k+2⁻¹ T_k+1) (a fast
+ * camera: TUM at every 8th frame), then, failing that, by T_k+1 itself. */
 static kr_status track_backwards(const fill_context *c, size_t s, size_t n, bool *known)
 {
     size_t after = c->k->frames[s + n - 1].index + 1;
-    kr_pose seed = c->traj->poses[after];
-    double seed_stamp = c->traj->stamps[after];
+    kr_pose next = c->traj->poses[after], next2 = next;
+    double next_stamp = c->traj->stamps[after];
+    /* The frame after that is known unless it is LOST itself (the keep's
+     * next stretch) or beyond the run. */
+    bool velocity = after + 1 < c->traj->count &&
+                    !(s + n < c->k->count && c->k->frames[s + n].index == after + 1);
+    if (velocity) next2 = c->traj->poses[after + 1];
     for (size_t j = n; j >= 1; j--) {
         const kr_lost_frame *f = &c->k->frames[s + j - 1];
-        if (f->covered) continue; /* interpolated afterwards, if it can be */
+        if (f->covered) { /* interpolated afterwards, if it can be */
+            velocity = false;
+            continue;
+        }
         if (!f->frame.raw) break; /* dropped: the chain ends here */
         kr_status st = kr_preprocess(c->dev, c->pc, &f->frame, c->K, c->pyr);
         if (st != KR_OK) return st;
+        double dt = fmin(fmax(fabs(next_stamp - f->frame.timestamp), 0.01), c->max_elapsed_s);
         kr_track_result r;
-        if ((st = kr_track_frame_on(c->dev, c->model, c->pyr, &seed, c->tc, &r)) != KR_OK)
-            return st;
-        double dt = fmin(fmax(fabs(seed_stamp - f->frame.timestamp), 0.01), c->max_elapsed_s);
-        kr_track_quality q = kr_track_quality_of(&r, &seed, dt);
-        if (r.state == KR_TRACK_LOST || kr_track_classify(&q, c->tc) != KR_TRACK_GOOD) break;
+        bool good = false;
+        if (velocity) {
+            kr_pose inv = kr_pose_inv(&next2), v = kr_pose_mul(&inv, &next);
+            kr_pose seed = kr_pose_mul(&next, &v);
+            if ((st = track_judged(c, &seed, dt, &r, &good)) != KR_OK) return st;
+        }
+        if (!good && (st = track_judged(c, &next, dt, &r, &good)) != KR_OK) return st;
+        if (!good) break;
         c->traj->poses[f->index] = r.pose;
         known[j] = true;
-        seed = r.pose;
-        seed_stamp = f->frame.timestamp;
+        next2 = next;
+        next = r.pose;
+        next_stamp = f->frame.timestamp;
+        velocity = true;
         c->counts->tracked++;
     }
     return KR_OK;
