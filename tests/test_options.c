@@ -68,6 +68,8 @@ KR_TEST(options, run_refuses_values_out_of_range)
         {"run -q --recover-radius 0", "--recover-radius"},
         {"run -q --recover-radius inf", "--recover-radius"},
         {"run -q --voxel inf", "--voxel"},
+        {"run -q --fill-frames -1", "--fill-frames"},
+        {"run -q --fill-frames 1.5", "--fill-frames"},
         {"demo -q --threads 99999999999", "--threads"},
         {"bench --seed 1e20", "--seed"},
         {"record -n 3e9 /nonexistent/x synthetic", "--frames"},
@@ -110,4 +112,5 @@ KR_TEST(options, values_at_the_edges_are_taken)
     check_taken(
         "run -q -b cpu -n 1 --active-window 2147483647 --rebuild-every 2147483647 --progress 0");
     check_taken("run -q -b cpu -n 1 --intrinsics 100000,1,-100000,100000,1000,-1000,0,0,0");
+    check_taken("run -q -b cpu -n 1 --fill-frames 0");
 }

@@ -46,6 +46,26 @@ KR_TEST(tools, run_errors_name_the_input)
     CHECK_CONTAINS(out, "/nonexistent/kinreg-seq");
     CHECK_EQ(kinreg("run -q -n 3 -t /nonexistent/dir/t.txt", out, sizeof out), 1);
     CHECK_CONTAINS(out, "/nonexistent/dir/t.txt");
+    CHECK_EQ(kinreg("run -q -n 3 --trajectory-final /nonexistent/dir/f.txt", out, sizeof out), 1);
+    CHECK_CONTAINS(out, "/nonexistent/dir/f.txt");
+}
+
+/* A covered stretch is LOST while it lasts; the final trajectory holds every
+ * frame, the covered ones placed between the poses around them. */
+KR_TEST(tools, run_writes_the_final_trajectory)
+{
+    char args[1024], traj[512];
+    snprintf(traj, sizeof traj, "%s/run_final.txt", kr_test_tmpdir());
+    snprintf(args, sizeof args,
+             "run -q -b cpu -n 60 --covered 1 --covered-frames 10 --trajectory-final '%s'", traj);
+    REQUIRE(kinreg(args, out, sizeof out) == 0);
+    CHECK_CONTAINS(out, "lost 10");
+    CHECK_CONTAINS(out, "10 covered ones interpolated, 0 keep their published pose");
+    CHECK_CONTAINS(out, "final trajectory written to");
+    kr_trajectory t = {0};
+    REQUIRE_OK(kr_trajectory_read_tum(traj, &t));
+    CHECK_EQ(t.count, 60);
+    kr_trajectory_free(&t);
 }
 
 KR_TEST(tools, run_writes_one_pose_per_frame)
