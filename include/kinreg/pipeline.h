@@ -141,7 +141,7 @@ typedef struct {
      * that ended their loss, covered ones interpolated between known poses,
      * and those left with their published pose. */
     uint64_t frames_filled, frames_interpolated, frames_unfilled;
-    double fill_ms; /* the time that took, at the end of the run */
+    double fill_ms;             /* the time that took, at the end of the run */
     uint64_t frames_skipped;    /* corrupt frames skipped (--skip-bad) */
     double elapsed_s;           /* wall time from start to the last frame */
     double fps;                 /* frames_out / elapsed_s */
