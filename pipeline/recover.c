@@ -328,14 +328,8 @@ static bool fit_passes(const kr_track_result *fine, const kr_recover_config *rc,
     if (fine->state == KR_TRACK_LOST ||
         !(within_jump(last_good, &fine->pose, rc) || within_jump(predicted, &fine->pose, rc)))
         return false;
-    kr_track_quality q;
-    memset(&q, 0, sizeof q);
-    q.points = fine->inliers;
-    q.inliers = fine->inliers;
-    q.inlier_fraction = fine->inlier_fraction;
-    q.rms = fine->rms;
-    q.condition = fine->condition;
-    q.solved = true;
+    /* The motion is judged above (within_jump): elapsed 0 skips the check. */
+    kr_track_quality q = kr_track_quality_of(fine, &fine->pose, 0);
     if (recent && recent->recent_rms > 0 && !(fine->rms <= RECOVER_RMS_RISE * recent->recent_rms))
         return false;
     /* A view that jumped overlaps the model in part: PARTIAL_INLIER of the
