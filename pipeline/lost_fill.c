@@ -73,6 +73,7 @@ typedef struct {
     const kr_intrinsics *K;
     const kr_track_config *tc;
     double max_elapsed_s;
+    const atomic_bool *cancel;
     kr_pyramid *pyr;
     kr_trajectory *traj;
     kr_lost_fill_counts *counts;
@@ -113,6 +114,7 @@ static kr_status track_backwards(const fill_context *c, size_t s, size_t n, bool
             continue;
         }
         if (!f->frame.raw) break; /* dropped: the chain ends here */
+        if (c->cancel && atomic_load(c->cancel)) break;
         kr_status st = kr_preprocess(c->dev, c->pc, &f->frame, c->K, c->pyr);
         if (st != KR_OK) return st;
         double dt = fmin(fmax(fabs(next_stamp - f->frame.timestamp), 0.01), c->max_elapsed_s);
@@ -182,11 +184,11 @@ static kr_status fill_stretch(const fill_context *c, size_t s, size_t n)
 
 kr_status kr_lost_fill(const kr_lost_keep *k, kr_device *dev, const kr_kdtree *model,
                        const kr_preprocess_config *pc, const kr_intrinsics *K,
-                       const kr_track_config *tc, double max_elapsed_s, kr_pyramid *pyr,
-                       kr_trajectory *traj, kr_lost_fill_counts *counts)
+                       const kr_track_config *tc, double max_elapsed_s, const atomic_bool *cancel,
+                       kr_pyramid *pyr, kr_trajectory *traj, kr_lost_fill_counts *counts)
 {
     memset(counts, 0, sizeof *counts);
-    fill_context c = {k, dev, model, pc, K, tc, max_elapsed_s, pyr, traj, counts};
+    fill_context c = {k, dev, model, pc, K, tc, max_elapsed_s, cancel, pyr, traj, counts};
     for (size_t s = 0; s < k->count;) {
         size_t n = 1;
         while (s + n < k->count && k->frames[s + n].index == k->frames[s + n - 1].index + 1)

@@ -24,6 +24,7 @@
 #ifndef KINREG_PIPELINE_LOST_FILL_H
 #define KINREG_PIPELINE_LOST_FILL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,11 +66,12 @@ void kr_lost_keep_free(kr_lost_keep *k);
 /* Fills in `traj` (the run's trajectory, every frame's pose) where the keep
  * allows, as described above. `pyr` is scratch for the frames' clouds;
  * `max_elapsed_s` caps the time the motion check allows a step (the
- * pipeline's own cap). Errors are the device's or out of memory; frames that
- * cannot be placed are not an error. */
+ * pipeline's own cap). Once `cancel` (may be NULL) is set, no further frame
+ * is tracked: what was placed stays. Errors are the device's or out of
+ * memory; frames that cannot be placed are not an error. */
 kr_status kr_lost_fill(const kr_lost_keep *k, kr_device *dev, const kr_kdtree *model,
                        const kr_preprocess_config *pc, const kr_intrinsics *K,
-                       const kr_track_config *tc, double max_elapsed_s, kr_pyramid *pyr,
-                       kr_trajectory *traj, kr_lost_fill_counts *counts);
+                       const kr_track_config *tc, double max_elapsed_s, const atomic_bool *cancel,
+                       kr_pyramid *pyr, kr_trajectory *traj, kr_lost_fill_counts *counts);
 
 #endif

@@ -48,6 +48,8 @@ struct kr_pipeline {
     bool fill;
     kr_lost_keep lost_keep;
     kr_trajectory final;
+    /* A stop asked for while the fill runs (a second Ctrl-C) ends it. */
+    atomic_bool filling, fill_cancel;
 
     /* Motion history for the constant-velocity seed: the last trusted pose
      * (its time bounds how far the camera can have moved since). */
@@ -138,6 +140,8 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     pthread_cond_init(&p->pace_wake, &ca);
     pthread_condattr_destroy(&ca);
     atomic_init(&p->stop, false);
+    atomic_init(&p->filling, false);
+    atomic_init(&p->fill_cancel, false);
     p->trajectory_file.fd = -1;
 
     kr_status s;
@@ -237,7 +241,9 @@ void kr_pipeline_destroy(kr_pipeline **pp)
 
 void kr_pipeline_stop(kr_pipeline *p)
 {
-    if (p) atomic_store(&p->stop, true);
+    if (!p) return;
+    atomic_store(&p->stop, true);
+    if (atomic_load(&p->filling)) atomic_store(&p->fill_cancel, true);
 }
 
 void kr_pipeline_get_stats(const kr_pipeline *p, kr_pipeline_stats *out)
@@ -891,16 +897,19 @@ static void fill_lost(kr_pipeline *p)
     kr_lost_fill_counts counts = {0};
     kr_status fs = KR_OK;
     if (p->lost_keep.count > 0) {
-        kr_log(KR_LOG_INFO, "filling in %zu lost frames (%zu with depth kept)", p->lost_keep.count,
-               p->lost_keep.with_depth);
+        kr_log(KR_LOG_INFO, "filling in %zu lost frames (%zu with depth kept); stop again to skip",
+               p->lost_keep.count, p->lost_keep.with_depth);
         /* The whole map: the active window holds only the run's last view. */
         fs = kr_model_request_snapshot_since(p->model, p->trajectory.count, 0);
         kr_model_wait_idle(p->model);
         kr_model_snapshot *snap = fs == KR_OK ? kr_model_snapshot_acquire(p->model) : NULL;
         if (snap) {
-            fs = kr_lost_fill(&p->lost_keep, p->device, kr_model_snapshot_tree(snap),
-                              &p->cfg.preprocess, &p->intrinsics, &p->cfg.track,
-                              JUDGE_MAX_ELAPSED_S, &p->pyramid, &p->final, &counts);
+            atomic_store(&p->filling, true);
+            fs =
+                kr_lost_fill(&p->lost_keep, p->device, kr_model_snapshot_tree(snap),
+                             &p->cfg.preprocess, &p->intrinsics, &p->cfg.track, JUDGE_MAX_ELAPSED_S,
+                             &p->fill_cancel, &p->pyramid, &p->final, &counts);
+            atomic_store(&p->filling, false);
             kr_model_snapshot_release(&snap);
         }
         if (fs != KR_OK) record_error(p, fs);

@@ -133,7 +133,7 @@ static void places_a_stretch(kr_backend backend)
     CHECK_EQ(keep.with_depth, keep.count - (COVERED_LAST - COVERED_FIRST + 1));
     kr_lost_fill_counts counts;
     CHECK_OK(kr_lost_fill(&keep, sc.dev, kr_model_snapshot_tree(sc.snap), &sc.pc, &sc.K, &sc.tc,
-                          0.3, &sc.pyr, &traj, &counts));
+                          0.3, NULL, &sc.pyr, &traj, &counts));
     CHECK_EQ(counts.tracked, keep.with_depth);
     CHECK_EQ(counts.interpolated, COVERED_LAST - COVERED_FIRST + 1);
     double worst_tracked = 0, worst_covered = 0, worst_published = 0;
@@ -198,8 +198,8 @@ KR_TEST(lost_fill, leaves_what_it_cannot_know)
     CHECK_EQ(keep.with_depth, 4);
     CHECK_EQ(keep.dropped, LOST_LAST - LOST_FIRST + 1 - (COVERED_LAST - COVERED_FIRST + 1) - 4);
     kr_pose before = traj.poses[LOST_FIRST];
-    CHECK_OK(
-        kr_lost_fill(&keep, sc.dev, tree, &sc.pc, &sc.K, &sc.tc, 0.3, &sc.pyr, &traj, &counts));
+    CHECK_OK(kr_lost_fill(&keep, sc.dev, tree, &sc.pc, &sc.K, &sc.tc, 0.3, NULL, &sc.pyr, &traj,
+                          &counts));
     CHECK_EQ(counts.tracked, 4);
     CHECK_EQ(counts.interpolated, 0);
     for (int k = LOST_FIRST; k <= 30; k++)
@@ -210,8 +210,8 @@ KR_TEST(lost_fill, leaves_what_it_cannot_know)
     /* The run ended lost: frames 40..49 have nothing after them. */
     published(&sc, 40, FRAMES - 1, 300, &traj, &keep);
     before = traj.poses[40];
-    CHECK_OK(
-        kr_lost_fill(&keep, sc.dev, tree, &sc.pc, &sc.K, &sc.tc, 0.3, &sc.pyr, &traj, &counts));
+    CHECK_OK(kr_lost_fill(&keep, sc.dev, tree, &sc.pc, &sc.K, &sc.tc, 0.3, NULL, &sc.pyr, &traj,
+                          &counts));
     CHECK_EQ(counts.tracked + counts.interpolated, 0);
     for (int k = 40; k < FRAMES; k++)
         CHECK(memcmp(&traj.poses[k], &before, sizeof before) == 0);
@@ -223,18 +223,28 @@ KR_TEST(lost_fill, leaves_what_it_cannot_know)
     published(&sc, LOST_FIRST, LOST_LAST, 300, &traj, &keep);
     traj.poses[LOST_LAST + 1].t[0] += 0.2;
     before = traj.poses[LOST_FIRST];
-    CHECK_OK(
-        kr_lost_fill(&keep, sc.dev, tree, &sc.pc, &sc.K, &sc.tc, 0.3, &sc.pyr, &traj, &counts));
+    CHECK_OK(kr_lost_fill(&keep, sc.dev, tree, &sc.pc, &sc.K, &sc.tc, 0.3, NULL, &sc.pyr, &traj,
+                          &counts));
     CHECK_EQ(counts.tracked + counts.interpolated, 0);
     for (int k = LOST_FIRST; k <= LOST_LAST; k++)
         CHECK(memcmp(&traj.poses[k], &before, sizeof before) == 0);
     kr_lost_keep_free(&keep);
     kr_trajectory_free(&traj);
 
+    /* Cancelled (a second stop while the run ends): nothing more tracked. */
+    published(&sc, LOST_FIRST, LOST_LAST, 300, &traj, &keep);
+    atomic_bool cancel;
+    atomic_init(&cancel, true);
+    CHECK_OK(kr_lost_fill(&keep, sc.dev, tree, &sc.pc, &sc.K, &sc.tc, 0.3, &cancel, &sc.pyr, &traj,
+                          &counts));
+    CHECK_EQ(counts.tracked + counts.interpolated, 0);
+    kr_lost_keep_free(&keep);
+    kr_trajectory_free(&traj);
+
     /* Nothing lost: nothing changes. */
     published(&sc, 1, 0, 300, &traj, &keep);
-    CHECK_OK(
-        kr_lost_fill(&keep, sc.dev, tree, &sc.pc, &sc.K, &sc.tc, 0.3, &sc.pyr, &traj, &counts));
+    CHECK_OK(kr_lost_fill(&keep, sc.dev, tree, &sc.pc, &sc.K, &sc.tc, 0.3, NULL, &sc.pyr, &traj,
+                          &counts));
     CHECK_EQ(counts.tracked + counts.interpolated, 0);
     kr_lost_keep_free(&keep);
     kr_trajectory_free(&traj);
