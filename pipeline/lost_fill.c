@@ -106,7 +106,13 @@ static kr_status track_backwards(const fill_context *c, size_t s, size_t n, bool
      * next stretch) or beyond the run. */
     bool velocity = after + 1 < c->traj->count &&
                     !(s + n < c->k->count && c->k->frames[s + n].index == after + 1);
-    if (velocity) next2 = c->traj->poses[after + 1];
+    /* ... and the step between them one the camera can make: a jump is no
+     * velocity (live tracking starts from rest after one too). */
+    if (velocity) {
+        next2 = c->traj->poses[after + 1];
+        double dt = c->traj->stamps[after + 1] - next_stamp;
+        velocity = dt > 0 && kr_track_within_reach(c->tc, &next2, &next, dt);
+    }
     for (size_t j = n; j >= 1; j--) {
         const kr_lost_frame *f = &c->k->frames[s + j - 1];
         if (f->covered) { /* interpolated afterwards, if it can be */
