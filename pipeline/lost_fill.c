@@ -84,11 +84,12 @@ typedef struct {
 static kr_status track_judged(const fill_context *c, const kr_pose *seed, double dt,
                               kr_track_result *r, bool *good)
 {
+    *good = false;
     kr_status st = kr_track_frame_on(c->dev, c->model, c->pyr, seed, c->tc, r);
+    if (st != KR_OK) return st;
     kr_track_quality q = kr_track_quality_of(r, seed, dt);
-    *good =
-        st == KR_OK && r->state != KR_TRACK_LOST && kr_track_classify(&q, c->tc) == KR_TRACK_GOOD;
-    return st;
+    *good = r->state != KR_TRACK_LOST && kr_track_classify(&q, c->tc) == KR_TRACK_GOOD;
+    return KR_OK;
 }
 
 /* Tracks the stretch's frames with depth backwards from the pose after it,

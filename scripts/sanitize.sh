@@ -78,10 +78,13 @@ for pass in "${passes[@]}"; do
                 "recovery_search finds_jumps_in_one_attempt"; do
                 log="$(cd "$dir" && pwd)/asan-${t// /.}.log"
                 # shellcheck disable=SC2086 # module and test name
-                (cd "$dir/tests" && ASAN_OPTIONS=$asan_strict ./kinreg_tests $t > "$log" 2>&1) || {
+                trc=0
+                (cd "$dir/tests" && ASAN_OPTIONS=$asan_strict ./kinreg_tests $t > "$log" 2>&1) || trc=$?
+                # 77: the case skipped (its data is absent), as ctest counts it.
+                if [ $trc -ne 0 ] && [ $trc -ne 77 ]; then
                     rc=1
                     tail -40 "$log"
-                }
+                fi
                 echo "ASan $t: $(tail -1 "$log")"
             done
             [ $rc -eq 0 ] || status=1
