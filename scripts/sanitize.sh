@@ -28,6 +28,19 @@ command -v ccache > /dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache)
 status=0
 now() { date +%s; }
 
+# One test case, COMMAND... with its output in LOG; its tail is shown when
+# it fails. A skip (77: its data is absent, as ctest counts it) is no
+# failure.
+run_case() { # LOG COMMAND...
+    local log=$1 rc=0
+    shift
+    "$@" > "$log" 2>&1 || rc=$?
+    [ $rc -eq 0 ] || [ $rc -eq 77 ] || {
+        tail -40 "$log"
+        return 1
+    }
+}
+
 configure() { # DIR SANITIZERS [extra cmake args]
     local dir=$1 san=$2
     shift 2
@@ -78,13 +91,7 @@ for pass in "${passes[@]}"; do
                 "recovery_search finds_jumps_in_one_attempt"; do
                 log="$(cd "$dir" && pwd)/asan-${t// /.}.log"
                 # shellcheck disable=SC2086 # module and test name
-                trc=0
-                (cd "$dir/tests" && ASAN_OPTIONS=$asan_strict ./kinreg_tests $t > "$log" 2>&1) || trc=$?
-                # 77: the case skipped (its data is absent), as ctest counts it.
-                if [ $trc -ne 0 ] && [ $trc -ne 77 ]; then
-                    rc=1
-                    tail -40 "$log"
-                fi
+                (cd "$dir/tests" && run_case "$log" env ASAN_OPTIONS="$asan_strict" ./kinreg_tests $t) || rc=1
                 echo "ASan $t: $(tail -1 "$log")"
             done
             [ $rc -eq 0 ] || status=1
@@ -117,8 +124,9 @@ for pass in "${passes[@]}"; do
                 "live planes_every_frame_delivered_tracked_published" "live no_sensor_is_a_clear_error"; do
                 log="$dir/tsan-${t// /.}.log"
                 # shellcheck disable=SC2086 # module and test name
-                OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$here/tests/tsan.supp" \
-                    "$dir/tests/kinreg_tests" $t > "$log" 2>&1 || { rc=1; tail -40 "$log"; }
+                run_case "$log" env OMP_NUM_THREADS=1 \
+                    TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$here/tests/tsan.supp" \
+                    "$dir/tests/kinreg_tests" $t || rc=1
                 echo "TSan $t: $(tail -1 "$log")"
             done
             [ $rc -eq 0 ] || status=1
