@@ -155,13 +155,16 @@ KR_TEST(transport, wire_sizes_and_names)
     CHECK_STR(kr_topic_name(KR_TOPIC_POSE), "pose");
     CHECK_STR(kr_topic_name(KR_TOPIC_STATUS), "status");
     CHECK_STR(kr_topic_name(KR_TOPIC_REFINE), "refine");
+    CHECK_STR(kr_topic_name(KR_TOPIC_FINAL), "final");
     CHECK_STR(kr_topic_name((kr_topic)9), "unknown");
     CHECK_EQ(kr_topic_from_name("refine"), KR_TOPIC_REFINE);
+    CHECK_EQ(kr_topic_from_name("final"), KR_TOPIC_FINAL);
     CHECK_EQ(kr_topic_from_name("poses"), 0);
     CHECK_EQ(kr_topic_from_name(NULL), 0);
     CHECK_STR(kr_method_name(KR_METHOD_SOFTASSIGN), "softassign");
     CHECK_STR(kr_method_name(KR_METHOD_PREDICTED), "predicted");
-    CHECK_STR(kr_method_name(5), "unknown");
+    CHECK_STR(kr_method_name(KR_METHOD_INTERPOLATED), "interpolated");
+    CHECK_STR(kr_method_name(6), "unknown");
     CHECK_STR(kr_event_name(KR_EVENT_STOPPED), "stopped");
     CHECK_STR(kr_event_name(-1), "unknown");
     CHECK_STR(kr_wire_state_name(2), "lost");
@@ -175,6 +178,7 @@ KR_TEST(transport, wire_round_trip_random)
     for (int k = 0; k < 2000; k++) {
         kr_pose_msg p = random_pose(&s), q;
         if (k % 3 == 0) p.topic = KR_TOPIC_REFINE;
+        if (k % 3 == 1) p.topic = KR_TOPIC_FINAL;
         /* Non-finite and extreme values must travel bit for bit too. */
         if (k == 1) p.t[0] = NAN, p.rms = INFINITY, p.timestamp = -0.0;
         if (k == 2) p.t[1] = 1e-310, p.q[3] = -1e308, p.condition = 1e-40f;
@@ -463,15 +467,19 @@ static void pubsub_in_order(const char *endpoint)
     uint64_t s = 99;
     for (int i = 0; i < N; i++) {
         sent[i] = random_pose(&s);
-        /* Every 10th is a refine message: its own sequence counter. */
-        sent[i].topic = i % 10 == 9 ? KR_TOPIC_REFINE : KR_TOPIC_POSE;
+        /* Every 10th is a refine message, every 25th of the rest a final
+         * one: each has its own sequence counter (and the default
+         * subscription takes all three). */
+        sent[i].topic = i % 10 == 9   ? KR_TOPIC_REFINE
+                        : i % 25 == 3 ? KR_TOPIC_FINAL
+                                      : KR_TOPIC_POSE;
         CHECK_OK(kr_publisher_send_pose(pub, &sent[i]));
     }
     kr_status_msg last = random_status(&s);
     last.event = KR_EVENT_STOPPED;
     CHECK_OK(kr_publisher_send_status(pub, &last));
 
-    uint64_t next_seq[4] = {0, 0, 0, 0};
+    uint64_t next_seq[KR_TOPIC_SLOTS] = {0};
     for (int i = 0; i < N && !kr_test_failed(); i++) {
         kr_message m;
         kr_status st = kr_subscriber_receive(sub, 5000, &m);
@@ -483,8 +491,9 @@ static void pubsub_in_order(const char *endpoint)
         next_seq[m.topic] = m.pose.seq + 1;
         CHECK_MSG(pose_equal(&m.pose, &sent[i], false), "message %d decodes differently", i);
     }
-    CHECK_EQ(next_seq[KR_TOPIC_POSE], 900);
+    CHECK_EQ(next_seq[KR_TOPIC_POSE], 860);
     CHECK_EQ(next_seq[KR_TOPIC_REFINE], 100);
+    CHECK_EQ(next_seq[KR_TOPIC_FINAL], 40);
     kr_message m;
     CHECK_OK(kr_subscriber_receive(sub, 5000, &m));
     CHECK_EQ(m.topic, KR_TOPIC_STATUS);
@@ -936,6 +945,9 @@ static void json_subscriber_matches(const char *prog, const char *script, const 
         sent[i] = random_pose(&s);
         if (i == 7) sent[i].state = 9; /* outside the enum: "unknown" */
         if (i % 4 == 3) sent[i].topic = KR_TOPIC_REFINE;
+        /* final: in the JSON default topics, with its own method. */
+        if (i % 10 == 5) sent[i].topic = KR_TOPIC_FINAL;
+        if (i % 20 == 5) sent[i].method = KR_METHOD_INTERPOLATED;
         CHECK_OK(kr_publisher_send_pose(pub, &sent[i]));
     }
     int code = child_finish(&c, 15);
@@ -944,7 +956,7 @@ static void json_subscriber_matches(const char *prog, const char *script, const 
     CHECK_MSG(code == 0, "%s exited with %d; stderr:\n%s", prog, code, err);
 
     int i = 0;
-    uint64_t next_seq[4] = {0, 0, 0, 0};
+    uint64_t next_seq[KR_TOPIC_SLOTS] = {0};
     for (char *save = NULL, *line = strtok_r(c.out, "\n", &save); line && synced;
          line = strtok_r(NULL, "\n", &save)) {
         if (strstr(line, "\"topic\":\"status\"")) {

@@ -37,39 +37,42 @@ typedef struct {
 } sub_options;
 
 typedef struct {
-    uint64_t received[5]; /* per kr_topic */
+    uint64_t received[KR_TOPIC_SLOTS]; /* per kr_topic */
     uint64_t gaps, missed, malformed;
     uint64_t nonfinite;   /* poses not printed as TUM lines: a value was NaN or infinite */
 } sub_totals;
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: kinreg sub [OPTIONS] ENDPOINT\n"
-            "\n"
-            "Subscribe to a kinreg pose stream (e.g. tcp://127.0.0.1:5555) and print one line per\n"
-            "message. Sequence gaps (lost messages) and a summary go to stderr.\n"
-            "\n"
-            "  -f, --format tum|json  tum (default): \"timestamp tx ty tz qx qy qz qw\" per pose or\n"
-            "                         refine message on stdout, status messages on stderr;\n"
-            "                         json: one JSON object per message with every field\n"
-            "  -t, --topics LIST      comma-separated pose,refine,status,model (model: one line\n"
-            "                         per chunk of a model snapshot, its header fields only)\n"
-            "                         (default: pose,status for tum, all three for json)\n"
-            "  -n, --count N          exit after N pose/refine messages\n"
-            "  -T, --timeout SEC      exit when no message arrives for SEC seconds\n"
-            "      --follow           keep going after a status \"stopped\" or \"error\" message\n"
-            "                         (default: exit when the publisher says it has ended)\n"
-            "      --curve-server FILE  the publisher's public key (its NAME.key): encrypted,\n"
-            "                         authenticated stream (docs/SECURITY.md); needs --curve-secret\n"
-            "      --curve-secret FILE  this subscriber's key pair (NAME.key_secret from kinreg\n"
-            "                         keygen), whose public key the publisher must allow\n"
-            "  -h, --help             this text\n"
-            "\n"
-            "Exit status: 0 done (count reached, stream stopped, idle timeout or Ctrl-C),\n"
-            "1 nothing arrived before the timeout, the publisher ended with an error, or a\n"
-            "transport error; 2 usage error.\n"
-            "Wire format and JSON fields: docs/PROTOCOL.md.\n");
+    fprintf(
+        out,
+        "usage: kinreg sub [OPTIONS] ENDPOINT\n"
+        "\n"
+        "Subscribe to a kinreg pose stream (e.g. tcp://127.0.0.1:5555) and print one line per\n"
+        "message. Sequence gaps (lost messages) and a summary go to stderr.\n"
+        "\n"
+        "  -f, --format tum|json  tum (default): \"timestamp tx ty tz qx qy qz qw\" per pose,\n"
+        "                         refine or final message on stdout, status messages on\n"
+        "                         stderr; json: one JSON object per message with every field\n"
+        "  -t, --topics LIST      comma-separated pose,refine,status,model,final (model: one\n"
+        "                         line per chunk of a model snapshot, its header fields only;\n"
+        "                         final: the poses the run's final trajectory changed, sent\n"
+        "                         at its end) (default: pose,status for tum; for json\n"
+        "                         pose,refine,status,final)\n"
+        "  -n, --count N          exit after N pose/refine/final messages\n"
+        "  -T, --timeout SEC      exit when no message arrives for SEC seconds\n"
+        "      --follow           keep going after a status \"stopped\" or \"error\" message\n"
+        "                         (default: exit when the publisher says it has ended)\n"
+        "      --curve-server FILE  the publisher's public key (its NAME.key): encrypted,\n"
+        "                         authenticated stream (docs/SECURITY.md); needs --curve-secret\n"
+        "      --curve-secret FILE  this subscriber's key pair (NAME.key_secret from kinreg\n"
+        "                         keygen), whose public key the publisher must allow\n"
+        "  -h, --help             this text\n"
+        "\n"
+        "Exit status: 0 done (count reached, stream stopped, idle timeout or Ctrl-C),\n"
+        "1 nothing arrived before the timeout, the publisher ended with an error, or a\n"
+        "transport error; 2 usage error.\n"
+        "Wire format and JSON fields: docs/PROTOCOL.md.\n");
 }
 
 static int parse_topics(const char *list, unsigned *mask)
@@ -80,7 +83,10 @@ static int parse_topics(const char *list, unsigned *mask)
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         kr_topic t = kr_topic_from_name(tok);
         if (!t) {
-            fprintf(stderr, "kinreg sub: unknown topic '%s' (expected pose, refine, status, model)\n", tok);
+            fprintf(stderr,
+                    "kinreg sub: unknown topic '%s' (expected pose, refine, status, model, "
+                    "final)\n",
+                    tok);
             return -1;
         }
         *mask |= 1u << t;
@@ -169,7 +175,7 @@ static int parse_options(int argc, char **argv, sub_options *o, int *code)
         }
     } else {
         o->topics = (1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS);
-        if (o->json) o->topics |= 1u << KR_TOPIC_REFINE;
+        if (o->json) o->topics |= (1u << KR_TOPIC_REFINE) | (1u << KR_TOPIC_FINAL);
     }
     return 0;
 }
@@ -338,13 +344,15 @@ static bool print_message(const sub_options *o, const kr_message *m, sub_totals 
 static void print_summary(const sub_totals *t)
 {
     uint64_t all = t->received[KR_TOPIC_POSE] + t->received[KR_TOPIC_REFINE] +
-                   t->received[KR_TOPIC_STATUS];
+                   t->received[KR_TOPIC_STATUS] + t->received[KR_TOPIC_FINAL];
     fprintf(stderr,
-            "kinreg sub: received %" PRIu64 " messages (%" PRIu64 " pose, %" PRIu64 " refine, %" PRIu64
-            " status), %" PRIu64 " gap%s, %s%" PRIu64 " missed, %" PRIu64 " malformed",
+            "kinreg sub: received %" PRIu64 " messages (%" PRIu64 " pose, %" PRIu64
+            " refine, %" PRIu64 " status, %" PRIu64 " final), %" PRIu64 " gap%s, %s%" PRIu64
+            " missed, %" PRIu64 " malformed",
             all, t->received[KR_TOPIC_POSE], t->received[KR_TOPIC_REFINE],
-            t->received[KR_TOPIC_STATUS], t->gaps, t->gaps == 1 ? "" : "s",
-            t->missed == UINT64_MAX ? "at least " : "", t->missed, t->malformed);
+            t->received[KR_TOPIC_STATUS], t->received[KR_TOPIC_FINAL], t->gaps,
+            t->gaps == 1 ? "" : "s", t->missed == UINT64_MAX ? "at least " : "", t->missed,
+            t->malformed);
     if (t->nonfinite) fprintf(stderr, ", %" PRIu64 " not finite", t->nonfinite);
     fputc('\n', stderr);
 }
@@ -388,7 +396,9 @@ static int run(const sub_options *o, kr_subscriber *sub, sub_totals *tot)
         }
         any = true;
         bool stopped = print_message(o, &m, tot);
-        if ((m.topic == KR_TOPIC_POSE || m.topic == KR_TOPIC_REFINE) && o->count && ++poses >= o->count) return KR_EXIT_OK;
+        bool pose =
+            m.topic == KR_TOPIC_POSE || m.topic == KR_TOPIC_REFINE || m.topic == KR_TOPIC_FINAL;
+        if (pose && o->count && ++poses >= o->count) return KR_EXIT_OK;
         if (stopped && !o->follow) {
             if (m.status.event != KR_EVENT_ERROR) return KR_EXIT_OK;
             char text[4 * sizeof m.status.text];

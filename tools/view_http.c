@@ -92,6 +92,8 @@ static void forward(kr_view *v, const kr_message *m, char *buf, size_t cap)
         kr_view_hub_broadcast(v->hub, "model", buf, n);
         break;
     }
+    case KR_TOPIC_FINAL: /* not subscribed: the view follows the live stream */
+        break;
     }
 }
 

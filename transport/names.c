@@ -7,8 +7,10 @@
 static const char *const topic_names[] = {[KR_TOPIC_POSE] = "pose",
                                           [KR_TOPIC_STATUS] = "status",
                                           [KR_TOPIC_REFINE] = "refine",
-                                          [KR_TOPIC_MODEL] = "model"};
-static const char *const method_names[] = {"newton", "emicp", "softassign", "refine", "predicted"};
+                                          [KR_TOPIC_MODEL] = "model",
+                                          [KR_TOPIC_FINAL] = "final"};
+static const char *const method_names[] = {"newton", "emicp",     "softassign",
+                                           "refine", "predicted", "interpolated"};
 static const char *const event_names[] = {"started", "progress", "stalled",  "stopped",
                                           "error",   "lost",     "recovered"};
 /* kr_track_state: GOOD 0, POOR 1, LOST 2 (kinreg/track.h). */

@@ -50,7 +50,7 @@
 struct kr_publisher {
     void *ctx, *sock;     /* both NULL: publishes nowhere */
     char endpoint[256];   /* as bound (ZMQ_LAST_ENDPOINT) */
-    uint64_t seq[5];      /* next sequence number, indexed by kr_topic */
+    uint64_t seq[KR_TOPIC_SLOTS]; /* next sequence number, indexed by kr_topic */
     atomic_ullong dropped; /* read by other threads (kr_pipeline_get_stats) */
     bool subscribed;      /* a subscription has arrived */
     kr_pub_guard *guard;
@@ -473,8 +473,9 @@ kr_status kr_publisher_send_pose(kr_publisher *pub, const kr_pose_msg *m)
     if (!pub || !m) return kr_error(KR_ERR_INVALID_ARG, "kr_publisher_send_pose: NULL argument");
     /* A zero-initialised message (topic 0) is a pose. */
     kr_topic topic = m->topic == 0 ? KR_TOPIC_POSE : m->topic;
-    if (topic != KR_TOPIC_POSE && topic != KR_TOPIC_REFINE)
-        return kr_error(KR_ERR_INVALID_ARG, "kr_publisher_send_pose: topic %d is not pose or refine",
+    if (topic != KR_TOPIC_POSE && topic != KR_TOPIC_REFINE && topic != KR_TOPIC_FINAL)
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "kr_publisher_send_pose: topic %d is not pose, refine or final",
                         (int)m->topic);
     kr_pose_msg copy = *m;
     copy.topic = topic;

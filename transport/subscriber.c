@@ -13,11 +13,13 @@
 #include <time.h>
 #include <zmq.h>
 
-#define TOPIC_MAX 5 /* kr_topic values are 1..4 */
+#define TOPIC_MAX KR_TOPIC_SLOTS
 /* receive_one's answer for a message on an unknown topic (never returned). */
 #define KR_SKIPPED ((kr_status)100)
 /* What a mask of 0 subscribes to: the small topics. */
-#define DEFAULT_TOPICS ((1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS) | (1u << KR_TOPIC_REFINE))
+#define DEFAULT_TOPICS                                                                             \
+    ((1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS) | (1u << KR_TOPIC_REFINE) |                   \
+     (1u << KR_TOPIC_FINAL))
 #define ALL_TOPICS (DEFAULT_TOPICS | (1u << KR_TOPIC_MODEL))
 
 struct kr_subscriber {
@@ -85,7 +87,8 @@ kr_status kr_subscriber_open(kr_subscriber **out, const kr_subscriber_config *cf
     if (!endpoint || !*endpoint)
         return kr_error(KR_ERR_INVALID_ARG, "no endpoint to subscribe to (e.g. tcp://127.0.0.1:5555)");
     if (topics & ~ALL_TOPICS)
-        return kr_error(KR_ERR_INVALID_ARG, "topic mask 0x%x has bits outside pose, status, refine, model",
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "topic mask 0x%x has bits outside pose, status, refine, model, final",
                         topics);
     kr_subscriber *s = calloc(1, sizeof *s);
     if (!s) return kr_error(KR_ERR_NOMEM, "cannot allocate the subscriber");

@@ -80,8 +80,11 @@ static void put_header(uint8_t *buf, const uint8_t magic[4], uint16_t kind)
 
 size_t kr_wire_encode_pose(const kr_pose_msg *m, uint8_t *buf)
 {
-    /* A refine message is a pose message with kind 3; anything else is a pose. */
-    uint16_t kind = m->topic == KR_TOPIC_REFINE ? KR_TOPIC_REFINE : KR_TOPIC_POSE;
+    /* A refine (final) message is a pose message with kind 3 (5); anything
+     * else is a pose. */
+    uint16_t kind = m->topic == KR_TOPIC_REFINE || m->topic == KR_TOPIC_FINAL
+                        ? (uint16_t)m->topic
+                        : (uint16_t)KR_TOPIC_POSE;
     put_header(buf, pose_magic, kind);
     kr_le_put_u64(buf + POSE_SEQ, m->seq);
     kr_le_put_u64(buf + POSE_FRAME, m->frame_index);
@@ -159,9 +162,10 @@ kr_status kr_wire_decode_pose(const uint8_t *buf, size_t len, kr_pose_msg *out)
     kr_status s = check_header("pose", buf, len, sizes, pose_magic, &version);
     if (s != KR_OK) return s;
     unsigned kind = kr_le_get_u16(buf + HDR_KIND);
-    if (kind != KR_TOPIC_POSE && kind != KR_TOPIC_REFINE)
-        return kr_error(KR_ERR_FORMAT, "pose payload has kind %u, expected %d (pose) or %d (refine)",
-                        kind, KR_TOPIC_POSE, KR_TOPIC_REFINE);
+    if (kind != KR_TOPIC_POSE && kind != KR_TOPIC_REFINE && kind != KR_TOPIC_FINAL)
+        return kr_error(KR_ERR_FORMAT,
+                        "pose payload has kind %u, expected %d (pose), %d (refine) or %d (final)",
+                        kind, KR_TOPIC_POSE, KR_TOPIC_REFINE, KR_TOPIC_FINAL);
     kr_pose_msg m;
     memset(&m, 0, sizeof m);
     m.topic = (kr_topic)kind;

@@ -21,19 +21,31 @@ extern "C" {
 #define KR_WIRE_VERSION 3
 #define KR_WIRE_VERSION_MIN 1
 
-/* KR_TOPIC_MODEL (issue 12) is a topic beside the others, not a new wire
- * version: readers that do not know it ignore it (docs/PROTOCOL.md). */
-typedef enum { KR_TOPIC_POSE = 1, KR_TOPIC_STATUS = 2, KR_TOPIC_REFINE = 3, KR_TOPIC_MODEL = 4 } kr_topic;
+/* KR_TOPIC_MODEL (issue 12) and KR_TOPIC_FINAL (issue 13: the poses the
+ * final trajectory changed, at the end of a run) are topics beside the
+ * others, not a new wire version: readers that do not know them ignore them
+ * (docs/PROTOCOL.md). */
+typedef enum {
+    KR_TOPIC_POSE = 1,
+    KR_TOPIC_STATUS = 2,
+    KR_TOPIC_REFINE = 3,
+    KR_TOPIC_MODEL = 4,
+    KR_TOPIC_FINAL = 5
+} kr_topic;
+/* Arrays indexed by kr_topic. */
+#define KR_TOPIC_SLOTS 6
 
 typedef enum {
     KR_METHOD_NEWTON = 0,
     KR_METHOD_EMICP = 1,
     KR_METHOD_SOFTASSIGN = 2,
     KR_METHOD_REFINE = 3,
-    KR_METHOD_PREDICTED = 4 /* no registration: the seed pose (LOST frames) */
+    KR_METHOD_PREDICTED = 4,   /* no registration: the seed pose (LOST frames) */
+    KR_METHOD_INTERPOLATED = 5 /* `final`: a covered frame placed between two known poses */
 } kr_method;
 
-/* Payload of `pose` and `refine` messages (host form; the wire form is fixed). */
+/* Payload of `pose`, `refine` and `final` messages (host form; the wire form
+ * is fixed). */
 typedef struct {
     kr_topic topic;
     uint64_t seq;             /* per-topic sequence number, set by the publisher */
@@ -210,8 +222,8 @@ KR_API kr_status kr_publisher_create(kr_publisher **out, const kr_publisher_conf
 KR_API void kr_publisher_destroy(kr_publisher **pub);
 /* Never block: a slow subscriber loses messages (and sees a sequence gap).
  * The publisher fills in seq (per topic, from 0) on its own copy. send_pose
- * takes topic KR_TOPIC_POSE or KR_TOPIC_REFINE (0, as in a zeroed message,
- * counts as pose). */
+ * takes topic KR_TOPIC_POSE, KR_TOPIC_REFINE or KR_TOPIC_FINAL (0, as in a
+ * zeroed message, counts as pose). */
 KR_API kr_status kr_publisher_send_pose(kr_publisher *pub, const kr_pose_msg *m);
 /* send_status fills in seq and messages_dropped (kr_publisher_dropped). */
 KR_API kr_status kr_publisher_send_status(kr_publisher *pub, const kr_status_msg *m);
@@ -273,7 +285,7 @@ KR_API void kr_subscriber_destroy(kr_subscriber **sub);
 /* One received message. */
 typedef struct {
     kr_topic topic;
-    kr_pose_msg pose;         /* pose and refine */
+    kr_pose_msg pose;         /* pose, refine and final */
     kr_status_msg status;     /* status */
     kr_model_msg model;       /* model; model.points is valid until the next receive */
     uint64_t gap;             /* messages of this topic missed just before this one */

@@ -32,9 +32,9 @@ def main(argv=None, prog=None):
     ap = argparse.ArgumentParser(prog=prog, description="Print a kinreg pose stream as TUM or JSON lines.")
     ap.add_argument("endpoint", help="e.g. tcp://127.0.0.1:5555")
     ap.add_argument("--format", choices=["tum", "json"], default="tum")
-    ap.add_argument("--topics", help="comma-separated pose,refine,status "
+    ap.add_argument("--topics", help="comma-separated pose,refine,status,final "
                     "(default: pose,status for tum, all for json)")
-    ap.add_argument("--count", type=int, default=0, help="exit after N pose/refine messages")
+    ap.add_argument("--count", type=int, default=0, help="exit after N pose/refine/final messages")
     ap.add_argument("--timeout", type=float, default=0, help="exit after SEC seconds without a message")
     ap.add_argument("--follow", action="store_true",
                     help="keep going after a 'stopped' or 'error' status")
@@ -51,9 +51,9 @@ def main(argv=None, prog=None):
         topics = args.topics.split(",")
         bad = [t for t in topics if t not in TOPICS]
         if bad:
-            ap.error(f"unknown topic {bad[0]!r} (expected pose, refine, status)")
+            ap.error(f"unknown topic {bad[0]!r} (expected pose, refine, status, final)")
     else:
-        topics = ["pose", "status"] + (["refine"] if args.format == "json" else [])
+        topics = ["pose", "status"] + (["refine", "final"] if args.format == "json" else [])
 
     try:
         from .subscriber import EndpointError, Subscriber
@@ -77,7 +77,7 @@ def main(argv=None, prog=None):
         return 2
     sub.on_malformed = lambda e: print(f"{prog}: skipped a malformed message: {e}", file=sys.stderr)
 
-    received = {"pose": 0, "refine": 0, "status": 0}
+    received = {"pose": 0, "refine": 0, "status": 0, "final": 0}
     n_gaps = missed = poses = nonfinite = 0
     code = 0
     try:
@@ -128,7 +128,8 @@ def main(argv=None, prog=None):
     finally:
         sub.close()
     print(f"{prog}: received {sum(received.values())} messages ({received['pose']} pose, "
-          f"{received['refine']} refine, {received['status']} status), {n_gaps} gap"
+          f"{received['refine']} refine, {received['status']} status, {received['final']} final), "
+          f"{n_gaps} gap"
           f"{'' if n_gaps == 1 else 's'}, {missed} missed, {sub.malformed} malformed"
           + (f", {nonfinite} not finite" if nonfinite else ""), file=sys.stderr)
     return code

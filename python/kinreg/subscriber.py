@@ -19,7 +19,7 @@ MAX_MESSAGE = 64 + 16384 * 8  # a whole model chunk, the largest record
 
 
 class Subscriber:
-    """Connects a SUB socket to `endpoint` for `topics` (default all three).
+    """Connects a SUB socket to `endpoint` for `topics` (default all four).
 
     messages(timeout) yields decoded dicts (see kinreg.decode_pose and
     decode_status) with "gap": messages of that topic missed just before.
@@ -31,11 +31,11 @@ class Subscriber:
     kinreg.keys.load_public and load_pair); all None for a plain stream.
     """
 
-    def __init__(self, endpoint, topics=("pose", "refine", "status"), server_key=None,
+    def __init__(self, endpoint, topics=("pose", "refine", "status", "final"), server_key=None,
                  public_key=None, secret_key=None):
         bad = [t for t in topics if t not in TOPICS]
         if bad:
-            raise ValueError(f"unknown topic {bad[0]!r} (expected pose, refine, status)")
+            raise ValueError(f"unknown topic {bad[0]!r} (expected pose, refine, status, final)")
         self.endpoint = endpoint
         self.malformed = 0
         self.last_error = ""

@@ -10,7 +10,7 @@ import struct
 WIRE_VERSION = 3
 WIRE_VERSION_MIN = 1
 
-# pose/refine (112 bytes, versions 1 to 3): magic, version, kind, seq, frame,
+# pose/refine/final (112 bytes, versions 1 to 3): magic, version, kind, seq, frame,
 # timestamp, tx ty tz, qx qy qz qw, state, method, iterations,
 # inlier_fraction, rms, condition, latency_ms, reserved.
 POSE = struct.Struct("<4sHHQQd3d4dBBHffffI")
@@ -23,9 +23,9 @@ STATUS = {3: struct.Struct("<4sHHQBBHfQQQQQQ320s"), 2: struct.Struct("<4sHHQBBHf
 STATUS_MAGIC = b"KRST"
 assert POSE.size == 112 and STATUS[3].size == 392 and STATUS[2].size == 384 and STATUS[1].size == 128
 
-TOPICS = {"pose": 1, "status": 2, "refine": 3}
+TOPICS = {"pose": 1, "status": 2, "refine": 3, "final": 5}
 STATES = ["good", "poor", "lost"]
-METHODS = ["newton", "emicp", "softassign", "refine", "predicted"]
+METHODS = ["newton", "emicp", "softassign", "refine", "predicted", "interpolated"]
 EVENTS = ["started", "progress", "stalled", "stopped", "error", "lost", "recovered"]
 
 
@@ -54,13 +54,14 @@ def _check_header(what, payload, layouts, magic):
 
 
 def decode_pose(payload):
-    """pose or refine payload -> dict (the JSON fields of `kinreg sub`)."""
+    """pose, refine or final payload -> dict (the JSON fields of `kinreg sub`)."""
     f = _check_header("pose", payload, lambda v: POSE, POSE_MAGIC)
     kind = f[2]
-    if kind not in (TOPICS["pose"], TOPICS["refine"]):
-        raise FormatError(f"pose payload has kind {kind}, expected 1 (pose) or 3 (refine)")
+    names = {TOPICS[t]: t for t in ("pose", "refine", "final")}
+    if kind not in names:
+        raise FormatError(f"pose payload has kind {kind}, expected 1 (pose), 3 (refine) or 5 (final)")
     return {
-        "topic": "pose" if kind == TOPICS["pose"] else "refine",
+        "topic": names[kind],
         "seq": f[3],
         "frame": f[4],
         "timestamp": f[5],
@@ -100,7 +101,7 @@ def decode_status(payload):
 
 
 def decode(topic, payload):
-    """Decode a message by its topic frame ("pose", "refine" or "status")."""
+    """Decode a message by its topic frame ("pose", "refine", "final" or "status")."""
     if topic not in TOPICS:
         raise FormatError(f"message on unknown topic {topic!r}")
     msg = decode_status(payload) if topic == "status" else decode_pose(payload)
