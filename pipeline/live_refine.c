@@ -117,18 +117,9 @@ void kr_live_refine_free(kr_live_refine *lr)
 
 static void publish_keyframe(kr_live_refine *lr, kr_outbox *box, int k, const kr_refine_job *j)
 {
-    kr_outbox_item item = {.topic = KR_TOPIC_REFINE, .capture_time = kr_now()};
+    kr_outbox_item item = kr_outbox_pose_item(KR_TOPIC_REFINE, lr->kf.items[k].frame, lr->stamps[k],
+                                              &lr->kf.items[k].pose);
     kr_pose_msg *m = &item.pose;
-    const kr_pose *pose = &lr->kf.items[k].pose;
-    kr_quat q = kr_pose_to_quat(pose);
-    m->topic = KR_TOPIC_REFINE;
-    m->frame_index = lr->kf.items[k].frame;
-    m->timestamp = lr->stamps[k];
-    memcpy(m->t, pose->t, sizeof m->t);
-    m->q[0] = q.x;
-    m->q[1] = q.y;
-    m->q[2] = q.z;
-    m->q[3] = q.w;
     m->state = KR_TRACK_GOOD;
     m->method = KR_METHOD_REFINE;
     m->iterations = (uint16_t)(j->result.iterations > 65535 ? 65535 : j->result.iterations);

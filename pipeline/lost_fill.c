@@ -26,6 +26,7 @@ kr_status kr_lost_keep_add(kr_lost_keep *k, size_t index, kr_frame *frame, bool 
     f->index = index;
     f->frame = *frame;
     f->covered = !has_depth;
+    f->placed = KR_LOST_KEPT;
     if (has_depth && k->max_depth > 0) {
         frame->raw = NULL; /* the keep owns the samples now */
         k->with_depth++;
@@ -66,7 +67,7 @@ static kr_pose interpolate(const kr_pose *a, const kr_pose *b, double u)
 }
 
 typedef struct {
-    const kr_lost_keep *k;
+    kr_lost_keep *k;
     kr_device *dev;
     const kr_kdtree *model;
     const kr_preprocess_config *pc;
@@ -115,7 +116,7 @@ static kr_status track_backwards(const fill_context *c, size_t s, size_t n, bool
         velocity = dt > 0 && kr_track_within_reach(c->tc, &next2, &next, dt);
     }
     for (size_t j = n; j >= 1; j--) {
-        const kr_lost_frame *f = &c->k->frames[s + j - 1];
+        kr_lost_frame *f = &c->k->frames[s + j - 1];
         if (f->covered) { /* interpolated afterwards, if it can be */
             velocity = false;
             continue;
@@ -135,6 +136,8 @@ static kr_status track_backwards(const fill_context *c, size_t s, size_t n, bool
         if (!good && (st = track_judged(c, &next, dt, &r, &good)) != KR_OK) return st;
         if (!good) break;
         c->traj->poses[f->index] = r.pose;
+        f->placed = KR_LOST_TRACKED;
+        f->track = r;
         known[j] = true;
         next2 = next;
         next = r.pose;
@@ -163,9 +166,11 @@ static void interpolate_covered(const fill_context *c, size_t s, size_t n, const
             double ta = c->traj->stamps[ia], tb = c->traj->stamps[ib];
             if (tb > ta && kr_track_within_reach(c->tc, pa, pb, tb - ta)) {
                 kr_pose from = *pa, to = *pb;
-                for (size_t i = ia + 1; i < ib; i++)
+                for (size_t i = ia + 1; i < ib; i++) {
                     c->traj->poses[i] =
                         interpolate(&from, &to, (c->traj->stamps[i] - ta) / (tb - ta));
+                    c->k->frames[s + (i - first)].placed = KR_LOST_INTERPOLATED;
+                }
                 c->counts->interpolated += ib - ia - 1;
             }
         }
@@ -189,13 +194,15 @@ static kr_status fill_stretch(const fill_context *c, size_t s, size_t n)
     return st;
 }
 
-kr_status kr_lost_fill(const kr_lost_keep *k, kr_device *dev, const kr_kdtree *model,
+kr_status kr_lost_fill(kr_lost_keep *k, kr_device *dev, const kr_kdtree *model,
                        const kr_preprocess_config *pc, const kr_intrinsics *K,
                        const kr_track_config *tc, double max_elapsed_s, const atomic_bool *cancel,
                        kr_pyramid *pyr, kr_trajectory *traj, kr_lost_fill_counts *counts)
 {
     memset(counts, 0, sizeof *counts);
     fill_context c = {k, dev, model, pc, K, tc, max_elapsed_s, cancel, pyr, traj, counts};
+    for (size_t i = 0; i < k->count; i++)
+        k->frames[i].placed = KR_LOST_KEPT;
     for (size_t s = 0; s < k->count;) {
         size_t n = 1;
         while (s + n < k->count && k->frames[s + n].index == k->frames[s + n - 1].index + 1)

@@ -19,8 +19,8 @@
  * other in that time. What cannot be placed keeps its published pose.
  *
  * The published poses and the trajectory file stay as they were: the filled
- * trajectory is a product of the run's end (--trajectory-final), like the
- * refined one. */
+ * trajectory is a product of the run's end (--trajectory-final, and the
+ * topic `final` for subscribers), like the refined one. */
 #ifndef KINREG_PIPELINE_LOST_FILL_H
 #define KINREG_PIPELINE_LOST_FILL_H
 
@@ -36,10 +36,21 @@
 #include "kinreg/track.h"
 #include "kinreg/trajectory.h"
 
+/* How kr_lost_fill placed a frame. */
+typedef enum {
+    KR_LOST_KEPT = 0,     /* not placed: it keeps its published pose */
+    KR_LOST_TRACKED,      /* tracked backwards */
+    KR_LOST_INTERPOLATED, /* covered, between two known poses */
+} kr_lost_placement;
+
 typedef struct {
     size_t index;   /* the frame's position in the run's trajectory */
     kr_frame frame; /* its depth (owned); raw NULL once dropped or when covered */
     bool covered;   /* too little depth to track: nothing was kept */
+    /* Set by kr_lost_fill: how the frame was placed and, when tracked, the
+     * tracking that placed it (for the `final` messages' figures). */
+    kr_lost_placement placed;
+    kr_track_result track;
 } kr_lost_frame;
 
 typedef struct {
@@ -67,9 +78,10 @@ void kr_lost_keep_free(kr_lost_keep *k);
  * allows, as described above. `pyr` is scratch for the frames' clouds;
  * `max_elapsed_s` caps the time the motion check allows a step (the
  * pipeline's own cap). Once `cancel` (may be NULL) is set, no further frame
- * is tracked: what was placed stays. Errors are the device's or out of
+ * is tracked: what was placed stays. Each frame's `placed` (and `track`)
+ * says what was done with it. Errors are the device's or out of
  * memory; frames that cannot be placed are not an error. */
-kr_status kr_lost_fill(const kr_lost_keep *k, kr_device *dev, const kr_kdtree *model,
+kr_status kr_lost_fill(kr_lost_keep *k, kr_device *dev, const kr_kdtree *model,
                        const kr_preprocess_config *pc, const kr_intrinsics *K,
                        const kr_track_config *tc, double max_elapsed_s, const atomic_bool *cancel,
                        kr_pyramid *pyr, kr_trajectory *traj, kr_lost_fill_counts *counts);

@@ -6,6 +6,28 @@
 #include <string.h>
 #include <time.h>
 
+#include "kinreg/frame.h"
+
+kr_outbox_item kr_outbox_pose_item(kr_topic topic, uint64_t frame, double timestamp,
+                                   const kr_pose *pose)
+{
+    kr_outbox_item item;
+    memset(&item, 0, sizeof item);
+    item.topic = topic;
+    item.capture_time = kr_now();
+    kr_pose_msg *m = &item.pose;
+    m->topic = topic;
+    m->frame_index = frame;
+    m->timestamp = timestamp;
+    memcpy(m->t, pose->t, sizeof m->t);
+    kr_quat q = kr_pose_to_quat(pose);
+    m->q[0] = q.x;
+    m->q[1] = q.y;
+    m->q[2] = q.z;
+    m->q[3] = q.w;
+    return item;
+}
+
 kr_status kr_outbox_init(kr_outbox *box)
 {
     memset(box, 0, sizeof *box);

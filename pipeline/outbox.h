@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "kinreg/pose.h"
 #include "kinreg/transport.h"
 
 typedef struct {
@@ -23,6 +24,11 @@ typedef struct {
     size_t head, count, capacity;
     bool closed;
 } kr_outbox;
+
+/* A `pose`, `refine` or `final` item: topic, frame, timestamp and pose set,
+ * capture_time now; the caller sets state, method and the figures. */
+kr_outbox_item kr_outbox_pose_item(kr_topic topic, uint64_t frame, double timestamp,
+                                   const kr_pose *pose);
 
 kr_status kr_outbox_init(kr_outbox *box);
 void kr_outbox_destroy(kr_outbox *box);

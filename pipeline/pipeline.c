@@ -778,17 +778,10 @@ static void write_pose(kr_pipeline *p, const kr_frame_result *r)
 
 static void emit_pose(kr_pipeline *p, const kr_frame_result *r, double capture_time)
 {
-    kr_quat q = kr_pose_to_quat(&r->track.pose);
-    kr_outbox_item item = {.topic = KR_TOPIC_POSE, .capture_time = capture_time};
+    kr_outbox_item item =
+        kr_outbox_pose_item(KR_TOPIC_POSE, r->frame_index, r->timestamp, &r->track.pose);
+    item.capture_time = capture_time;
     kr_pose_msg *m = &item.pose;
-    m->topic = KR_TOPIC_POSE;
-    m->frame_index = r->frame_index;
-    m->timestamp = r->timestamp;
-    memcpy(m->t, r->track.pose.t, sizeof m->t);
-    m->q[0] = q.x;
-    m->q[1] = q.y;
-    m->q[2] = q.z;
-    m->q[3] = q.w;
     m->state = (uint8_t)r->track.state;
     m->method = (uint8_t)r->method;
     m->iterations = (uint16_t)r->track.iterations;
@@ -880,6 +873,35 @@ static bool tracker_loop(kr_pipeline *p)
     return false;
 }
 
+/* The `final` messages: one for each frame the fill placed, in frame
+ * order, after the last `pose` message and before the run's last status
+ * (docs/PROTOCOL.md). A frame tracked backwards passed the gates a GOOD
+ * frame passes, and carries that tracking's figures; a covered frame
+ * interpolated between two known poses was not measured: POOR. */
+static void publish_final(kr_pipeline *p)
+{
+    for (size_t i = 0; i < p->lost_keep.count; i++) {
+        const kr_lost_frame *f = &p->lost_keep.frames[i];
+        if (f->placed == KR_LOST_KEPT) continue;
+        kr_outbox_item item = kr_outbox_pose_item(
+            KR_TOPIC_FINAL, f->frame.index, p->final.stamps[f->index], &p->final.poses[f->index]);
+        kr_pose_msg *m = &item.pose;
+        if (f->placed == KR_LOST_TRACKED) {
+            m->state = KR_TRACK_GOOD;
+            m->method = KR_METHOD_NEWTON;
+            m->iterations = (uint16_t)(f->track.iterations > 65535 ? 65535 : f->track.iterations);
+            m->inlier_fraction = f->track.inlier_fraction;
+            m->rms = f->track.rms;
+            m->condition = f->track.condition;
+        } else {
+            m->state = KR_TRACK_POOR;
+            m->method = KR_METHOD_INTERPOLATED;
+            m->inlier_fraction = m->rms = m->condition = NAN;
+        }
+        kr_outbox_put(&p->outbox, &item);
+    }
+}
+
 /* The final trajectory: the published poses, the lost stretches filled in
  * against the model as it stands at the end (a snapshot of everything
  * fused). Written to trajectory_final_path; errors are recorded, not fatal
@@ -914,7 +936,8 @@ static void fill_lost(kr_pipeline *p)
         }
         if (fs != KR_OK) record_error(p, fs);
     }
-    /* What was filled in before a failure is still written. */
+    /* What was filled in before a failure is still written and published. */
+    publish_final(p);
     const char *path = p->cfg.trajectory_final_path;
     if (path && *path && (s = kr_trajectory_write_tum(path, &p->final)) != KR_OK)
         record_error(p, s);

@@ -2,17 +2,21 @@
  * the synthetic scan's first frames are fused at their true poses, a stretch
  * of them is declared LOST with the last good pose published (as the
  * pipeline does), and the fill must put them back where the truth says, or
- * leave them alone where it cannot know. */
+ * leave them alone where it cannot know. Then, through a whole pipeline, a
+ * subscriber gets the `final` messages of exactly the frames it changed. */
 #include "kr_test.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kinreg/device.h"
 #include "kinreg/model.h"
+#include "kinreg/pipeline.h"
 #include "kinreg/preprocess.h"
 #include "kinreg/source.h"
+#include "kinreg/transport.h"
 #include "pipeline/lost_fill.h"
 
 #define FRAMES 50
@@ -142,6 +146,14 @@ static void places_a_stretch(kr_backend backend)
         pose_error(&sc.truth[k], &traj.poses[k], &cm, &deg);
         pose_error(&sc.truth[k], &sc.truth[LOST_FIRST - 1], &pcm, &pdeg);
         bool covered = k >= COVERED_FIRST && k <= COVERED_LAST;
+        /* Each frame says how it was placed (the `final` messages' method),
+         * and a tracked one carries the tracking that placed it. */
+        const kr_lost_frame *f = &keep.frames[k - LOST_FIRST];
+        CHECK_EQ(f->index, (size_t)k);
+        CHECK_EQ(f->placed, covered ? KR_LOST_INTERPOLATED : KR_LOST_TRACKED);
+        if (!covered)
+            CHECK(f->track.iterations > 0 &&
+                  memcmp(&f->track.pose, &traj.poses[k], sizeof(kr_pose)) == 0);
         /* Tracked against a model fused from the truth: as good as tracking. */
         CHECK_MSG(cm < (covered ? 1.0 : 0.5) && deg < (covered ? 1.0 : 0.5),
                   "frame %d %s %.2f cm %.2f deg off the truth", k,
@@ -204,6 +216,8 @@ KR_TEST(lost_fill, leaves_what_it_cannot_know)
     CHECK_EQ(counts.interpolated, 0);
     for (int k = LOST_FIRST; k <= 30; k++)
         CHECK(memcmp(&traj.poses[k], &before, sizeof before) == 0);
+    for (size_t i = 0; i < keep.count; i++)
+        CHECK_EQ(keep.frames[i].placed, keep.frames[i].index > 30 ? KR_LOST_TRACKED : KR_LOST_KEPT);
     kr_lost_keep_free(&keep);
     kr_trajectory_free(&traj);
 
@@ -254,4 +268,142 @@ KR_TEST(lost_fill, leaves_what_it_cannot_know)
     kr_lost_keep_free(&keep);
     kr_trajectory_free(&traj);
     scene_close(&sc);
+}
+
+/* ---- the `final` messages, end to end ------------------------------------ */
+
+#define RUN_FRAMES 300
+
+typedef struct {
+    const char *endpoint;
+    bool subscribed;
+    /* Per frame: its `pose` message and its `final` message, if any. */
+    kr_pose_msg pose[RUN_FRAMES], final[RUN_FRAMES];
+    bool has_pose[RUN_FRAMES], has_final[RUN_FRAMES];
+    int poses, finals, gaps, out_of_order, stopped, odd_frames;
+} final_listener;
+
+/* Takes every message until `stopped`: a `final` message must come after
+ * the last `pose` message and before `stopped`. */
+static void *listen_final(void *arg)
+{
+    final_listener *c = arg;
+    kr_subscriber *sub = NULL;
+    if (kr_subscriber_create(&sub, c->endpoint, 0) != KR_OK) return NULL;
+    c->subscribed = true;
+    kr_message m;
+    while (kr_subscriber_receive(sub, 20000, &m) == KR_OK) {
+        c->gaps += (int)m.gap;
+        if (m.topic == KR_TOPIC_STATUS) {
+            if (m.status.event == KR_EVENT_STOPPED) {
+                c->stopped = 1;
+                break;
+            }
+            continue;
+        }
+        size_t k = (size_t)m.pose.frame_index;
+        if (k >= RUN_FRAMES) {
+            c->odd_frames++;
+            continue;
+        }
+        if (m.topic == KR_TOPIC_POSE) {
+            c->out_of_order += c->finals > 0;
+            c->pose[k] = m.pose;
+            c->has_pose[k] = true;
+            c->poses++;
+        } else if (m.topic == KR_TOPIC_FINAL) {
+            c->out_of_order += c->has_final[k];
+            c->final[k] = m.pose;
+            c->has_final[k] = true;
+            c->finals++;
+        }
+    }
+    kr_subscriber_destroy(&sub);
+    return NULL;
+}
+
+static bool msg_is_pose(const kr_pose_msg *m, const kr_pose *p)
+{
+    kr_quat q = kr_pose_to_quat(p);
+    double dq = fabs(fabs(q.x * m->q[0] + q.y * m->q[1] + q.z * m->q[2] + q.w * m->q[3]) - 1);
+    return m->t[0] == p->t[0] && m->t[1] == p->t[1] && m->t[2] == p->t[2] && dq < 1e-12;
+}
+
+/* A run with jumps and covered stretches, the fill on, a subscriber on a
+ * real socket: one `final` message for each frame whose final pose differs
+ * from its published one, and none for the others; each carries the final
+ * pose, newton for a frame tracked backwards and interpolated for a covered
+ * one, as many of each as the run summary counts. */
+KR_TEST(lost_fill, final_messages_reach_subscribers)
+{
+    char endpoint[512];
+    snprintf(endpoint, sizeof endpoint, "ipc://%s/final.sock", kr_test_tmpdir());
+    kr_pipeline_config cfg;
+    kr_pipeline_config_default(&cfg);
+    /* Seed 2: on dev, 6 LOST frames tracked backwards and 20 covered ones
+     * interpolated. */
+    cfg.source.uri = "synthetic:2";
+    cfg.source.duration_s = RUN_FRAMES / 30.0;
+    cfg.source.jumps = 5;
+    cfg.source.covered = 2;
+    cfg.device.backend = KR_BACKEND_CPU;
+    cfg.deterministic = true;
+    cfg.fill_lost = true;
+    cfg.publish.endpoint = endpoint;
+    cfg.publish_wait_s = 10; /* no message lost to ZeroMQ's slow joiner */
+    kr_pipeline *p = NULL;
+    REQUIRE_OK(kr_pipeline_create(&p, &cfg));
+    final_listener *c = calloc(1, sizeof *c);
+    REQUIRE(c != NULL);
+    c->endpoint = endpoint;
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, listen_final, c) == 0);
+    CHECK_OK(kr_pipeline_run(p));
+    pthread_join(th, NULL);
+    CHECK(c->subscribed);
+    kr_pipeline_stats st;
+    kr_pipeline_get_stats(p, &st);
+    const kr_trajectory *pub = kr_pipeline_trajectory(p), *fin = kr_pipeline_final_trajectory(p);
+    CHECK_EQ(pub->count, (size_t)RUN_FRAMES);
+    CHECK_EQ(fin->count, (size_t)RUN_FRAMES);
+    CHECK_EQ(c->poses, RUN_FRAMES);
+    CHECK_EQ(c->stopped, 1);
+    CHECK_EQ(c->gaps, 0);
+    CHECK_EQ(c->out_of_order, 0);
+    CHECK_EQ(c->odd_frames, 0);
+    int changed = 0, newton = 0, interpolated = 0;
+    for (size_t k = 0; k < RUN_FRAMES && k < fin->count && k < pub->count; k++) {
+        bool moved = memcmp(&fin->poses[k], &pub->poses[k], sizeof(kr_pose)) != 0;
+        changed += moved;
+        CHECK_MSG(c->has_final[k] == moved, "frame %zu: %s, but %s final message", k,
+                  moved ? "moved" : "not moved", c->has_final[k] ? "a" : "no");
+        if (!c->has_final[k]) continue;
+        const kr_pose_msg *m = &c->final[k];
+        CHECK_MSG(msg_is_pose(m, &fin->poses[k]),
+                  "frame %zu: the final message's pose is not "
+                  "the final trajectory's",
+                  k);
+        CHECK_MSG(c->has_pose[k] && c->pose[k].state == KR_TRACK_LOST,
+                  "frame %zu: a final message for a frame not published LOST", k);
+        CHECK(m->timestamp == fin->stamps[k]);
+        if (m->method == KR_METHOD_NEWTON) {
+            newton++;
+            CHECK_EQ(m->state, KR_TRACK_GOOD);
+            CHECK(m->iterations > 0 && m->inlier_fraction > 0 && m->rms >= 0);
+        } else {
+            interpolated++;
+            CHECK_EQ(m->method, KR_METHOD_INTERPOLATED);
+            CHECK_EQ(m->state, KR_TRACK_POOR);
+            CHECK(isnan(m->rms));
+        }
+    }
+    printf("    %d frames LOST, %d moved by the fill: %d final messages (%d newton, %d "
+           "interpolated)\n",
+           (int)st.frames_lost, changed, c->finals, newton, interpolated);
+    CHECK_GT(interpolated, 0); /* the covered stretches */
+    CHECK_EQ(c->finals, changed);
+    CHECK_EQ((uint64_t)newton, st.frames_filled);
+    CHECK_EQ((uint64_t)interpolated, st.frames_interpolated);
+    free(c);
+    kr_pipeline_destroy(&p);
 }

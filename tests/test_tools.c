@@ -66,6 +66,13 @@ KR_TEST(tools, run_writes_the_final_trajectory)
     REQUIRE_OK(kr_trajectory_read_tum(traj, &t));
     CHECK_EQ(t.count, 60);
     kr_trajectory_free(&t);
+    /* --fill on: the same filling without a file (for the `final` messages). */
+    REQUIRE(kinreg("run -q -b cpu -n 60 --covered 1 --covered-frames 10 --fill on", out,
+                   sizeof out) == 0);
+    CHECK_CONTAINS(out, "10 covered ones interpolated, 0 keep their published pose");
+    CHECK(strstr(out, "final trajectory written to") == NULL);
+    CHECK_EQ(kinreg("run -q -n 3 --fill yes", out, sizeof out), 2);
+    CHECK_CONTAINS(out, "--fill 'yes' is not allowed: expected on or off");
 }
 
 KR_TEST(tools, run_writes_one_pose_per_frame)

@@ -71,11 +71,13 @@ void kr_pipeline_options_help_for(FILE *out, bool outputs)
             "      --trajectory-final FILE  the trajectory as known when the run ends (TUM): LOST\n"
             "                          frames before a recovery tracked backwards from it against\n"
             "                          the final model, covered ones interpolated; the rest keep\n"
-            "                          their published pose\n"
-            "      --fill-frames N     for --trajectory-final, keep the depth of at most N LOST\n"
-            "                          frames, the oldest dropped first (default %zu, about 0.6 "
-            "MB\n"
-            "                          each at 640x480)\n",
+            "                          their published pose; the poses it changes go to\n"
+            "                          subscribers on the topic 'final' (docs/PROTOCOL.md)\n"
+            "      --fill off|on       the final trajectory's filling and its 'final' messages\n"
+            "                          without a file (default off; on with --trajectory-final)\n"
+            "      --fill-frames N     for the filling, keep the depth of at most N LOST frames,\n"
+            "                          the oldest dropped first (default %zu, about 0.6 MB each\n"
+            "                          at 640x480)\n",
             d.model_period_s, d.model_points, d.fill_frames);
     if (outputs) kr_curve_options_help(out);
     fprintf(
@@ -436,6 +438,13 @@ int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
     case 1056:
         if (parse_number(&rule_fill_frames, arg, &v) < 0) return -1;
         cfg->fill_frames = (size_t)v;
+        return 1;
+    case 1057:
+        if (strcmp(arg, "on") && strcmp(arg, "off")) {
+            fprintf(stderr, "kinreg: --fill '%s' is not allowed: expected on or off\n", arg);
+            return -1;
+        }
+        cfg->fill_lost = !strcmp(arg, "on");
         return 1;
     case 1054:
         if (parse_number(&rule_refine_refuse, arg, &v) < 0) return -1;

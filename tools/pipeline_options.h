@@ -39,8 +39,8 @@
         {"refine-refuse", required_argument, 0, 1054},                                             \
         {"trajectory-refined", required_argument, 0, 1053},                                        \
         {"trajectory-final", required_argument, 0, 1055},                                          \
-        {"fill-frames", required_argument, 0, 1056}, {"model-memory", required_argument, 0, 1060}, \
-        KR_CURVE_LONG_OPTIONS
+        {"fill-frames", required_argument, 0, 1056}, {"fill", required_argument, 0, 1057},         \
+        {"model-memory", required_argument, 0, 1060}, KR_CURVE_LONG_OPTIONS
 
 #define KR_PIPELINE_SHORT_OPTIONS "s:b:p:t:m:r:n:"
 

@@ -209,8 +209,9 @@ typedef struct {
                                             the run ends (Ctrl-C included): later refinements
                                             correct earlier frames; needs refine.enabled */
     bool fill_lost;                /* keep the LOST frames' depth and, when the run ends, place
-                                      them: kr_pipeline_final_trajectory (pipeline/lost_fill.h);
-                                      on with trajectory_final_path */
+                                      them: kr_pipeline_final_trajectory (pipeline/lost_fill.h),
+                                      and a `final` message for each frame placed; on with
+                                      trajectory_final_path */
     size_t fill_frames;            /* LOST frames with depth kept at most, the oldest dropped first
                                       (default 300, about 180 MB of 640x480 depth) */
     const char *trajectory_final_path; /* TUM file of the final trajectory, written when the run
