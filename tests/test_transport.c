@@ -1064,6 +1064,91 @@ KR_TEST(transport, kinreg_sub_tum_lines_and_stop)
     kr_publisher_destroy(&pub);
 }
 
+/* A subscriber program with --final: the frames' poses in frame order, each
+ * `final` message's pose in place of its frame's `pose` (docs/PROTOCOL.md,
+ * "Final poses"), printed once the stream has stopped. */
+static void final_trajectory_printed(const char *prog, const char *script, const char *err_name)
+{
+    kr_publisher *pub = make_publisher("tcp://127.0.0.1:*", 10000);
+    REQUIRE(pub);
+    char ep[256];
+    snprintf(ep, sizeof ep, "%s", kr_publisher_endpoint(pub));
+    char *argv_py[] = {(char *)prog, (char *)script, "--final", ep, NULL};
+    char *argv_tool[] = {(char *)prog, "sub", "--final", ep, NULL};
+    static child c;
+    if (!child_start(&c, script ? argv_py : argv_tool, err_name)) {
+        kr_publisher_destroy(&pub);
+        REQUIRE(false);
+    }
+    bool synced = child_sync(&c, pub, NULL);
+    enum { N = 40 };
+    static kr_pose_msg want[N];
+    uint64_t s = 5;
+    for (int i = 0; synced && i < N; i++) {
+        want[i] = random_pose(&s);
+        want[i].frame_index = (uint64_t)i;
+        want[i].timestamp = 10 + i / 30.0;
+        CHECK_OK(kr_publisher_send_pose(pub, &want[i]));
+    }
+    /* Frames 7..12 and 30 placed at the end, in frame order. */
+    int replaced = 0;
+    for (int i = 0; synced && i < N; i++) {
+        if (!((i >= 7 && i <= 12) || i == 30)) continue;
+        kr_pose_msg f = random_pose(&s);
+        f.topic = KR_TOPIC_FINAL;
+        f.frame_index = want[i].frame_index;
+        f.timestamp = want[i].timestamp;
+        want[i] = f;
+        CHECK_OK(kr_publisher_send_pose(pub, &f));
+        replaced++;
+    }
+    kr_status_msg stop;
+    memset(&stop, 0, sizeof stop);
+    stop.event = KR_EVENT_STOPPED;
+    CHECK_OK(kr_publisher_send_status(pub, &stop));
+    int code = child_finish(&c, 15);
+    const char *err = read_file(c.err_path);
+    CHECK_MSG(synced, "%s never printed a status message; stderr:\n%s", prog, err);
+    CHECK_MSG(code == 0, "%s exited with %d; stderr:\n%s", prog, code, err);
+    CHECK_CONTAINS(err, "final trajectory of 40 frames, 7 of them from final messages");
+    CHECK_EQ(replaced, 7);
+    int i = 0;
+    for (char *save = NULL, *line = strtok_r(c.out, "\n", &save); line && synced;
+         line = strtok_r(NULL, "\n", &save), i++) {
+        double v[8];
+        if (i >= N || sscanf(line, "%lf %lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3],
+                             &v[4], &v[5], &v[6], &v[7]) != 8) {
+            CHECK_MSG(false, "line %d is not the TUM line expected: %s", i, line);
+            break;
+        }
+        const kr_pose_msg *p = &want[i];
+        double w[8] = {p->timestamp, p->t[0], p->t[1], p->t[2], p->q[0], p->q[1], p->q[2], p->q[3]};
+        CHECK_NEAR(v[0], w[0], 1e-6);
+        for (int k = 1; k < 8; k++)
+            CHECK_NEAR(v[k], w[k], 1e-9);
+        if (kr_test_failed()) break;
+    }
+    CHECK_EQ(i, N);
+    kr_publisher_destroy(&pub);
+}
+
+KR_TEST(transport, kinreg_sub_final_prints_the_final_trajectory)
+{
+    final_trajectory_printed(kr_test_tool(), NULL, "sub_final.err");
+    /* It prints TUM lines of its own topics. */
+    char out[4096];
+    CHECK_EQ(kr_test_run_tool(NULL, "sub --final --format json tcp://127.0.0.1:9", out, sizeof out),
+             2);
+    CHECK_CONTAINS(out, "--final prints TUM lines");
+}
+
+KR_TEST(transport, python_example_final_prints_the_final_trajectory)
+{
+    const char *py = python_with_zmq();
+    if (!py) SKIP("no python3 with pyzmq: install python3-zmq (apt) or pyzmq (pip)");
+    final_trajectory_printed(py, python_script(), "py_final.err");
+}
+
 /* Publishes poses with seq 0, 1, 4 (two skipped) and a malformed message;
  * the program must report the gap and the malformed message, and go on. */
 static void program_reports_gap(char **argv, const char *err_name, const char *prog)

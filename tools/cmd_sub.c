@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "option_error.h"
+#include "sub_final.h"
 #include "terminal_text.h"
 #include "kinreg/transport.h"
 
@@ -34,6 +35,7 @@ typedef struct {
     double timeout_s;   /* <= 0 = wait forever */
     const char *endpoint;
     const char *curve_server, *curve_secret; /* key files, or NULL */
+    sub_final *final; /* --final: poses held, printed at the end; NULL = off */
 } sub_options;
 
 typedef struct {
@@ -60,6 +62,10 @@ static void usage(FILE *out)
         "                         at its end) (default: pose,status for tum; for json\n"
         "                         pose,refine,status,final)\n"
         "  -n, --count N          exit after N pose/refine/final messages\n"
+        "      --final            tum: hold the poses and print, once the stream has ended\n"
+        "                         (or at --count, --timeout or Ctrl-C), one line per frame\n"
+        "                         in frame order, a 'final' message's pose in place of its\n"
+        "                         frame's: the final trajectory (kinreg run --fill on)\n"
         "  -T, --timeout SEC      exit when no message arrives for SEC seconds\n"
         "      --follow           keep going after a status \"stopped\" or \"error\" message\n"
         "                         (default: exit when the publisher says it has ended)\n"
@@ -97,15 +103,20 @@ static int parse_topics(const char *list, unsigned *mask)
 /* Returns -1 to exit with `*code`, 0 to run. */
 static int parse_options(int argc, char **argv, sub_options *o, int *code)
 {
-    enum { OPT_FOLLOW = 256, OPT_CURVE_SERVER, OPT_CURVE_SECRET };
+    enum { OPT_FOLLOW = 256, OPT_CURVE_SERVER, OPT_CURVE_SECRET, OPT_FINAL };
     static const struct option longopts[] = {
-        {"format", required_argument, NULL, 'f'}, {"topics", required_argument, NULL, 't'},
-        {"count", required_argument, NULL, 'n'},  {"timeout", required_argument, NULL, 'T'},
-        {"follow", no_argument, NULL, OPT_FOLLOW}, {"help", no_argument, NULL, 'h'},
+        {"format", required_argument, NULL, 'f'},
+        {"topics", required_argument, NULL, 't'},
+        {"count", required_argument, NULL, 'n'},
+        {"timeout", required_argument, NULL, 'T'},
+        {"follow", no_argument, NULL, OPT_FOLLOW},
+        {"help", no_argument, NULL, 'h'},
+        {"final", no_argument, NULL, OPT_FINAL},
         {"curve-server", required_argument, NULL, OPT_CURVE_SERVER},
         {"curve-secret", required_argument, NULL, OPT_CURVE_SECRET},
         {NULL, 0, NULL, 0}};
     const char *topics = NULL;
+    bool final = false;
     memset(o, 0, sizeof *o);
     *code = KR_EXIT_USAGE;
     optind = 1;
@@ -142,6 +153,9 @@ static int parse_options(int argc, char **argv, sub_options *o, int *code)
         case OPT_FOLLOW:
             o->follow = true;
             break;
+        case OPT_FINAL:
+            final = true;
+            break;
         case OPT_CURVE_SERVER:
             o->curve_server = optarg;
             break;
@@ -168,7 +182,16 @@ static int parse_options(int argc, char **argv, sub_options *o, int *code)
                         "--curve-secret (this subscriber's NAME.key_secret)\n");
         return -1;
     }
-    if (topics) {
+    if (final && (o->json || topics)) {
+        fprintf(stderr, "kinreg sub: --final prints TUM lines of the topics pose and final: it "
+                        "takes neither --format json nor --topics\n");
+        return -1;
+    }
+    if (final) {
+        static sub_final held;
+        o->final = &held;
+        o->topics = (1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_FINAL) | (1u << KR_TOPIC_STATUS);
+    } else if (topics) {
         if (parse_topics(topics, &o->topics) != 0) {
             fprintf(stderr, "kinreg sub: bad --topics '%s'\n", topics);
             return -1;
@@ -330,6 +353,8 @@ static bool print_message(const sub_options *o, const kr_message *m, sub_totals 
             fprintf(stderr, "model: snapshot %" PRIu64 " of frame %" PRIu64 ", chunk %u/%u, %u of %u points\n",
                     m->model.snapshot, m->model.frame, m->model.chunk + 1, m->model.chunks, m->model.count,
                     m->model.total_points);
+    } else if (o->final) {
+        sub_final_hold(o->final, &m->pose); /* out of memory: said at the end */
     } else if (o->json) {
         print_pose_json(&m->pose, m->gap);
     } else {
@@ -355,6 +380,24 @@ static void print_summary(const sub_totals *t)
             t->malformed);
     if (t->nonfinite) fprintf(stderr, ", %" PRIu64 " not finite", t->nonfinite);
     fputc('\n', stderr);
+}
+
+/* --final: the held trajectory, after the stream; returns the exit code. */
+static int print_final(sub_final *f, sub_totals *tot, int code)
+{
+    for (size_t i = 0; i < f->count; i++)
+        print_pose_tum(&f->poses[i], tot);
+    fflush(stdout);
+    fprintf(stderr,
+            "kinreg sub: final trajectory of %zu frames, %" PRIu64 " of them from final messages\n",
+            f->count, f->replaced);
+    if (f->failed) {
+        fprintf(stderr, "kinreg sub: out of memory holding the poses: later messages were not "
+                        "held, the trajectory printed is incomplete\n");
+        code = KR_EXIT_FAILURE;
+    }
+    sub_final_free(f);
+    return code;
 }
 
 static double now_s(void)
@@ -449,6 +492,7 @@ int kr_cmd_sub(int argc, char **argv)
     sub_totals tot;
     memset(&tot, 0, sizeof tot);
     code = run(&o, sub, &tot);
+    if (o.final) code = print_final(o.final, &tot, code);
     print_summary(&tot);
     kr_subscriber_destroy(&sub);
     return code;

@@ -36,6 +36,9 @@ def main(argv=None, prog=None):
                     "(default: pose,status for tum, all for json)")
     ap.add_argument("--count", type=int, default=0, help="exit after N pose/refine/final messages")
     ap.add_argument("--timeout", type=float, default=0, help="exit after SEC seconds without a message")
+    ap.add_argument("--final", action="store_true",
+                    help="tum: hold the poses and print, once the stream has ended, one line per "
+                    "frame in frame order, a 'final' message's pose in place of its frame's")
     ap.add_argument("--follow", action="store_true",
                     help="keep going after a 'stopped' or 'error' status")
     ap.add_argument("--curve-server", metavar="FILE",
@@ -47,7 +50,12 @@ def main(argv=None, prog=None):
         ap.error("CURVE needs both --curve-server (the publisher's NAME.key) and "
                  "--curve-secret (this subscriber's NAME.key_secret)")
 
-    if args.topics:
+    if args.final:
+        if args.format == "json" or args.topics:
+            ap.error("--final prints TUM lines of the topics pose and final: it takes neither "
+                     "--format json nor --topics")
+        topics = ["pose", "final", "status"]
+    elif args.topics:
         topics = args.topics.split(",")
         bad = [t for t in topics if t not in TOPICS]
         if bad:
@@ -78,8 +86,21 @@ def main(argv=None, prog=None):
     sub.on_malformed = lambda e: print(f"{prog}: skipped a malformed message: {e}", file=sys.stderr)
 
     received = {"pose": 0, "refine": 0, "status": 0, "final": 0}
-    n_gaps = missed = poses = nonfinite = 0
+    n_gaps = missed = poses = replaced = 0
+    held = {}  # --final: the newest pose or final message of each frame
+    nonfinite = [0]
     code = 0
+
+    def print_tum(msg):
+        if not all(math.isfinite(v) for v in (msg["timestamp"], *msg["t"], *msg["q"])):
+            # kinreg's trajectory reader rejects nan/inf lines: say so, write none.
+            nonfinite[0] += 1
+            print(f"{prog}: {msg['topic']} seq {msg['seq']} not written: a value is not finite",
+                  file=sys.stderr)
+        else:
+            print("%.6f %.9f %.9f %.9f %.9f %.9f %.9f %.9f"
+                  % (msg["timestamp"], *msg["t"], *msg["q"]))
+
     try:
         while True:
             msg = sub.receive(args.timeout if args.timeout > 0 else None)
@@ -104,13 +125,12 @@ def main(argv=None, prog=None):
                       f"{msg['fps']:.1f} fps, model {msg['model_points']} points"
                       + (f", publisher dropped {msg['messages_dropped']}" if msg["messages_dropped"] else "")
                       + (f": {terminal_text(msg['text'])}" if msg["text"] else ""), file=sys.stderr)
-            elif not all(math.isfinite(v) for v in (msg["timestamp"], *msg["t"], *msg["q"])):
-                # kinreg's trajectory reader rejects nan/inf lines: say so, write none.
-                nonfinite += 1
-                print(f"{prog}: {topic} seq {msg['seq']} not written: a value is not finite", file=sys.stderr)
+            elif args.final:
+                before = held.get(msg["frame"])
+                replaced += topic == "final" and before is not None and before["topic"] != "final"
+                held[msg["frame"]] = msg
             else:
-                print("%.6f %.9f %.9f %.9f %.9f %.9f %.9f %.9f"
-                      % (msg["timestamp"], *msg["t"], *msg["q"]))
+                print_tum(msg)
             sys.stdout.flush()
             if topic != "status":
                 poses += 1
@@ -127,11 +147,17 @@ def main(argv=None, prog=None):
         pass  # Ctrl-C is the normal way to end a live subscription
     finally:
         sub.close()
+    if args.final:
+        for frame in sorted(held):
+            print_tum(held[frame])
+        sys.stdout.flush()
+        print(f"{prog}: final trajectory of {len(held)} frames, {replaced} of them from final "
+              "messages", file=sys.stderr)
     print(f"{prog}: received {sum(received.values())} messages ({received['pose']} pose, "
           f"{received['refine']} refine, {received['status']} status, {received['final']} final), "
           f"{n_gaps} gap"
           f"{'' if n_gaps == 1 else 's'}, {missed} missed, {sub.malformed} malformed"
-          + (f", {nonfinite} not finite" if nonfinite else ""), file=sys.stderr)
+          + (f", {nonfinite[0]} not finite" if nonfinite[0] else ""), file=sys.stderr)
     return code
 
 
