@@ -13,7 +13,9 @@
 #include "core/dfield_kernels.h"
 #include "fusion/dfield.h"
 #include "fusion/keyframes.h"
+#include "kinreg/recorder.h"
 #include "kinreg/refine.h"
+#include "kinreg/source.h"
 
 /* Points on a bumpy surface patch z = f(x, y) (m), n of them. */
 static float *patch_points(size_t n, unsigned seed)
@@ -482,4 +484,63 @@ KR_TEST(refine, tool_writes_poses_model_and_json)
     CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 1);
     CHECK_CONTAINS(out, "missing.conf");
     CHECK_EQ(kr_test_run_tool(NULL, "refine", out, sizeof out), 2);
+}
+
+/* kinreg refine --sequence on a recording with a covered stretch: a frame
+ * without depth is no keyframe (it was refused with "has no valid point"),
+ * the next frame with depth is. Keyframes every centimetre, so that the
+ * covered frames fall due. */
+KR_TEST(refine, sequence_skips_frames_without_depth)
+{
+    char dir[512], args[2048], out[8192];
+    snprintf(dir, sizeof dir, "%s/covered_seq", kr_test_tmpdir());
+    kr_source_config sc;
+    kr_source_config_default(&sc);
+    sc.uri = "synthetic:2";
+    sc.duration_s = 2;
+    sc.covered = 1;
+    kr_source *src = NULL;
+    REQUIRE_OK(kr_source_create(&src, &sc));
+    kr_recorder_config rc;
+    kr_recorder_config_default(&rc);
+    rc.format = KR_RECORD_TUM;
+    rc.overwrite = true;
+    kr_recorder *rec = NULL;
+    REQUIRE_OK(kr_recorder_create(&rec, dir, &rc));
+    kr_frame f;
+    int covered = 0;
+    bool *empty = calloc(64, sizeof *empty);
+    REQUIRE(empty != NULL);
+    for (int k = 0; kr_source_read(src, &f) == KR_OK; k++) {
+        bool any = false;
+        for (int i = 0; i < f.width * f.height && !any; i++)
+            any = kr_depth_to_metres(f.raw[i], f.encoding, f.depth_scale) > 0;
+        if (k < 64) empty[k] = !any;
+        covered += !any;
+        CHECK_OK(kr_recorder_write(rec, &f));
+        kr_frame_release(&f);
+    }
+    kr_intrinsics K = kr_source_intrinsics(src);
+    CHECK_OK(kr_recorder_write_intrinsics(rec, &K));
+    CHECK_OK(kr_recorder_write_groundtruth(rec, kr_source_groundtruth(src)));
+    kr_recorder_destroy(&rec);
+    kr_source_destroy(&src);
+    CHECK_EQ(covered, 10);
+    snprintf(args, sizeof args,
+             "refine --sequence tum:%s --trajectory %s/groundtruth.txt --min-move 0.01,1 "
+             "--iterations 0 -o %s/keyframes.txt",
+             dir, dir, dir);
+    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/keyframes.txt", dir);
+    kr_trajectory kf = {0};
+    REQUIRE_OK(kr_trajectory_read_tum(path, &kf));
+    CHECK_GT(kf.count, 10);
+    /* No keyframe at a covered frame (30 Hz from 0: frame k at k / 30 s). */
+    for (size_t i = 0; i < kf.count; i++) {
+        int k = (int)lround(kf.stamps[i] * 30);
+        CHECK_MSG(k < 0 || k >= 64 || !empty[k], "keyframe at covered frame %d", k);
+    }
+    kr_trajectory_free(&kf);
+    free(empty);
 }

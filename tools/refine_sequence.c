@@ -11,6 +11,11 @@
 #include "kinreg/source.h"
 #include "refine_sequence.h"
 
+/* A frame with fewer points (a covered sensor) is no keyframe: the next
+ * frame with depth is due instead. The tracker's own floor (kinreg/track.h,
+ * min_points), on the quarter-resolution level used here. */
+#define MIN_KEYFRAME_POINTS 100
+
 /* The trajectory's pose nearest in time to t, within max_dt; NULL if none. */
 static const kr_pose *pose_at(const kr_trajectory *traj, double t, double max_dt)
 {
@@ -70,6 +75,10 @@ kr_status kr_refine_sequence(const kr_refine_sequence_args *a, kr_refine_config 
             kr_intrinsics k = kr_source_intrinsics(src);
             s = kr_preprocess(dev ? dev : cpu, &pc, &frame, &k, &pyr);
             const kr_cloud *c = &pyr.level[1];
+            if (s == KR_OK && c->valid_points < MIN_KEYFRAME_POINTS) {
+                kr_frame_release(&frame);
+                continue;
+            }
             if (s == KR_OK)
                 s = kr_keyframes_add(&kf, frame.index, pose, c->points,
                                      (size_t)c->width * c->height);
