@@ -120,6 +120,17 @@ void kr_pose_log(const kr_pose *a, double x[6])
         x[3 + r] = Vi[3 * r] * a->t[0] + Vi[3 * r + 1] * a->t[1] + Vi[3 * r + 2] * a->t[2];
 }
 
+kr_pose kr_pose_interpolate(const kr_pose *a, const kr_pose *b, double u)
+{
+    kr_pose inv = kr_pose_inv(a), d = kr_pose_mul(&inv, b);
+    double x[6];
+    kr_pose_log(&d, x);
+    for (int i = 0; i < 6; i++)
+        x[i] *= u;
+    kr_pose step = kr_pose_exp(x);
+    return kr_pose_mul(a, &step);
+}
+
 double kr_pose_angle(const kr_pose *a)
 {
     double c = (a->R[0] + a->R[4] + a->R[8] - 1) * 0.5;

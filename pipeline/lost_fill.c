@@ -53,19 +53,6 @@ void kr_lost_keep_free(kr_lost_keep *k)
     memset(k, 0, sizeof *k);
 }
 
-/* The pose a fraction u of the way from a to b along the screw motion
- * between them: a · exp(u · log(a⁻¹ b)). */
-static kr_pose interpolate(const kr_pose *a, const kr_pose *b, double u)
-{
-    kr_pose inv = kr_pose_inv(a), d = kr_pose_mul(&inv, b);
-    double x[6];
-    kr_pose_log(&d, x);
-    for (int i = 0; i < 6; i++)
-        x[i] *= u;
-    kr_pose step = kr_pose_exp(x);
-    return kr_pose_mul(a, &step);
-}
-
 typedef struct {
     kr_lost_keep *k;
     kr_device *dev;
@@ -168,7 +155,7 @@ static void interpolate_covered(const fill_context *c, size_t s, size_t n, const
                 kr_pose from = *pa, to = *pb;
                 for (size_t i = ia + 1; i < ib; i++) {
                     c->traj->poses[i] =
-                        interpolate(&from, &to, (c->traj->stamps[i] - ta) / (tb - ta));
+                        kr_pose_interpolate(&from, &to, (c->traj->stamps[i] - ta) / (tb - ta));
                     c->k->frames[s + (i - first)].placed = KR_LOST_INTERPOLATED;
                 }
                 c->counts->interpolated += ib - ia - 1;

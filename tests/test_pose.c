@@ -130,3 +130,26 @@ KR_TEST(pose, spd_solve_and_eigen)
     double neg[4] = {1, 2, 2, 1}; /* indefinite */
     CHECK_STATUS(kr_solve_spd(2, neg, b, y), KR_ERR_NUMERIC);
 }
+
+/* Interpolation along the screw motion: the ends are a and b, and a constant
+ * twist's steps add up — a · exp(u x) for b = a · exp(x), checked against
+ * kr_pose_exp of the scaled twist itself. */
+KR_TEST(pose, interpolate_follows_the_screw_motion)
+{
+    unsigned s = 11;
+    for (int k = 0; k < 100; k++) {
+        double xa[6], x[6], ux[6];
+        random_twist(&s, xa, 3.0);
+        random_twist(&s, x, 2.5);
+        kr_pose a = kr_pose_exp(xa), step = kr_pose_exp(x), b = kr_pose_mul(&a, &step);
+        kr_pose at0 = kr_pose_interpolate(&a, &b, 0), at1 = kr_pose_interpolate(&a, &b, 1);
+        CHECK_LT(pose_diff(&at0, &a), 1e-9);
+        CHECK_LT(pose_diff(&at1, &b), 1e-9);
+        double u = kr_urand(&s);
+        for (int i = 0; i < 6; i++)
+            ux[i] = u * x[i];
+        kr_pose part = kr_pose_exp(ux), want = kr_pose_mul(&a, &part);
+        kr_pose got = kr_pose_interpolate(&a, &b, u);
+        CHECK_LT(pose_diff(&got, &want), 1e-9);
+    }
+}

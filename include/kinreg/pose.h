@@ -37,6 +37,9 @@ KR_API kr_quat kr_quat_normalize(kr_quat q);
 /* SE(3) exponential and logarithm of twist x = (θ, t) (6 values). */
 KR_API kr_pose kr_pose_exp(const double x[6]);
 KR_API void kr_pose_log(const kr_pose *a, double x[6]);
+/* The pose a fraction u of the way from a to b along the screw motion
+ * between them: a · exp(u · log(a⁻¹ b)) (u = 0: a, u = 1: b). */
+KR_API kr_pose kr_pose_interpolate(const kr_pose *a, const kr_pose *b, double u);
 
 /* Rotation angle of a (radians) and translation norm (metres). */
 KR_API double kr_pose_angle(const kr_pose *a);
