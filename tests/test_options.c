@@ -73,6 +73,8 @@ KR_TEST(options, run_refuses_values_out_of_range)
         {"demo -q --threads 99999999999", "--threads"},
         {"bench --seed 1e20", "--seed"},
         {"record -n 3e9 /nonexistent/x synthetic", "--frames"},
+        {"record --jumps -1 /nonexistent/x synthetic", "--jumps"},
+        {"record --covered-frames 0 /nonexistent/x synthetic", "--covered-frames"},
         {"convert -n -1 /nonexistent/x /nonexistent/y", "--frames"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

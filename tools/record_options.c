@@ -25,6 +25,9 @@ void kr_record_options_help(FILE *out)
         "      --skip-bad          skip and count corrupt input frames instead of stopping\n"
         "      --force             replace a recording already in DIR (its index is rewritten;\n"
         "                          frame files of the old recording are left in place)\n"
+        "      --duration SEC, --jumps N, --jump-angle DEG, --jump-distance M, --covered N,\n"
+        "      --covered-frames K  the synthetic source's length and losses, as for kinreg run\n"
+        "                          (a recording of the scan kinreg demo --jumps tracks)\n"
         "  -q, --quiet             no status line\n"
         "  -h, --help              this text\n\n"
         "formats:\n"
@@ -55,6 +58,14 @@ int kr_record_parse_options(int argc, char **argv, const char *who, void (*help)
                                              {"force", no_argument, 0, OPT_FORCE},
                                              {"quiet", no_argument, 0, 'q'},
                                              {"help", no_argument, 0, 'h'},
+                                             /* The synthetic source's, with the codes and
+                                              * checks of kr_pipeline_option. */
+                                             {"duration", required_argument, 0, 1007},
+                                             {"jumps", required_argument, 0, 1031},
+                                             {"jump-angle", required_argument, 0, 1032},
+                                             {"jump-distance", required_argument, 0, 1033},
+                                             {"covered", required_argument, 0, 1034},
+                                             {"covered-frames", required_argument, 0, 1035},
                                              {0, 0, 0, 0}};
     kr_source_config_default(&o->source);
     kr_recorder_config_default(&o->recorder);
@@ -90,6 +101,19 @@ int kr_record_parse_options(int argc, char **argv, const char *who, void (*help)
         case 'h':
             help(stdout);
             return KR_EXIT_OK;
+        case 1007:
+        case 1031:
+        case 1032:
+        case 1033:
+        case 1034:
+        case 1035: {
+            kr_pipeline_config tmp;
+            kr_pipeline_config_default(&tmp);
+            tmp.source = o->source;
+            if (kr_pipeline_option(&tmp, opt, optarg) < 0) return KR_EXIT_USAGE;
+            o->source = tmp.source;
+            break;
+        }
         default:
             return kr_option_error(argv[0], argc, argv, opt);
         }
