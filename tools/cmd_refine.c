@@ -61,6 +61,12 @@ static void help(FILE *out)
         "                        jointly (grid 1 cm unless --cell); -o writes them as TUM\n"
         "  --intrinsics NAME     the sequence's intrinsics preset (fr1, fr2, fr3)\n"
         "  --min-move M,DEG      keyframe spacing: metres or degrees since the last (0.15,15)\n"
+        "  --every-frame FILE    with --sequence: every pose of --trajectory moved by the\n"
+        "                        refinement of the keyframes around it, interpolated between\n"
+        "                        them in time; a step the tracker's motion check refuses (a\n"
+        "                        jump) starts a stretch that follows its own keyframes only\n"
+        "                        (TUM). After a run with lost stretches, --signed --min-move\n"
+        "                        0.05,5 (docs/BENCHMARKS.md, issue 13 session 13)\n"
         "  --synthetic N         instead of SCANS.conf: N views of a synthetic bumpy object\n"
         "                        (about 0.2 m across, cameras 0.5 m away; exact poses)\n"
         "  --synthetic room:N[:WxH] a long scan instead: N depth views (W x H, default\n"
@@ -357,6 +363,7 @@ int kr_cmd_refine(int argc, char **argv)
         OPT_TRAJECTORY,
         OPT_INTRINSICS,
         OPT_MIN_MOVE,
+        OPT_EVERY_FRAME,
         OPT_DEVICES,
         OPT_MPI
     };
@@ -385,6 +392,7 @@ int kr_cmd_refine(int argc, char **argv)
                                              {"trajectory", required_argument, 0, OPT_TRAJECTORY},
                                              {"intrinsics", required_argument, 0, OPT_INTRINSICS},
                                              {"min-move", required_argument, 0, OPT_MIN_MOVE},
+                                             {"every-frame", required_argument, 0, OPT_EVERY_FRAME},
                                              {"devices", required_argument, 0, OPT_DEVICES},
                                              {"mpi", no_argument, 0, OPT_MPI},
                                              {"quiet", no_argument, 0, 'q'},
@@ -478,6 +486,9 @@ int kr_cmd_refine(int argc, char **argv)
             break;
         case OPT_INTRINSICS:
             seq.intrinsics = optarg;
+            break;
+        case OPT_EVERY_FRAME:
+            seq.every_frame = optarg;
             break;
         case OPT_MIN_MOVE:
             if (!parse_min_move(optarg, &seq)) {
@@ -611,6 +622,10 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
         if (lead)
             fprintf(stderr, "kinreg refine: --sequence runs in one process; under mpirun give "
                             "SCANS.conf or --synthetic\n");
+        return KR_EXIT_USAGE;
+    }
+    if (seq.every_frame && !seq.uri) {
+        fprintf(stderr, "kinreg refine: --every-frame needs --sequence and --trajectory\n");
         return KR_EXIT_USAGE;
     }
     if (seq.uri || seq.trajectory) {

@@ -11,6 +11,8 @@ typedef struct {
     const char *intrinsics; /* preset or NULL */
     const char *trajectory; /* TUM poses of the frames */
     const char *output;     /* refined keyframe poses (TUM), or NULL */
+    const char *every_frame; /* every frame of `trajectory` corrected by its keyframes (TUM), or
+                                NULL (refine_sequence.c, correct_frames) */
     double min_translation; /* keyframe spacing, metres */
     double min_angle_deg;
     bool verbose; /* say how many keyframes were chosen */
