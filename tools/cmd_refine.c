@@ -66,7 +66,7 @@ static void help(FILE *out)
         "                        them in time; a step the tracker's motion check refuses (a\n"
         "                        jump) starts a stretch that follows its own keyframes only\n"
         "                        (TUM). After a run with lost stretches, --signed --min-move\n"
-        "                        0.05,5 (docs/BENCHMARKS.md, issue 13 session 13)\n"
+        "                        0.02,2 (docs/BENCHMARKS.md, issue 13 session 13)\n"
         "  --synthetic N         instead of SCANS.conf: N views of a synthetic bumpy object\n"
         "                        (about 0.2 m across, cameras 0.5 m away; exact poses)\n"
         "  --synthetic room:N[:WxH] a long scan instead: N depth views (W x H, default\n"
