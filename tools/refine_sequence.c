@@ -77,12 +77,25 @@ static kr_status correct_frames(const kr_trajectory *traj, const kr_keyframes *k
     return s;
 }
 
-/* The trajectory's pose nearest in time to t, within max_dt; NULL if none. */
-static const kr_pose *pose_at(const kr_trajectory *traj, double t, double max_dt)
+/* The trajectory's pose nearest in time to t, within max_dt; NULL if none.
+ * In a trajectory in time order only the poses on either side of t can be
+ * (a whole scan per frame made a long sequence quadratic). */
+static const kr_pose *pose_at(const kr_trajectory *traj, bool in_order, double t, double max_dt)
 {
-    size_t best = traj->count;
+    size_t best = traj->count, lo = 0, hi = traj->count;
+    if (in_order) {
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (traj->stamps[mid] < t)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        hi = lo < traj->count ? lo + 1 : traj->count;
+        lo = lo > 0 ? lo - 1 : 0;
+    }
     double bd = max_dt;
-    for (size_t i = 0; i < traj->count; i++) {
+    for (size_t i = lo; i < hi; i++) {
         double d = fabs(traj->stamps[i] - t);
         if (d <= bd) {
             bd = d;
@@ -98,14 +111,15 @@ kr_status kr_refine_sequence(const kr_refine_sequence_args *a, kr_refine_config 
     kr_trajectory traj = {0}, out = {0};
     kr_status s = kr_trajectory_read_tum(a->trajectory, &traj);
     if (s != KR_OK) return s;
-    for (size_t i = 1; a->every_frame && i < traj.count; i++)
-        if (!(traj.stamps[i] > traj.stamps[i - 1])) {
-            kr_trajectory_free(&traj);
-            return kr_error(KR_ERR_INVALID_ARG,
-                            "%s: pose %zu is not later than the one before it; --every-frame "
-                            "needs the poses in time order",
-                            a->trajectory, i + 1);
-        }
+    bool in_order = true;
+    for (size_t i = 1; i < traj.count && in_order; i++)
+        in_order = traj.stamps[i] > traj.stamps[i - 1];
+    if (a->every_frame && !in_order) {
+        kr_trajectory_free(&traj);
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "%s: the poses are not in time order, which --every-frame needs",
+                        a->trajectory);
+    }
     kr_source_config sc;
     kr_source_config_default(&sc);
     sc.uri = a->uri;
@@ -140,7 +154,7 @@ kr_status kr_refine_sequence(const kr_refine_sequence_args *a, kr_refine_config 
             s = r;
             break;
         }
-        const kr_pose *pose = pose_at(&traj, frame.timestamp, 0.02);
+        const kr_pose *pose = pose_at(&traj, in_order, frame.timestamp, 0.02);
         if (pose && kr_keyframes_due(&kf, pose, true)) {
             kr_intrinsics k = kr_source_intrinsics(src);
             s = kr_preprocess(dev ? dev : cpu, &pc, &frame, &k, &pyr);
