@@ -136,7 +136,7 @@ KR_TEST(register, qcp_matches_kr_eigen_sym_or_declines)
 KR_TEST(register, qcp_pieces_match_kr_eigen_sym)
 {
     /* The pieces QCP is built from, shared by the host's kr_hd_qcp_top and the
-     * GPU's warp form (gpu/register_persistent.cu), each against an
+     * GPU's warp form (gpu/persistent_kernel.cuh), each against an
      * independent symmetric eigensolver: det N as the product of the
      * eigenvalues, the root search's λ as the top eigenvalue, and a column of
      * adj(N − λI) along the top eigenvector. */
@@ -186,6 +186,33 @@ KR_TEST(register, qcp_pieces_match_kr_eigen_sym)
         CHECK_NEAR(fabs(dot) / sqrt(bestn), 1.0, 1e-9);
     }
     CHECK_LT(declined, 5);
+}
+
+KR_TEST(register, qcp_root_from_a_checked_start)
+{
+    /* The GPU starts the root search from the last step's root when
+     * kr_hd_qcp_above says it lies right of every root. Against an
+     * independent eigensolver: above holds just right of the top eigenvalue
+     * and fails just left of it and between the others, and a search from a
+     * start that holds lands on the same root as one from √p₂. */
+    unsigned s = 33;
+    for (int trial = 0; trial < 200; trial++) {
+        double S[9], N[16], ev[4], V[16], p2, p3, det;
+        for (int k = 0; k < 9; k++)
+            S[k] = kr_nrand(&s);
+        kr_hd_horn_matrix(S, N);
+        kr_eigen_sym(4, N, ev, V);
+        kr_hd_qcp_coeffs(N, &p2, &p3, &det);
+        const double top = ev[3], gap = ev[3] - ev[2];
+        CHECK(kr_hd_qcp_above(p2, p3, det, top + 1e-6 * fabs(top) + 1e-9));
+        CHECK(!kr_hd_qcp_above(p2, p3, det, top - 0.5 * gap));
+        CHECK(!kr_hd_qcp_above(p2, p3, det, 0.5 * (ev[1] + ev[2])));
+        double from_bound = 0, from_near = 0;
+        if (!kr_hd_qcp_root(p2, p3, det, &from_bound)) continue; /* close top pair */
+        CHECK(kr_hd_qcp_root_from(p2, p3, det, top * (1 + 0x1p-10) + 1e-12, &from_near));
+        CHECK_NEAR(from_near, from_bound, 1e-12 * sqrt(p2));
+        CHECK_NEAR(from_near, top, 1e-10 * sqrt(p2));
+    }
 }
 
 /* ---- one step against brute force ----------------------------------------- */
