@@ -70,6 +70,9 @@ typedef struct {
     int stop_patience;
     /* Source moments for the motion test: mean and mean of s sᵀ. */
     double src_mean[3], src_second[9];
+    /* Sums across GPU blocks exact in any order (kr_register_config's
+     * deterministic). */
+    int exact_sums;
 } kr_hd_reg_params;
 
 /* The annealing schedule's position; lives on the device in the fused engine. */

@@ -10,54 +10,77 @@
  * for the whole step: it computes their exponentials once, and the Sinkhorn
  * rounds become multiply-adds on them. A block owns whole rows, so a row
  * normalisation needs no other block; only the column sums cross blocks,
- * added with 64-bit integer atomics in fixed point (exact, so the same sums
- * in every run and in every order of arrival). A step then has one grid
+ * added with atomics (below). A step then has one grid
  * barrier a round and one for Horn's moments: four for the seed's I1 = 3,
- * against six. Measured on the H100 (docs/BENCHMARKS.md, sessions 10 and
- * 11): 24.5 µs a step at 2000 × 2000, 12.2 ms for the seed's schedule.
+ * against six. Measured on the H100 (docs/BENCHMARKS.md, sessions 10, 11
+ * and 14): 24.5 µs a step at 2000 × 2000, 12.2 ms for the seed's schedule,
+ * then 20.3 µs and 10.2 ms with float column sums in two copies, the rows
+ * shifted by α', the last round's Σ P g s taken while the other blocks
+ * arrive, and Horn's step on every lane (gpu/persistent_kernel.cuh); 11.7
+ * ms with the exact sums.
  * Nsight Compute (session 11, on the 1024-thread layout) said where: a
  * warp waited 22% of its time at the rounds' grid barriers and 11% for
  * Horn's warp, and the rest issued ~2400 instructions a step, four fifths
  * of them reductions, barriers and addressing that cost per warp — hence
  * the 512-thread layout (below). Cluster pre-sums of the column shares, a
  * cluster-level grid barrier and Horn's moments from global sums were each
- * measured slower (BENCHMARKS.md).
+ * measured slower (BENCHMARKS.md), and so were (session 14) the column sums
+ * added by the TMA's bulk reductions, in four or more copies, or spread one
+ * 16-byte sum to a 32-byte sector.
  *
  * The math. core/softreg_kernels.h gives Sinkhorn in log domain, as the
  * other engines compute it: m_ij = K_ij e^(u_i + v_j), with
  *     e^−u_i = m_o + Σ_j K_ij e^v_j,     e^−v_j = m_o + Σ_i K_ij e^u_i,
  * K_ij = e^(−(d²_ij − α)/T), v = 0 before a step's first row step. Let
- * y_ij = log2 K_ij and mx_i = max_j y_ij. A block stores
- *     P_ij = 2^(y_ij − mx_i) ∈ [0, 1]   (the row's largest entry is 1)
- * and keeps the matrix as m_ij = P_ij g_i a_j with g_i = 2^mx_i e^u_i and
+ * y_ij = log2 K_ij = cc d²_ij + α' (cc = −log2 e / T, α' = α log2 e / T).
+ * For a shift M_i of row i a block stores
+ *     P_ij = 2^(y_ij − M_i)
+ * and keeps the matrix as m_ij = P_ij g_i a_j with g_i = 2^M_i e^u_i and
  * a_j = e^v_j. The two steps become
- *     g_i = 1 / (m_o 2^−mx_i + Σ_j P_ij a_j)   (a ≡ 1 in the first round),
- *     a_j = 1 / (m_o + C_j),   C_j = Σ_i P_ij g_i.
- * No exponential is taken after P, and nothing leaves float range at any
- * temperature: m_o 2^−mx_i overflows only for a row whose every K_ij is
- * negligible beside m_o, and then g_i = 0, the exact limit; entries of P
- * that underflow are below 2^−126 of their row's largest. In the first
- * round P_ij g_i ≤ 1, so C_j ≤ N and a_j ≥ 1/(m_o + N); the later rounds
- * grow these bounds by at most a factor N each, and the fixed point's
- * guard (below) catches what it cannot hold.
+ *     g_i = 1 / (m_o 2^−M_i + Σ_j P_ij a_j)   (a ≡ 1 in the first round),
+ *     a_j = 1 / (m_o + C_j),   C_j = Σ_i P_ij g_i,
+ * exact for any M_i; no exponential is taken after P. The shift is α'
+ * while α' ≤ OC_ALPHA_SHIFT (60; the seed's schedule ends at 7.3): y ≤ α'
+ * because d² ≥ 0, so P ∈ [0, 1] and the row needs no pass for its largest
+ * entry, and m_o 2^−α' ≥ m_o 2^−60, beside which the entries that underflow
+ * (P < 2^−126) are 2^−66 or less: nothing is lost. Colder, the shift is the
+ * row's largest y, mx_i (a max pass): then P's largest is 1, m_o 2^−mx_i
+ * overflows only for a row whose every K_ij is negligible beside m_o, and
+ * g_i = 0 is the exact limit. In the first round P_ij g_i ≤ 1, so C_j ≤ N
+ * and a_j ≥ 1/(m_o + N); the later rounds grow these bounds by at most a
+ * factor N each, and the fixed point's guard (below) catches what it
+ * cannot hold.
  *
  * Horn's moments in column form: per column, Σ_i m_ij = a_j C_j and
  * Σ_i m_ij s_i = a_j Σ_i P_ij g_i s_i from the last column step give
  * Σ_ij m_ij (1, s_i, x_j, s_i x_jᵀ), the sums the other engines take (the
- * streaming engine takes them in this form too).
+ * streaming engine takes them in this form too). No other block needs the
+ * block's Σ_i P_ij g_i s_i, so it is taken between the block's arrival at
+ * the last round's barrier and its wait there; each lane then reads its
+ * own columns' totals.
  *
- * The column sums' fixed point. Block b adds round(2^40 C_jb) of its own
- * rows' share C_jb to an unsigned 64-bit counter per column. The counters
- * are exact, so the sum is the same whatever the order of arrival. Its
- * rounding, at most blocks × 2^−41 ≈ 6e−11 on a column sum, is beside m_o
- * in a_j = 1 / (m_o + C_j): a relative error below 1e−6 for m_o ≥ 1e−4
- * (the engine declines a smaller m_o; the seed's default is
- * e^−1/√T₀ ≈ 0.037). A block's share above 2^23 / blocks would overflow
- * the counter: the block sets a flag, and the host runs the streaming
- * engine instead. Round k adds into buffer k mod 3, which every block reads
- * after the round's barrier; then each block zeroes its slice of buffer
- * (k + 2) mod 3 — read after the previous barrier by everyone, so free, and
- * next added to a barrier from now.
+ * The column sums cross blocks through global memory, one buffer a round
+ * (round k's is buffer k mod 3, which every block reads after the round's
+ * barrier; then each block zeroes its slice of buffer (k + 2) mod 3 — read
+ * after the previous barrier by everyone, so free, and next added to a
+ * barrier from now). Two ways:
+ *  - Float (the default): a block stages its shares C_jb in shared memory
+ *    and adds them four columns an atomic (red.v4.f32) into one of
+ *    OC_COPIES copies, which the readers add. The atomics end in the order
+ *    the blocks arrive, so runs differ in the last float digits. Measured
+ *    (session 14, a build between): one u64 atomic a column 12.4 ms, four
+ *    columns a float atomic 11.4, in two copies 10.6 (the 125 blocks' adds
+ *    to one address queue at the L2; four copies 10.7, the readers' loads
+ *    grow).
+ *  - Exact (kr_register_config's deterministic): block b adds
+ *    round(2^40 C_jb) to an unsigned 64-bit counter per column. The
+ *    counters are exact, so the sum is the same whatever the order of
+ *    arrival. Its rounding, at most blocks × 2^−41 ≈ 6e−11 on a column sum,
+ *    is beside m_o in a_j = 1 / (m_o + C_j): a relative error below 1e−6
+ *    for m_o ≥ 1e−4 (the engine declines a smaller m_o; the seed's default
+ *    is e^−1/√T₀ ≈ 0.037). A block's share above 2^23 / blocks would
+ *    overflow the counter: the block sets a flag, and the host runs the
+ *    streaming engine instead.
  *
  * Layout. A block takes RG groups of OC_RT = 4 rows (RG = 1, 2, 4 or 8;
  * the last block's spare rows are empty) and its 512 threads split them
@@ -82,6 +105,10 @@
 
 #define OC_FIX_BITS 40
 #define OC_MIN_OUTLIER 1e-4
+/* The rows' shift is α' while α' is at most this (see the top). */
+#define OC_ALPHA_SHIFT 60.0f
+/* Copies of the float column sums the blocks add into (see the top). */
+#define OC_COPIES 2
 
 static constexpr __host__ __device__ int ilog2(int v)
 {
@@ -199,9 +226,44 @@ static __device__ __forceinline__ int column_sums(const float (&P)[OC_RT][CT],
     return lanes_halve<LRG, 0, CT>(out, op_add());
 }
 
+/* The column totals C_j of columns j0 + k · stride (k < K, j < m) from
+ * round's exchange buffer (see the top), all loads in flight at once. */
+template <bool EXACT, int K>
+static __device__ __forceinline__ void column_totals(const pk_args &a, const char *buf, int mp,
+                                                     int j0, int stride, float (&out)[K])
+{
+    const int m = (int)a.m;
+    if constexpr (EXACT) {
+        const unsigned long long *u = (const unsigned long long *)buf;
+        unsigned long long v[K];
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            v[k] = j0 + k * stride < m ? __ldcg(u + j0 + k * stride) : 0ull;
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            out[k] = (float)((double)v[k] * a.fix_inv);
+    } else {
+        const float *f = (const float *)buf;
+        float v[K][OC_COPIES];
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+            for (int r = 0; r < OC_COPIES; r++)
+                v[k][r] = j0 + k * stride < m ? __ldcg(f + r * mp + j0 + k * stride) : 0.0f;
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            out[k] = v[k][0];
+#pragma unroll
+            for (int r = 1; r < OC_COPIES; r++)
+                out[k] += v[k][r];
+        }
+    }
+}
+
 /* RG row groups of OC_RT rows a block; a thread takes row group tid mod RG
- * and the CT columns tid / RG + c · (OC_THREADS / RG). */
-template <int RG, int CT>
+ * and the CT columns tid / RG + c · (OC_THREADS / RG). EXACT: the column
+ * sums in fixed point (see the top). */
+template <int RG, int CT, bool EXACT>
 static __global__ void __launch_bounds__(OC_THREADS, 1)
     softassign_onchip(const __grid_constant__ pk_args a)
 {
@@ -209,16 +271,20 @@ static __global__ void __launch_bounds__(OC_THREADS, 1)
     constexpr int KEEP = CT / RG, NW = TH / 32;
     static_assert(CT >= RG, "a lane keeps at least one column's block sum");
     cg::grid_group grid = cg::this_grid();
-    extern __shared__ float4 X[]; /* dst, then the column factors a_j */
+    extern __shared__ float4 X[]; /* dst, then the column factors a_j, then (!EXACT) the
+                                     block's column shares */
     __shared__ pk_block B;
     __shared__ oc_rows<RP, NW> W;
-    const int tid = threadIdx.x, m = (int)a.m;
-    float *A = (float *)(X + m);
+    const int tid = threadIdx.x, m = (int)a.m, mp = (m + 3) & ~3;
+    float *A = (float *)(X + m), *shares = A + mp;
     const int rg = tid & (RG - 1), cgi = tid >> LRG;
     const int row0 = blockIdx.x * a.rows;
     const int rows = min(a.rows, (int)a.n - row0);
     const float mo = (float)exp(a.p.log_m_outlier);
     const float lmo2 = (float)(a.p.log_m_outlier * P_LOG2E);
+    /* Round k's exchange buffer: 8 · mp bytes, m counters or OC_COPIES
+     * copies of mp floats. */
+    auto exchange = [&](unsigned k) { return (char *)a.colsum + (size_t)(k % 3) * 8 * mp; };
     block_start(&B, a);
     PK_PROF_START(&B);
     /* The fixed point o of y's terms (below). */
@@ -228,6 +294,8 @@ static __global__ void __launch_bounds__(OC_THREADS, 1)
         const float ux = x - o[0], uy = y - o[1], uz = z - o[2];
         X[j] = make_float4(x, y, z, fmaf(ux, ux, fmaf(uy, uy, uz * uz)));
     }
+    for (int j = m + tid; j < mp; j += TH)
+        shares[j] = 0.0f; /* the padding, added as zeros four columns at a time */
     if (tid < RP) {
         const float *sp = a.src + 3 * (size_t)(row0 + tid);
         W.s[tid] = tid < rows ? make_float4(__ldg(sp), __ldg(sp + 1), __ldg(sp + 2), 0.0f)
@@ -235,23 +303,29 @@ static __global__ void __launch_bounds__(OC_THREADS, 1)
     }
     int parity = 0;
     unsigned round_no = 0;
+    __syncthreads(); /* W.s and X; later steps' pose: horn_in_block's last barrier */
     while (!B.S.st.done) {
         const double T = B.S.st.temp;
         const float cc = (float)(-P_LOG2E / T), aterm = (float)(a.p.alpha * P_LOG2E / T);
-        __syncthreads(); /* W.s and X (the first step), the pose (horn_in_block) */
+        /* The rows' shift (see the top): α' while it is small, else each
+         * row's largest y. */
+        const bool by_alpha = aterm <= OC_ALPHA_SHIFT;
         if (tid < RP) {
             float sp[3] = {W.s[tid].x, W.s[tid].y, W.s[tid].z}, qm[3];
             kr_hd_move(B.R, B.t, sp, qm);
             const float ux = qm[0] - o[0], uy = qm[1] - o[1], uz = qm[2] - o[2];
             const float c2 = -2.0f * cc;
+            /* An empty row's y is −∞: its P is 0 without a test a pair. */
+            const float row = tid >= rows ? -INFINITY : by_alpha ? 0.0f : aterm;
             W.q[tid] = make_float4(c2 * ux, c2 * uy, c2 * uz,
-                                   fmaf(fmaf(ux, ux, fmaf(uy, uy, uz * uz)), cc, aterm));
+                                   fmaf(fmaf(ux, ux, fmaf(uy, uy, uz * uz)), cc, row));
+            if (by_alpha) W.mo[tid] = ex2_fast(lmo2 - aterm);
         }
         __syncthreads();
         PK_MARK(&B, 4);
-        /* y_ij, and each row's largest. With u = x − o and w = q − o for
-         * a fixed point o (dst's first point, so that the squares stay near
-         * the cloud's extent squared: their rounding is then far below T),
+        /* y_ij. With u = x − o and w = q − o for a fixed point o (dst's
+         * first point, so that the squares stay near the cloud's extent
+         * squared: their rounding is then far below T),
          * y_ij = cc ‖w_i − u_j‖² + α' = (cc ‖w_i‖² + α') + cc ‖u_j‖² − 2 cc w_i·u_j:
          * the row's and the column's terms once, then four operations a
          * pair. Columns past m have ‖u_j‖² = ∞, so y = −∞ and P = 0. */
@@ -260,34 +334,48 @@ static __global__ void __launch_bounds__(OC_THREADS, 1)
 #pragma unroll
         for (int k = 0; k < OC_RT; k++) {
             q[k] = W.q[rg * OC_RT + k];
-            v[k] = -INFINITY;
+            v[k] = by_alpha ? 0.0f : -INFINITY;
         }
-#pragma unroll
-        for (int c = 0; c < CT; c++) {
-            const int j = cgi + c * NCG;
-            const float4 x = j < m ? X[j] : make_float4(0.0f, 0.0f, 0.0f, INFINITY);
-            const float ux = x.x - o[0], uy = x.y - o[1], uz = x.z - o[2], col = cc * x.w;
-#pragma unroll
-            for (int k = 0; k < OC_RT; k++) {
-                P[k][c] = fmaf(q[k].x, ux, fmaf(q[k].y, uy, fmaf(q[k].z, uz, q[k].w + col)));
-                v[k] = fmaxf(v[k], P[k][c]);
-            }
-        }
-        rows_reduce<RG, NW>(v, op_max(), &W, [&](int r, float mx) {
-            W.mx[r] = mx;
-            W.mo[r] = ex2_fast(lmo2 - mx);
-        });
-        /* P_ij = 2^(y_ij − mx_i), and the first row step (a ≡ 1). */
-#pragma unroll
-        for (int k = 0; k < OC_RT; k++) {
-            const int r = rg * OC_RT + k;
-            const float mx = W.mx[r];
-            const bool here = r < rows;
-            v[k] = 0.0f;
+        if (by_alpha) { /* P = 2^(y − α'), and the first row step (a ≡ 1) */
 #pragma unroll
             for (int c = 0; c < CT; c++) {
-                P[k][c] = here ? ex2_fast(P[k][c] - mx) : 0.0f;
-                v[k] += P[k][c];
+                const int j = cgi + c * NCG;
+                const float4 x = j < m ? X[j] : make_float4(0.0f, 0.0f, 0.0f, INFINITY);
+                const float ux = x.x - o[0], uy = x.y - o[1], uz = x.z - o[2], col = cc * x.w;
+#pragma unroll
+                for (int k = 0; k < OC_RT; k++) {
+                    P[k][c] = ex2_fast(
+                        fmaf(q[k].x, ux, fmaf(q[k].y, uy, fmaf(q[k].z, uz, q[k].w + col))));
+                    v[k] += P[k][c];
+                }
+            }
+        } else { /* y, the rows' largest, then P = 2^(y − mx) and the first row step */
+#pragma unroll
+            for (int c = 0; c < CT; c++) {
+                const int j = cgi + c * NCG;
+                const float4 x = j < m ? X[j] : make_float4(0.0f, 0.0f, 0.0f, INFINITY);
+                const float ux = x.x - o[0], uy = x.y - o[1], uz = x.z - o[2], col = cc * x.w;
+#pragma unroll
+                for (int k = 0; k < OC_RT; k++) {
+                    P[k][c] = fmaf(q[k].x, ux, fmaf(q[k].y, uy, fmaf(q[k].z, uz, q[k].w + col)));
+                    v[k] = fmaxf(v[k], P[k][c]);
+                }
+            }
+            rows_reduce<RG, NW>(v, op_max(), &W, [&](int r, float mx) {
+                W.mx[r] = mx;
+                W.mo[r] = ex2_fast(lmo2 - mx);
+            });
+#pragma unroll
+            for (int k = 0; k < OC_RT; k++) {
+                const int r = rg * OC_RT + k;
+                const float mx = W.mx[r];
+                const bool here = r < rows;
+                v[k] = 0.0f;
+#pragma unroll
+                for (int c = 0; c < CT; c++) {
+                    P[k][c] = here ? ex2_fast(P[k][c] - mx) : 0.0f;
+                    v[k] += P[k][c];
+                }
             }
         }
         auto row_factor = [&](int r, float sum) {
@@ -300,6 +388,7 @@ static __global__ void __launch_bounds__(OC_THREADS, 1)
         float C[KEEP], Ws[3][KEEP];
         int first = 0;
         for (int round = 0; round < a.p.i1; round++, round_no++) {
+            const bool last = round + 1 == a.p.i1;
             if (round > 0) { /* the row step */
 #pragma unroll
                 for (int k = 0; k < OC_RT; k++)
@@ -315,17 +404,49 @@ static __global__ void __launch_bounds__(OC_THREADS, 1)
                 rows_reduce<RG, NW>(v, op_add(), &W, row_factor);
                 PK_MARK(&B, 6);
             }
-            /* This block's share of the column sums, over the row groups'
-             * lanes; in the last round also Σ_i P_ij g_i s_i. */
+            /* This block's share of the column sums, over the row groups' lanes. */
             float g[OC_RT];
 #pragma unroll
             for (int k = 0; k < OC_RT; k++)
                 g[k] = W.g[rg * OC_RT + k];
-            float cs[CT];
-            first = column_sums<LRG>(P, g, cs);
-            if (round + 1 == a.p.i1) { /* one coordinate at a time: registers */
+            {
+                float cs[CT];
+                first = column_sums<LRG>(P, g, cs);
 #pragma unroll
-                for (int d = 0; d < 3; d++) {
+                for (int k = 0; k < KEEP; k++)
+                    C[k] = cs[k];
+            }
+            char *buf = exchange(round_no);
+            if constexpr (EXACT) {
+                unsigned long long *sums = (unsigned long long *)buf;
+#pragma unroll
+                for (int k = 0; k < KEEP; k++) {
+                    const int j = cgi + (first + k) * NCG;
+                    if (j >= m) continue;
+                    float share = C[k];
+                    if (!(share <= a.fix_limit)) { /* also NaN */
+                        *a.overflow = 1;
+                        share = 0.0f;
+                    }
+                    const unsigned long long units = __float2ull_rn(share * a.fix_scale);
+                    if (units) atomicAdd(sums + j, units);
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < KEEP; k++) {
+                    const int j = cgi + (first + k) * NCG;
+                    if (j < m) shares[j] = C[k];
+                }
+                __syncthreads();
+                float4 *sums = (float4 *)((float *)buf + (blockIdx.x % OC_COPIES) * mp);
+                for (int j4 = tid; j4 < mp / 4; j4 += TH)
+                    atomicAdd(sums + j4, ((const float4 *)shares)[j4]);
+            }
+            PK_MARK(&B, 2);
+            grid_arrive(&B, a);
+            if (last) { /* Σ_i P_ij g_i s_i while the other blocks arrive */
+#pragma unroll
+                for (int d = 0; d < 3; d++) { /* one coordinate at a time: registers */
                     float gs[OC_RT], ws[CT];
 #pragma unroll
                     for (int k = 0; k < OC_RT; k++)
@@ -336,50 +457,37 @@ static __global__ void __launch_bounds__(OC_THREADS, 1)
                         Ws[d][k] = ws[k];
                 }
             }
-            unsigned long long *sums = a.colsum + (size_t)(round_no % 3) * m;
-#pragma unroll
-            for (int k = 0; k < KEEP; k++) {
-                C[k] = cs[k];
-                const int j = cgi + (first + k) * NCG;
-                if (j >= m) continue;
-                float share = cs[k];
-                if (!(share <= a.fix_limit)) { /* also NaN */
-                    *a.overflow = 1;
-                    share = 0.0f;
-                }
-                const unsigned long long units = __float2ull_rn(share * a.fix_scale);
-                if (units) atomicAdd(sums + j, units);
-            }
-            PK_MARK(&B, 2);
-            grid_barrier(&B, a, grid);
+            grid_wait(&B, a, grid);
             PK_MARK(&B, 1);
-            /* The column step; then the buffer of two rounds on is zeroed. */
-            for (int j0 = tid; j0 < m; j0 += OC_LOADS * TH) {
-                unsigned long long u[OC_LOADS]; /* all the loads in flight at once */
+            /* The column step (the last round's: in Horn's moments below);
+             * then the buffer of two rounds on is zeroed. */
+            if (!last)
+                for (int j0 = tid; j0 < m; j0 += OC_LOADS * TH) {
+                    float t[OC_LOADS];
+                    column_totals<EXACT>(a, buf, mp, j0, TH, t);
 #pragma unroll
-                for (int b = 0; b < OC_LOADS; b++)
-                    u[b] = j0 + b * TH < m ? __ldcg(sums + j0 + b * TH) : 0ull;
-#pragma unroll
-                for (int b = 0; b < OC_LOADS; b++)
-                    if (j0 + b * TH < m)
-                        A[j0 + b * TH] = __frcp_rn(mo + (float)((double)u[b] * a.fix_inv));
-            }
-            unsigned long long *next = a.colsum + (size_t)((round_no + 2) % 3) * m;
-            for (int j = blockIdx.x * TH + tid; j < m; j += gridDim.x * TH)
+                    for (int b = 0; b < OC_LOADS; b++)
+                        if (j0 + b * TH < m) A[j0 + b * TH] = __frcp_rn(mo + t[b]);
+                }
+            unsigned long long *next = (unsigned long long *)exchange(round_no + 2);
+            for (int j = blockIdx.x * TH + tid; j < mp; j += gridDim.x * TH)
                 next[j] = 0;
-            __syncthreads();
+            if (!last) __syncthreads();
             PK_MARK(&B, 5);
         }
-        /* Horn's moments in column form (see the top), then over the block. */
+        /* Horn's moments in column form (see the top), then over the block;
+         * each lane reads its own columns' totals. */
         double mom[16];
 #pragma unroll
         for (int k = 0; k < 16; k++)
             mom[k] = 0.0;
+        float tot[KEEP];
+        column_totals<EXACT>(a, exchange(round_no - 1), mp, cgi + first * NCG, NCG, tot);
 #pragma unroll
         for (int k = 0; k < KEEP; k++) {
             const int j = cgi + (first + k) * NCG;
             if (j >= m) continue;
-            const double aj = A[j], w = aj * C[k];
+            const double aj = __frcp_rn(mo + tot[k]), w = aj * C[k];
             const double ws[3] = {aj * Ws[0][k], aj * Ws[1][k], aj * Ws[2][k]};
             const float4 x = X[j];
             const double xd[3] = {x.x, x.y, x.z};
@@ -434,26 +542,29 @@ kr_status kr_gpu_softassign_onchip(kr_gpu_context *ctx, const kr_hd_reg_params *
     const size_t ncg = OC_THREADS / rg;
     const int ct = m <= 8 * ncg ? 8 : m <= 16 * ncg ? 16 : 0;
     if (!ct) return KR_OK;
-    const void *kernel = rg == 1   ? (ct == 8 ? (const void *)softassign_onchip<1, 8>
-                                              : (const void *)softassign_onchip<1, 16>)
-                         : rg == 2 ? (ct == 8 ? (const void *)softassign_onchip<2, 8>
-                                              : (const void *)softassign_onchip<2, 16>)
-                         : rg == 4 ? (ct == 8 ? (const void *)softassign_onchip<4, 8>
-                                              : (const void *)softassign_onchip<4, 16>)
-                                   : (ct == 8 ? (const void *)softassign_onchip<8, 8>
-                                              : (const void *)softassign_onchip<8, 16>);
+    const bool exact = p->exact_sums != 0;
+#define OC_KERNEL(RG_, CT_)                                                                        \
+    (exact ? (const void *)softassign_onchip<RG_, CT_, true>                                       \
+           : (const void *)softassign_onchip<RG_, CT_, false>)
+    const void *kernel = rg == 1   ? (ct == 8 ? OC_KERNEL(1, 8) : OC_KERNEL(1, 16))
+                         : rg == 2 ? (ct == 8 ? OC_KERNEL(2, 8) : OC_KERNEL(2, 16))
+                         : rg == 4 ? (ct == 8 ? OC_KERNEL(4, 8) : OC_KERNEL(4, 16))
+                                   : (ct == 8 ? OC_KERNEL(8, 8) : OC_KERNEL(8, 16));
+#undef OC_KERNEL
     const size_t needed = (n + rows - 1) / rows;
     int tile = 0, blocks = 0;
     size_t dyn = 0;
-    /* Dynamic shared memory: dst as float4 and the column factors. */
-    kr_status s = pk_plan_kernel(ctx, kernel, OC_THREADS, m, sizeof(float4) + sizeof(float), 0,
-                                 needed, &tile, &dyn, &blocks);
+    /* Dynamic shared memory: dst as float4, the column factors and the
+     * block's column shares (each padded to four columns). */
+    kr_status s = pk_plan_kernel(ctx, kernel, OC_THREADS, m, sizeof(float4) + 2 * sizeof(float),
+                                 8 * sizeof(float), needed, &tile, &dyn, &blocks);
     if (s != KR_OK || (size_t)blocks != needed || (size_t)tile < m) return s;
 
-    /* Scratch: the blocks' moments (two parities), then the column sums. */
+    /* Scratch: the blocks' moments (two parities), then the three rounds'
+     * column exchanges of 8 bytes a (padded) column. */
     void *part = NULL, *dstate = NULL, *hstate = NULL;
     const size_t mom_bytes = sizeof(double) * 2 * 16 * (size_t)blocks;
-    const size_t sum_bytes = sizeof(unsigned long long) * 3 * m;
+    const size_t sum_bytes = 8 * 3 * ((m + 3) & ~(size_t)3);
     if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_REG_PARTIAL, mom_bytes + sum_bytes, &part)) !=
         KR_OK)
         return s;

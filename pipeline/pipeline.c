@@ -130,6 +130,7 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     kr_pipeline *p = calloc(1, sizeof *p);
     if (!p) return kr_error(KR_ERR_NOMEM, "cannot allocate the pipeline");
     p->cfg = *cfg;
+    if (cfg->deterministic) p->cfg.recover.deterministic = true;
     if (p->cfg.fuse_level < 0) p->cfg.fuse_level = cfg->track.finest_level;
     pthread_mutex_init(&p->error_lock, NULL);
     pthread_mutex_init(&p->stats_lock, NULL);

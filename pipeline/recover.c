@@ -280,6 +280,7 @@ static kr_status soft_align(kr_device *dev, const kr_recover_config *rc, const f
      * on the 2-core VM; at 3e-4 EM-ICP found 17. */
     reg.sigma2_inf = 1e-4;
     reg.pose_only = true; /* judged by tracking, not by its own fit */
+    reg.deterministic = rc->deterministic;
     kr_register_result r;
     kr_status s = kr_register(dev, &reg, src, n, dst, m, init, &r);
     if (s != KR_OK) return s;

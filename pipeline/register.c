@@ -233,6 +233,7 @@ static void make_params(const kr_register_config *c, double extent, const float 
     p->stop_motion = c->stop_motion * extent;
     p->stop_scale = c->stop_sigma_ratio * extent;
     p->stop_patience = c->stop_patience;
+    p->exact_sums = c->deterministic;
     for (size_t i = 0; i < n; i++)
         for (int a = 0; a < 3; a++) {
             p->src_mean[a] += src[3 * i + a] / (double)n;

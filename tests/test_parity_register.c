@@ -45,6 +45,14 @@ static float *moved(const float *p, size_t n, const kr_pose *T)
     return out;
 }
 
+/* The motion src is moved by: 20° about (1, 2, 3), then (2, −1, 1.5) cm. */
+static kr_pose the_motion(void)
+{
+    double h = 20 * M_PI / 360, t[3] = {0.02, -0.01, 0.015};
+    kr_quat q = {sin(h) / sqrt(14), 2 * sin(h) / sqrt(14), 3 * sin(h) / sqrt(14), cos(h)};
+    return kr_pose_from_quat(q, t);
+}
+
 /* n source points against m >= n destination points. */
 static void compare(kr_reg_method method, size_t n, size_t m, int jmax)
 {
@@ -53,9 +61,7 @@ static void compare(kr_reg_method method, size_t n, size_t m, int jmax)
     /* src is (the first n points of) dst moved: exact correspondences exist,
      * so besides agreeing with each other every engine must land on the
      * motion itself. */
-    double h = 20 * M_PI / 360, t[3] = {0.02, -0.01, 0.015};
-    kr_quat q = {sin(h) / sqrt(14), 2 * sin(h) / sqrt(14), 3 * sin(h) / sqrt(14), cos(h)};
-    kr_pose T = kr_pose_from_quat(q, t), Ti = kr_pose_inv(&T);
+    kr_pose T = the_motion(), Ti = kr_pose_inv(&T);
     float *dst = surface(&s, m), *src = moved(dst, n, &Ti);
     REQUIRE(src != NULL);
     kr_device *cpu = make_device(KR_BACKEND_CPU), *gpu = make_device(KR_BACKEND_CUDA);
@@ -122,6 +128,69 @@ KR_TEST(parity_register, softassign_engines_agree)
 KR_TEST(parity_register, softassign_engines_agree_beyond_the_chip)
 {
     compare(KR_REG_SOFTASSIGN, 800, 6000, 40);
+}
+
+/* The CPU engine's pose and the fused engine's, with and without
+ * deterministic (gpu/softassign_onchip.cu: fixed-point or float column
+ * sums), from `init`: within the tolerances above of each other and of the
+ * motion. Deterministic runs twice must agree to the last bit. */
+static void softassign_fused_both_ways(kr_register_config c, size_t n, const kr_pose *init)
+{
+    NEED_CUDA();
+    unsigned s = 21;
+    kr_pose T = the_motion(), Ti = kr_pose_inv(&T);
+    float *dst = surface(&s, n), *src = moved(dst, n, &Ti);
+    kr_device *cpu = make_device(KR_BACKEND_CPU), *gpu = make_device(KR_BACKEND_CUDA);
+    REQUIRE(src && cpu && gpu);
+    c.method = KR_REG_SOFTASSIGN;
+    c.extent = KR_REG_SEED_EXTENT;
+    c.stop_motion = 0;
+    kr_register_result ref, r[3];
+    c.engine = KR_REG_ENGINE_CPU;
+    REQUIRE_OK(kr_register(cpu, &c, src, n, dst, n, init, &ref));
+    c.engine = KR_REG_ENGINE_FUSED;
+    for (int k = 0; k < 3; k++) {
+        c.deterministic = k > 0;
+        REQUIRE_OK(kr_register(gpu, &c, src, n, dst, n, init, &r[k]));
+        kr_pose ic = kr_pose_inv(&ref.pose), x = kr_pose_mul(&ic, &r[k].pose);
+        kr_pose d = kr_pose_mul(&r[k].pose, &Ti);
+        printf("  fused%s: %d steps, vs cpu %.5f deg %.4f mm, error %.4f deg %.3f mm\n",
+               k ? " deterministic" : "", r[k].iterations, kr_pose_angle(&x) * 180 / M_PI,
+               kr_pose_translation_norm(&x) * 1e3, kr_pose_angle(&d) * 180 / M_PI,
+               kr_pose_translation_norm(&d) * 1e3);
+        CHECK_EQ(r[k].iterations, ref.iterations);
+        CHECK_LT(kr_pose_angle(&x) * 180 / M_PI, 0.02);
+        CHECK_LT(kr_pose_translation_norm(&x), 5e-5);
+        CHECK_LT(kr_pose_angle(&d) * 180 / M_PI, 0.5);
+        CHECK_LT(kr_pose_translation_norm(&d), 0.002);
+    }
+    CHECK(memcmp(&r[1].pose, &r[2].pose, sizeof r[1].pose) == 0);
+    kr_device_destroy(&cpu);
+    kr_device_destroy(&gpu);
+    free(src);
+    free(dst);
+}
+
+KR_TEST(parity_register, softassign_deterministic_repeats_to_the_bit)
+{
+    kr_register_config c;
+    kr_register_config_default(&c);
+    c.jmax = 40;
+    c.t_factor = pow(0.95, 100.0 / 40);
+    softassign_fused_both_ways(c, 800, NULL);
+}
+
+/* Cold from the start: at T₀ = 0.05 (seed units) α/T is 87 in log2 units,
+ * beyond OC_ALPHA_SHIFT, so every row is shifted by its own largest y
+ * instead of α'. From the true pose, as a cold start needs. */
+KR_TEST(parity_register, softassign_engines_agree_when_cold)
+{
+    kr_register_config c;
+    kr_register_config_default(&c);
+    c.t0 = 0.05;
+    c.jmax = 10;
+    kr_pose T = the_motion();
+    softassign_fused_both_ways(c, 800, &T);
 }
 
 KR_TEST(parity_register, cublas_says_when_the_matrix_cannot_fit)

@@ -55,6 +55,8 @@ static void help(FILE *out)
             "  --extent METRES   size the schedule is scaled to (default: the RMS radius of\n"
             "                    DEST; 0.1 runs the seed's constants unscaled)\n"
             "  --full-schedule   no early stop: run the seed's whole annealing schedule\n"
+            "  --deterministic   bit-identical results from run to run (the fused\n"
+            "                    Softassign engine then sums in fixed point, ~15%% slower)\n"
             "  --threads N       OpenMP threads of the cpu engine (default: all)\n"
             "  --synthetic N     instead of files: N points of the CuPy anchor's bumpy\n"
             "                    surface and N of a second sample moved by 20 deg about\n"
@@ -185,6 +187,7 @@ int kr_cmd_register(int argc, char **argv)
                                          {"subsample", required_argument, 0, 's'},
                                          {"extent", required_argument, 0, 'x'},
                                          {"full-schedule", no_argument, 0, 'F'},
+                                         {"deterministic", no_argument, 0, 'd'},
                                          {"threads", required_argument, 0, 't'},
                                          {"synthetic", required_argument, 0, 'S'},
                                          {"seed", required_argument, 0, 'r'},
@@ -245,6 +248,9 @@ int kr_cmd_register(int argc, char **argv)
             break;
         case 'F':
             cfg.stop_motion = 0;
+            break;
+        case 'd':
+            cfg.deterministic = true;
             break;
         case 't':
             if (!register_number(&rule_threads, optarg, &v)) return KR_EXIT_USAGE;

@@ -64,6 +64,10 @@ typedef struct {
     /* A recovered pose farther than this from the last good one is rejected
      * (default 0.5 m, 45°): it fits some other part of the scene. */
     double max_jump_m, max_jump_deg;
+    /* The soft methods' registrations bit-identical from run to run
+     * (kr_register_config's deterministic; default false). A pipeline sets
+     * it when it runs deterministic. */
+    bool deterministic;
 } kr_recover_config;
 
 KR_API void kr_recover_config_default(kr_recover_config *cfg);

@@ -89,6 +89,14 @@ typedef struct {
      * k-d tree of dst and a search per point. */
     double inlier_ratio;
     bool pose_only;
+
+    /* deterministic (default false): the fused Softassign engine adds its
+     * blocks' column sums in 64-bit fixed point, exact in any order, so
+     * two runs give bit-identical poses; without it, float atomics that
+     * finish in the order the GPU's blocks arrive — the same pose to ~1e-9
+     * from run to run, and 15 % faster (docs/BENCHMARKS.md, session 14).
+     * The other engines are deterministic either way. */
+    bool deterministic;
 } kr_register_config;
 
 typedef struct {
