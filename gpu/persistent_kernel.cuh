@@ -60,7 +60,7 @@ typedef struct {
     float R[9], t[3];
     double mom[32][16]; /* per merging warp, summed at the end of the pass */
     double total[16];
-    double qcp_root; /* the last step's root of QCP's polynomial, at S's scale (horn_warp) */
+    double hS[9], hN[16];             /* Horn's S and N (horn_warp) */
     long staged;                      /* first column of the tile now in shared memory; -1 = none */
     unsigned arrivals_due;            /* PK_FLAG_BARRIER: the count that ends the next barrier */
     int rows_resident, cols_resident; /* Softassign: the resident tiles hold their points */
@@ -234,87 +234,108 @@ static __device__ __noinline__ void eig4_top_jacobi(const double *N, double q[4]
     kr_hd_eig4_top(N, q);
 }
 
+static __device__ __forceinline__ double warp_sum(double v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* kr_hd_qcp_top (core/horn_kernels.h) on one warp, from the same pieces
+ * (kr_hd_det4_term, kr_hd_qcp_root, kr_hd_qcp_adj, kr_hd_qcp_trusted): the
+ * 16 entries of N·N and the 16 cofactors of adj(N − λI) one per lane, the
+ * root search on every lane alike. Returns 1 with q set on every lane, or 0
+ * where QCP declines (then Jacobi, as on the host). */
+static __device__ int qcp_warp(const double *N, int lane, double q[4])
+{
+    const int i = (lane >> 2) & 3, j = lane & 3;
+    double n2 = 0;
+    for (int k = 0; k < 4; k++)
+        n2 += N[4 * i + k] * N[4 * k + j];
+    const double p2 = warp_sum(lane < 16 && i == j ? n2 : 0.0);
+    const double p3 = warp_sum(lane < 16 ? n2 * N[4 * j + i] : 0.0);
+    const double det = warp_sum(lane < 4 ? kr_hd_det4_term(N, lane) : 0.0);
+    if (!(p2 > 0) || !isfinite(p2)) return 0;
+    double l;
+    if (!kr_hd_qcp_root(p2, p3, det, &l)) return 0;
+    /* Lane 4·col + row: entry `row` of adj(M)'s column `col`. */
+    const double av = lane < 16 ? kr_hd_qcp_adj(N, l, j, i) : 0.0;
+    double nn = av * av;
+    nn += __shfl_xor_sync(0xffffffffu, nn, 1);
+    nn += __shfl_xor_sync(0xffffffffu, nn, 2);
+    double best = 0;
+    int bestc = 0;
+    for (int c = 0; c < 4; c++) {
+        double v = __shfl_sync(0xffffffffu, nn, 4 * c);
+        if (v > best) {
+            best = v;
+            bestc = c;
+        }
+    }
+    if (!kr_hd_qcp_trusted(best, p2)) return 0;
+    const double nrm = sqrt(best);
+    for (int k = 0; k < 4; k++)
+        q[k] = __shfl_sync(0xffffffffu, av, 4 * bestc + k) / nrm;
+    return 1;
+}
+
 /* Horn's step from B->total on warp 0, then the schedule (lane 0): the steps
- * of kr_hd_horn_from_moments from the same pieces (core/horn_kernels.h).
- * Every lane computes the centroids, N, QCP's coefficients and its root
- * itself: a lane's ~150 multiply-adds take less time than the warp-wide
- * sums that spread them over lanes (three of them, ~1.6 k cycles with the
- * root, against ~0.8 k; H100 profile, session 14). Lanes 0–3 then take a
- * column of adj(N − λI) each. The root search starts from the last step's
- * root, scaled to this step's S and raised by 2^−24 (else 2^−10), wherever
- * kr_hd_qcp_above confirms that it still lies right of every root (the
- * pose moves little from step to step): two to four Newton iterations
- * instead of seven or eight from √p₂, and the same root to QCP's
- * tolerance. Every block holds the same moments, so every block takes the
- * same steps. */
+ * of kr_hd_horn_from_moments with QCP spread over the lanes. One thread
+ * doing all of it measured 13 µs a step inside this 1024-thread kernel
+ * (64 registers a thread: its double temporaries spilled). */
 static __device__ __noinline__ void horn_warp(pk_block *B, const kr_hd_reg_params *p)
 {
-    const unsigned all = 0xffffffffu;
     const int lane = threadIdx.x & 31;
-    double mom[16];
-    for (int k = 0; k < 16; k++)
-        mom[k] = B->total[k];
-    double cs[3], cd[3], N[16], scale = 1, q[4] = {1, 0, 0, 0};
-    const int prep = kr_hd_horn_prepare(mom, cs, cd, N, &scale);
-    if (prep < 0) {
+    const double *mom = B->total;
+    const double W = mom[0];
+    if (!(W > 0) || !isfinite(W)) {
         if (lane == 0) B->S.st.done = -1;
         return;
     }
-    PK_MARK(B, 9);
-    if (prep > 0) {
-        int solved = 0;
-        double p2, p3, det, l = 0;
-        kr_hd_qcp_coeffs(N, &p2, &p3, &det);
-        if (p2 > 0 && isfinite(p2)) {
-            double start = sqrt(p2);
-            const double last = B->qcp_root / scale;
-            if (last > 0 && kr_hd_qcp_above(p2, p3, det, last * (1 + 0x1p-24)))
-                start = last * (1 + 0x1p-24);
-            else if (last > 0 && kr_hd_qcp_above(p2, p3, det, last * (1 + 0x1p-10)))
-                start = last * (1 + 0x1p-10);
-            start = fmin(start, sqrt(p2));
-            if (kr_hd_qcp_root_from(p2, p3, det, start, &l)) {
-                /* Lanes 0–3 a column each: the 16 cofactors on one lane
-                 * measured 250 cycles a step slower. */
-                double a[4], n2[4];
-                const double mine = kr_hd_qcp_column(N, l, lane & 3, a);
-                for (int c = 0; c < 4; c++)
-                    n2[c] = __shfl_sync(all, mine, c);
-                const int best = kr_hd_qcp_pick(n2, p2);
-                if (best >= 0) {
-                    const double inv = 1.0 / sqrt(n2[best]);
-                    for (int k = 0; k < 4; k++)
-                        q[k] = __shfl_sync(all, a[k], best) * inv;
-                    solved = 1;
-                }
-            }
-        }
-        if (!solved) { /* Jacobi, as on the host */
-            if (lane == 0) eig4_top_jacobi(N, q);
-            for (int k = 0; k < 4; k++)
-                q[k] = __shfl_sync(all, q[k], 0);
+    const double inv_w = 1.0 / W;
+    double sv = 0, scale = 0;
+    if (lane < 9) {
+        double cs = mom[1 + lane / 3] * inv_w, cd = mom[4 + lane % 3] * inv_w;
+        sv = mom[7 + lane] - W * cs * cd;
+        scale = fabs(sv);
+    }
+    for (int o = 16; o > 0; o >>= 1)
+        scale = fmax(scale, __shfl_xor_sync(0xffffffffu, scale, o));
+    if (!isfinite(scale)) {
+        if (lane == 0) B->S.st.done = -1;
+        return;
+    }
+    double q[4] = {1, 0, 0, 0};
+    if (scale > 0) {
+        const double inv_scale = 1.0 / scale;
+        if (lane < 9) B->hS[lane] = sv * inv_scale;
+        __syncwarp();
+        if (lane == 0) kr_hd_horn_matrix(B->hS, B->hN);
+        __syncwarp();
+        PK_MARK(B, 9);
+        int declined = !qcp_warp(B->hN, lane, q);
+        if (declined && lane == 0) eig4_top_jacobi(B->hN, q);
 #ifdef KR_PK_PROFILE
-            if (lane == 0 && blockIdx.x == 0) B->prof[11]++;
+        if (declined && lane == 0 && blockIdx.x == 0) B->prof[11]++;
 #endif
-        }
-        __syncwarp(); /* every lane has read the last root */
-        if (lane == 0) B->qcp_root = solved ? l * scale : 0;
+        PK_MARK(B, 10);
     }
-    PK_MARK(B, 10);
     if (lane != 0) return;
-    double R[9], t[3];
-    kr_hd_horn_pose(q, cs, cd, R, t);
-    /* The motion only feeds the stop rule. */
-    const double m2 = p->stop_motion > 0 ? kr_hd_reg_motion2(p, B->S.R, B->S.t, R, t) : 0.0;
-    for (int k = 0; k < 9; k++) {
-        B->S.R[k] = R[k];
-        B->R[k] = (float)R[k];
-    }
+    double R[9], t[3], cs[3], cd[3];
+    kr_hd_quat_to_rot(q, R);
     for (int k = 0; k < 3; k++) {
-        B->S.t[k] = t[k];
-        B->t[k] = (float)t[k];
+        cs[k] = mom[1 + k] * inv_w;
+        cd[k] = mom[4 + k] * inv_w;
     }
+    for (int k = 0; k < 3; k++)
+        t[k] = cd[k] - (R[3 * k] * cs[0] + R[3 * k + 1] * cs[1] + R[3 * k + 2] * cs[2]);
+    double m2 = kr_hd_reg_motion2(p, B->S.R, B->S.t, R, t);
+    for (int k = 0; k < 9; k++)
+        B->S.R[k] = R[k];
+    for (int k = 0; k < 3; k++)
+        B->S.t[k] = t[k];
     kr_hd_reg_advance(p, &B->S.st, m2);
+    pose_to_float(B);
 }
 
 /* After the grid barrier: every block sums all blocks' moments (same order
@@ -359,7 +380,6 @@ static __device__ void block_start(pk_block *B, const pk_args &a)
         B->staged = -1;
         B->arrivals_due = 0;
         B->rows_resident = B->cols_resident = 0;
-        B->qcp_root = 0;
         pose_to_float(B);
     }
     for (int k = threadIdx.x; k < 32 * 16; k += blockDim.x)

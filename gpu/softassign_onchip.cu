@@ -15,9 +15,8 @@
  * against six. Measured on the H100 (docs/BENCHMARKS.md, sessions 10, 11
  * and 14): 24.5 µs a step at 2000 × 2000, 12.2 ms for the seed's schedule,
  * then 20.3 µs and 10.2 ms with float column sums in two copies, the rows
- * shifted by α', the last round's Σ P g s taken while the other blocks
- * arrive, and Horn's step on every lane (gpu/persistent_kernel.cuh); 11.7
- * ms with the exact sums.
+ * shifted by α' and the last round's Σ P g s taken while the other blocks
+ * arrive; 11.7 ms with the exact sums.
  * Nsight Compute (session 11, on the 1024-thread layout) said where: a
  * warp waited 22% of its time at the rounds' grid barriers and 11% for
  * Horn's warp, and the rest issued ~2400 instructions a step, four fifths
@@ -26,7 +25,9 @@
  * cluster-level grid barrier and Horn's moments from global sums were each
  * measured slower (BENCHMARKS.md), and so were (session 14) the column sums
  * added by the TMA's bulk reductions, in four or more copies, or spread one
- * 16-byte sum to a 32-byte sector.
+ * 16-byte sum to a 32-byte sector; Horn's step computed on every lane of
+ * its warp without shuffles took no time off here and slowed the streaming
+ * kernels' pair passes by 5 %.
  *
  * The math. core/softreg_kernels.h gives Sinkhorn in log domain, as the
  * other engines compute it: m_ij = K_ij e^(u_i + v_j), with
