@@ -16,8 +16,6 @@
 #define KR_HORN_KERNELS_H
 
 #include <math.h>
-#include <stdint.h>
-#include <string.h>
 
 #include "core/kr_hd.h"
 
@@ -135,72 +133,22 @@ static inline KR_HD double kr_hd_det4_term(const double N[16], int c)
                       N[12 + c1], N[12 + c2]);
 }
 
-/* p₂ = tr(N²), p₃ = tr(N³) and det N, the polynomial's coefficients. */
-static inline KR_HD void kr_hd_qcp_coeffs(const double N[16], double *p2, double *p3, double *det)
-{
-    double s2 = 0, s3 = 0, d = 0;
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            double n2 = 0;
-            for (int k = 0; k < 4; k++)
-                n2 += N[4 * i + k] * N[4 * k + j];
-            if (i == j) s2 += n2;
-            s3 += n2 * N[4 * j + i];
-        }
-    for (int c = 0; c < 4; c++)
-        d += kr_hd_det4_term(N, c);
-    *p2 = s2;
-    *p3 = s3;
-    *det = d;
-}
-
-/* Whether x > 0 lies right of every root of P: P and its three derivatives
- * all positive at x (then P(x + h) > 0 for every h ≥ 0, Newton's rule for
- * an upper bound). */
-static inline KR_HD int kr_hd_qcp_above(double p2, double p3, double det, double x)
-{
-    const double c2 = -0.5 * p2, c1 = -p3 / 3.0, x2 = x * x;
-    return x > 0 && 6 * x2 + c2 > 0 && (4 * x2 + 2 * c2) * x + c1 > 0 &&
-           (x2 + c2) * x2 + c1 * x + det > 0;
-}
-
 /* QCP's root search, written once for the host and the GPU's warp form
- * (gpu/persistent_kernel.cuh): Newton's iteration on
- * P(λ) = λ⁴ − (p₂/2) λ² − (p₃/3) λ + det N from `start`, which must lie
- * right of the largest root: √p₂ always does, and a tighter start checked by
- * kr_hd_qcp_above does too (the GPU's, from the previous step's root, needs
- * three or four iterations where √p₂ needs seven or eight). Returns 1 with
- * *lambda the largest root, or 0 where it does not converge (a double root:
- * the caller falls back to Jacobi). */
-/* f / d for Newton's step. On the GPU an IEEE double division is a long
- * sequence with a slow-path test; the special-function unit's reciprocal
- * and two refinements are within an ulp or two of it, which moves the
- * iteration, not the root it stops at (the stop test is on the step). */
-static inline KR_HD double kr_hd_newton_step(double f, double d)
-{
-#if defined(__CUDA_ARCH__)
-    double r;
-    asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(d));
-    r = fma(r, fma(-d, r, 1.0), r);
-    r = fma(r, fma(-d, r, 1.0), r);
-    return f * r;
-#else
-    return f / d;
-#endif
-}
-
-static inline KR_HD int kr_hd_qcp_root_from(double p2, double p3, double det, double start,
-                                            double *lambda)
+ * (gpu/register_persistent.cu): Newton's iteration on
+ * P(λ) = λ⁴ − (p₂/2) λ² − (p₃/3) λ + det N from √p₂. Returns 1 with *lambda
+ * the largest root, or 0 where it does not converge (a double root: the
+ * caller falls back to Jacobi). */
+static inline KR_HD int kr_hd_qcp_root(double p2, double p3, double det, double *lambda)
 {
     const double c2 = -0.5 * p2, c1 = -p3 / 3.0, c0 = det;
     const double tol = 1e-15 * sqrt(p2);
-    double l = start;
+    double l = sqrt(p2);
     for (int it = 0; it < 60; it++) {
         double l2 = l * l;
         double f = (l2 + c2) * l2 + c1 * l + c0;
         double df = 4 * l2 * l + 2 * c2 * l + c1;
         if (!(df > 0)) return 0; /* a double root at λ: leave it to Jacobi */
-        double step = kr_hd_newton_step(f, df);
+        double step = f / df;
         l -= step;
         if (fabs(step) <= tol) {
             *lambda = l;
@@ -208,11 +156,6 @@ static inline KR_HD int kr_hd_qcp_root_from(double p2, double p3, double det, do
         }
     }
     return 0;
-}
-
-static inline KR_HD int kr_hd_qcp_root(double p2, double p3, double det, double *lambda)
-{
-    return kr_hd_qcp_root_from(p2, p3, det, sqrt(p2), lambda);
 }
 
 /* Entry (row, col) of adj(N − λI): the signed minor of M = N − λI without
@@ -239,53 +182,42 @@ static inline KR_HD int kr_hd_qcp_trusted(double best, double p2)
     return best > 1e-18 * p2 * p2 * p2;
 }
 
-/* Column `col` of adj(N − λI) into a; returns its squared norm. */
-static inline KR_HD double kr_hd_qcp_column(const double N[16], double l, int col, double a[4])
-{
-    double n2 = 0;
-    for (int row = 0; row < 4; row++) {
-        a[row] = kr_hd_qcp_adj(N, l, row, col);
-        n2 += a[row] * a[row];
-    }
-    return n2;
-}
-
-/* The column of largest squared norm (the first of equals), or −1 when that
- * norm is too small to trust (kr_hd_qcp_trusted). */
-static inline KR_HD int kr_hd_qcp_pick(const double n2[4], double p2)
-{
-    int best = 0;
-    for (int col = 1; col < 4; col++)
-        if (n2[col] > n2[best]) best = col;
-    return kr_hd_qcp_trusted(n2[best], p2) ? best : -1;
-}
-
-/* The unit eigenvector q of N for its largest root l: the column of
- * adj(N − λI) of largest norm, normalised. Returns 0, or −1 where that norm
- * is too small to trust. Every index is known at compile time once the
- * loops unroll, so on the GPU N stays in registers. */
-static inline KR_HD int kr_hd_qcp_vector(const double N[16], double l, double p2, double q[4])
-{
-    double a[4][4], n2[4];
-    for (int col = 0; col < 4; col++)
-        n2[col] = kr_hd_qcp_column(N, l, col, a[col]);
-    const int best = kr_hd_qcp_pick(n2, p2);
-    if (best < 0) return -1;
-    const double inv = 1.0 / sqrt(n2[best]);
-    for (int col = 0; col < 4; col++)
-        if (col == best)
-            for (int k = 0; k < 4; k++)
-                q[k] = a[col][k] * inv;
-    return 0;
-}
-
 static inline KR_HD int kr_hd_qcp_top(const double N[16], double q[4])
 {
-    double p2, p3, det, l;
-    kr_hd_qcp_coeffs(N, &p2, &p3, &det);
+    double p2 = 0, p3 = 0;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            double n2 = 0;
+            for (int k = 0; k < 4; k++)
+                n2 += N[4 * i + k] * N[4 * k + j];
+            if (i == j) p2 += n2;
+            p3 += n2 * N[4 * j + i];
+        }
     if (!(p2 > 0) || !isfinite(p2)) return -1;
+    double det = 0;
+    for (int c = 0; c < 4; c++)
+        det += kr_hd_det4_term(N, c);
+    double l;
     if (!kr_hd_qcp_root(p2, p3, det, &l)) return -1;
-    return kr_hd_qcp_vector(N, l, p2, q);
+    /* adj(N − λI) column by column; the column of largest norm. */
+    double best = 0, v[4] = {0, 0, 0, 0};
+    for (int col = 0; col < 4; col++) {
+        double a[4], n2 = 0;
+        for (int row = 0; row < 4; row++) {
+            a[row] = kr_hd_qcp_adj(N, l, row, col);
+            n2 += a[row] * a[row];
+        }
+        if (n2 > best) {
+            best = n2;
+            for (int k = 0; k < 4; k++)
+                v[k] = a[k];
+        }
+    }
+    if (!kr_hd_qcp_trusted(best, p2)) return -1;
+    double nrm = sqrt(best);
+    for (int k = 0; k < 4; k++)
+        q[k] = v[k] / nrm;
+    return 0;
 }
 
 /* Rotation (row-major) of the unit quaternion q = (w, x, y, z). */
@@ -303,67 +235,42 @@ static inline KR_HD void kr_hd_quat_to_rot(const double q[4], double R[9])
     R[8] = 1 - 2 * (x * x + y * y);
 }
 
-/* Horn's step up to N: the centroids c_s, c_d and N of S scaled by 2^−e so
- * that its largest entry lies in [1, 2) — exact, no division, and O(1)
- * numbers for Jacobi's relative threshold and QCP's tolerances. Returns −1
- * when the total weight is not positive and finite or S is not finite, 0
- * when S = 0 (every rotation fits as well: the caller takes the identity),
- * 1 with N and *scale = 2^e set. */
-static inline KR_HD int kr_hd_horn_prepare(const double mom[16], double cs[3], double cd[3],
-                                           double N[16], double *scale)
-{
-    const double W = mom[0];
-    if (!(W > 0) || !isfinite(W)) return -1;
-    /* Reciprocals, not divisions: a double division is a long software
-     * sequence on the GPU, where a warp runs this every Horn step. */
-    const double inv_w = 1.0 / W;
-    for (int k = 0; k < 3; k++) {
-        cs[k] = mom[1 + k] * inv_w;
-        cd[k] = mom[4 + k] * inv_w;
-    }
-    double S[9], largest = 0;
-    for (int a = 0; a < 3; a++)
-        for (int b = 0; b < 3; b++) {
-            S[3 * a + b] = mom[7 + 3 * a + b] - W * cs[a] * cd[b];
-            largest = fmax(largest, fabs(S[3 * a + b]));
-        }
-    if (!isfinite(largest)) return -1;
-    if (!(largest > 0)) return 0;
-    /* e = ⌊log₂ largest⌋ from the exponent's bits (ilogb and ldexp are
-     * library calls on the GPU); a subnormal largest reads as −1023. */
-    uint64_t bits;
-    memcpy(&bits, &largest, sizeof bits);
-    int e = (int)((bits >> 52) & 0x7ff) - 1023;
-    if (e < -1000) e = -1000; /* 2^−e stays finite */
-    const uint64_t inv_bits = (uint64_t)(1023 - e) << 52, scale_bits = (uint64_t)(1023 + e) << 52;
-    double inv;
-    memcpy(&inv, &inv_bits, sizeof inv);
-    memcpy(scale, &scale_bits, sizeof *scale);
-    for (int i = 0; i < 9; i++)
-        S[i] *= inv;
-    kr_hd_horn_matrix(S, N);
-    return 1;
-}
-
-/* R of the unit quaternion q and t = c_d − R c_s. */
-static inline KR_HD void kr_hd_horn_pose(const double q[4], const double cs[3], const double cd[3],
-                                         double R[9], double t[3])
-{
-    kr_hd_quat_to_rot(q, R);
-    for (int k = 0; k < 3; k++)
-        t[k] = cd[k] - (R[3 * k] * cs[0] + R[3 * k + 1] * cs[1] + R[3 * k + 2] * cs[2]);
-}
-
 /* The pose (R, t) minimising Σ w ‖d − (R s + t)‖² from the 16 moments above.
  * Returns 0, or −1 when the total weight is not positive and finite (R and t
  * are then left alone). */
 static inline KR_HD int kr_hd_horn_from_moments(const double mom[16], double R[9], double t[3])
 {
-    double cs[3], cd[3], N[16], scale, q[4] = {1, 0, 0, 0};
-    const int prep = kr_hd_horn_prepare(mom, cs, cd, N, &scale);
-    if (prep < 0) return -1;
-    if (prep > 0 && kr_hd_qcp_top(N, q) != 0) kr_hd_eig4_top(N, q);
-    kr_hd_horn_pose(q, cs, cd, R, t);
+    double W = mom[0];
+    if (!(W > 0) || !isfinite(W)) return -1;
+    double cs[3], cd[3], S[9], N[16], q[4];
+    /* Reciprocals, not divisions: a double division is a long software
+     * sequence on the GPU, where this runs on one thread every Horn step. */
+    const double inv_w = 1.0 / W;
+    for (int k = 0; k < 3; k++) {
+        cs[k] = mom[1 + k] * inv_w;
+        cd[k] = mom[4 + k] * inv_w;
+    }
+    double scale = 0;
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) {
+            S[3 * a + b] = mom[7 + 3 * a + b] - W * cs[a] * cd[b];
+            scale = fmax(scale, fabs(S[3 * a + b]));
+        }
+    if (!isfinite(scale)) return -1;
+    if (scale > 0) {
+        /* Normalised so that Jacobi's relative threshold sees O(1) numbers. */
+        const double inv_scale = 1.0 / scale;
+        for (int i = 0; i < 9; i++)
+            S[i] *= inv_scale;
+        kr_hd_horn_matrix(S, N);
+        if (kr_hd_qcp_top(N, q) != 0) kr_hd_eig4_top(N, q);
+    } else {
+        q[0] = 1;
+        q[1] = q[2] = q[3] = 0;
+    }
+    kr_hd_quat_to_rot(q, R);
+    for (int k = 0; k < 3; k++)
+        t[k] = cd[k] - (R[3 * k] * cs[0] + R[3 * k + 1] * cs[1] + R[3 * k + 2] * cs[2]);
     return 0;
 }
 

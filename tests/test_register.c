@@ -188,33 +188,6 @@ KR_TEST(register, qcp_pieces_match_kr_eigen_sym)
     CHECK_LT(declined, 5);
 }
 
-KR_TEST(register, qcp_root_from_a_checked_start)
-{
-    /* The GPU starts the root search from the last step's root when
-     * kr_hd_qcp_above says it lies right of every root. Against an
-     * independent eigensolver: above holds just right of the top eigenvalue
-     * and fails just left of it and between the others, and a search from a
-     * start that holds lands on the same root as one from √p₂. */
-    unsigned s = 33;
-    for (int trial = 0; trial < 200; trial++) {
-        double S[9], N[16], ev[4], V[16], p2, p3, det;
-        for (int k = 0; k < 9; k++)
-            S[k] = kr_nrand(&s);
-        kr_hd_horn_matrix(S, N);
-        kr_eigen_sym(4, N, ev, V);
-        kr_hd_qcp_coeffs(N, &p2, &p3, &det);
-        const double top = ev[3], gap = ev[3] - ev[2];
-        CHECK(kr_hd_qcp_above(p2, p3, det, top + 1e-6 * fabs(top) + 1e-9));
-        CHECK(!kr_hd_qcp_above(p2, p3, det, top - 0.5 * gap));
-        CHECK(!kr_hd_qcp_above(p2, p3, det, 0.5 * (ev[1] + ev[2])));
-        double from_bound = 0, from_near = 0;
-        if (!kr_hd_qcp_root(p2, p3, det, &from_bound)) continue; /* close top pair */
-        CHECK(kr_hd_qcp_root_from(p2, p3, det, top * (1 + 0x1p-10) + 1e-12, &from_near));
-        CHECK_NEAR(from_near, from_bound, 1e-12 * sqrt(p2));
-        CHECK_NEAR(from_near, top, 1e-10 * sqrt(p2));
-    }
-}
-
 /* ---- one step against brute force ----------------------------------------- */
 
 /* The seed's EM-ICP E-step in double, literally, then kr_horn. */
