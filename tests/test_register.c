@@ -617,6 +617,7 @@ KR_TEST(register, tool_aligns_two_bunny_scans)
         double tolerance;
     } runs[] = {
         {"--subsample 1500", "emicp", 0.004},
+        {"--subsample 1500 --deterministic", "emicp", 0.004},
         {"--method newton --subsample 0", "newton", 1e-4},
         {"--method emicp+newton --subsample 1500 --newton-subsample 0", "emicp+newton", 1e-4},
     };
