@@ -16,7 +16,9 @@
  * and 14): 24.5 µs a step at 2000 × 2000, 12.2 ms for the seed's schedule,
  * then 20.3 µs and 10.2 ms with float column sums in two copies, the rows
  * shifted by α' and the last round's Σ P g s taken while the other blocks
- * arrive; 11.7 ms with the exact sums.
+ * arrive; 11.7 ms with the exact sums; (session 15) 19.0 µs and 9.5 ms
+ * with a lane's moments in float, the column steps' 16-byte loads and
+ * three copies.
  * Nsight Compute (session 11, on the 1024-thread layout) said where: a
  * warp waited 22% of its time at the rounds' grid barriers and 11% for
  * Horn's warp, and the rest issued ~2400 instructions a step, four fifths
@@ -58,7 +60,13 @@
  * streaming engine takes them in this form too). No other block needs the
  * block's Σ_i P_ij g_i s_i, so it is taken between the block's arrival at
  * the last round's barrier and its wait there; each lane then reads its
- * own columns' totals.
+ * own columns' totals. A lane adds its columns' moments in float and the
+ * warp's in float too: 128 columns a warp, each sum of non-negative
+ * weights times coordinates the pipeline has centred on the clouds'
+ * centroids (pipeline/register.c), so the float sums lose nothing the
+ * centred S = P − W c_s c_dᵀ would need; the warps' and the blocks' sums
+ * are in double. Measured: 4.9k → 4.2k SM cycles a step for the moments,
+ * 10.2 → 9.95 ms (session 15).
  *
  * The column sums cross blocks through global memory, one buffer a round
  * (round k's is buffer k mod 3, which every block reads after the round's
@@ -71,8 +79,9 @@
  *    the blocks arrive, so runs differ in the last float digits. Measured
  *    (session 14, a build between): one u64 atomic a column 12.4 ms, four
  *    columns a float atomic 11.4, in two copies 10.6 (the 125 blocks' adds
- *    to one address queue at the L2; four copies 10.7, the readers' loads
- *    grow).
+ *    to one address queue at the L2); session 15: three copies (below).
+ *    A column step reads four columns' copies in 16-byte loads: 10.0 →
+ *    9.9 ms.
  *  - Exact (kr_register_config's deterministic): block b adds
  *    round(2^40 C_jb) to an unsigned 64-bit counter per column. The
  *    counters are exact, so the sum is the same whatever the order of
@@ -108,12 +117,16 @@
 #define OC_MIN_OUTLIER 1e-4
 /* The rows' shift is α' while α' is at most this (see the top). */
 #define OC_ALPHA_SHIFT 60.0f
-/* Copies of the float column sums the blocks add into (see the top); a
- * round's exchange buffer holds 8 bytes a column. Measured on the H100
- * (session 14): 2 copies 10.2 ms, 4 (a larger buffer) 10.7; blocks split
- * into halves instead of by parity 10.65. */
-#define OC_COPIES 2
-static_assert(OC_COPIES * sizeof(float) <= 8, "the exchange buffer holds 8 bytes a column");
+/* Copies of the float column sums the blocks add into, block b into copy
+ * b mod OC_COPIES (see the top). Measured on the H100, 2000 × 2000, the
+ * seed's schedule (session 15, readers loading 16 bytes at once): 2 copies
+ * 9.9 ms, 3 copies 9.5, 4 10.0, 5 10.3, 6 10.3 (session 14, with 4-byte
+ * loads: 2 copies 10.2, 4 10.7, blocks split into halves 10.65). Why three
+ * beat both two and four we have not found; the L2's slices the copies'
+ * lines fall in are the likeliest. */
+#define OC_COPIES 3
+/* Bytes a column in a round's exchange buffer: a 64-bit counter or the copies. */
+#define OC_XBYTES (OC_COPIES * 4 > 8 ? OC_COPIES * 4 : 8)
 
 static constexpr __host__ __device__ int ilog2(int v)
 {
@@ -129,8 +142,6 @@ static constexpr __host__ __device__ int ilog2(int v)
 static_assert(OC_THREADS / 32 >= 16, "horn_in_block: a warp for each of the 16 moments");
 /* Rows a thread holds. */
 #define OC_RT 4
-/* Column sums a thread loads at once in a column step. */
-#define OC_LOADS 4
 
 /* The block's rows and the row sums' meeting place, in shared memory. */
 template <int RP, int NW> struct oc_rows {
@@ -265,6 +276,32 @@ static __device__ __forceinline__ void column_totals(const pk_args &a, const cha
     }
 }
 
+/* The column totals C_j of columns j4 … j4 + 3 (j4 a multiple of 4, below
+ * the padded count mp: the padding's sums are zero) from round's exchange
+ * buffer, in 16-byte loads. */
+template <bool EXACT>
+static __device__ __forceinline__ float4 column_totals4(const pk_args &a, const char *buf, int mp,
+                                                        int j4)
+{
+    if constexpr (EXACT) {
+        const ulonglong2 *u = (const ulonglong2 *)buf + j4 / 2;
+        const ulonglong2 lo = __ldcg(u), hi = __ldcg(u + 1);
+        return make_float4((float)((double)lo.x * a.fix_inv), (float)((double)lo.y * a.fix_inv),
+                           (float)((double)hi.x * a.fix_inv), (float)((double)hi.y * a.fix_inv));
+    } else {
+        const float4 *f = (const float4 *)buf + j4 / 4;
+        float4 v[OC_COPIES];
+#pragma unroll
+        for (int r = 0; r < OC_COPIES; r++)
+            v[r] = __ldcg(f + r * (mp / 4));
+        float4 t = v[0];
+#pragma unroll
+        for (int r = 1; r < OC_COPIES; r++)
+            t = make_float4(t.x + v[r].x, t.y + v[r].y, t.z + v[r].z, t.w + v[r].w);
+        return t;
+    }
+}
+
 /* RG row groups of OC_RT rows a block; a thread takes row group tid mod RG
  * and the CT columns tid / RG + c · (OC_THREADS / RG). EXACT: the column
  * sums in fixed point (see the top). */
@@ -287,9 +324,9 @@ static __global__ void __launch_bounds__(OC_THREADS, 1)
     const int rows = min(a.rows, (int)a.n - row0);
     const float mo = (float)exp(a.p.log_m_outlier);
     const float lmo2 = (float)(a.p.log_m_outlier * P_LOG2E);
-    /* Round k's exchange buffer: 8 · mp bytes, m counters or OC_COPIES
-     * copies of mp floats. */
-    auto exchange = [&](unsigned k) { return (char *)a.colsum + (size_t)(k % 3) * 8 * mp; };
+    /* Round k's exchange buffer: OC_XBYTES · mp bytes, m counters or
+     * OC_COPIES copies of mp floats. */
+    auto exchange = [&](unsigned k) { return (char *)a.colsum + (size_t)(k % 3) * OC_XBYTES * mp; };
     block_start(&B, a);
     PK_PROF_START(&B);
     /* The fixed point o of y's terms (below). */
@@ -467,35 +504,34 @@ static __global__ void __launch_bounds__(OC_THREADS, 1)
             /* The column step (the last round's: in Horn's moments below);
              * then the buffer of two rounds on is zeroed. */
             if (!last)
-                for (int j0 = tid; j0 < m; j0 += OC_LOADS * TH) {
-                    float t[OC_LOADS];
-                    column_totals<EXACT>(a, buf, mp, j0, TH, t);
-#pragma unroll
-                    for (int b = 0; b < OC_LOADS; b++)
-                        if (j0 + b * TH < m) A[j0 + b * TH] = __frcp_rn(mo + t[b]);
+                for (int j4 = 4 * tid; j4 < mp; j4 += 4 * TH) {
+                    const float4 t = column_totals4<EXACT>(a, buf, mp, j4);
+                    reinterpret_cast<float4 *>(A)[j4 / 4] =
+                        make_float4(__frcp_rn(mo + t.x), __frcp_rn(mo + t.y), __frcp_rn(mo + t.z),
+                                    __frcp_rn(mo + t.w));
                 }
             unsigned long long *next = (unsigned long long *)exchange(round_no + 2);
-            for (int j = blockIdx.x * TH + tid; j < mp; j += gridDim.x * TH)
+            for (int j = blockIdx.x * TH + tid; j < OC_XBYTES * mp / 8; j += gridDim.x * TH)
                 next[j] = 0;
             if (!last) __syncthreads();
             PK_MARK(&B, 5);
         }
         /* Horn's moments in column form (see the top), then over the block;
          * each lane reads its own columns' totals. */
-        double mom[16];
+        float mom[16];
 #pragma unroll
         for (int k = 0; k < 16; k++)
-            mom[k] = 0.0;
+            mom[k] = 0;
         float tot[KEEP];
         column_totals<EXACT>(a, exchange(round_no - 1), mp, cgi + first * NCG, NCG, tot);
 #pragma unroll
         for (int k = 0; k < KEEP; k++) {
             const int j = cgi + (first + k) * NCG;
             if (j >= m) continue;
-            const double aj = __frcp_rn(mo + tot[k]), w = aj * C[k];
-            const double ws[3] = {aj * Ws[0][k], aj * Ws[1][k], aj * Ws[2][k]};
+            const float aj = __frcp_rn(mo + tot[k]), w = aj * C[k];
+            const float ws[3] = {aj * Ws[0][k], aj * Ws[1][k], aj * Ws[2][k]};
             const float4 x = X[j];
-            const double xd[3] = {x.x, x.y, x.z};
+            const float xd[3] = {x.x, x.y, x.z};
             mom[0] += w;
 #pragma unroll
             for (int u = 0; u < 3; u++) {
@@ -508,7 +544,7 @@ static __global__ void __launch_bounds__(OC_THREADS, 1)
         }
         {
             const int at = lanes_halve<4, 0, 16>(mom, op_add());
-            const double t = lanes_reduce<4>(mom[0], op_add());
+            const float t = lanes_reduce<4>(mom[0], op_add());
             if ((tid & 16) == 0) B.mom[tid >> 5][at] = t;
         }
         PK_MARK(&B, 7);
@@ -566,10 +602,10 @@ kr_status kr_gpu_softassign_onchip(kr_gpu_context *ctx, const kr_hd_reg_params *
     if (s != KR_OK || (size_t)blocks != needed || (size_t)tile < m) return s;
 
     /* Scratch: the blocks' moments (two parities), then the three rounds'
-     * column exchanges of 8 bytes a (padded) column. */
+     * column exchanges of OC_XBYTES a (padded) column. */
     void *part = NULL, *dstate = NULL, *hstate = NULL;
     const size_t mom_bytes = sizeof(double) * 2 * 16 * (size_t)blocks;
-    const size_t sum_bytes = 8 * 3 * ((m + 3) & ~(size_t)3);
+    const size_t sum_bytes = OC_XBYTES * 3 * ((m + 3) & ~(size_t)3);
     if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_REG_PARTIAL, mom_bytes + sum_bytes, &part)) !=
         KR_OK)
         return s;
