@@ -53,6 +53,17 @@ struct kr_kdtree {
     void (*device_release)(void *device);
 };
 
+/* Asks the cache for the cell of the caller's point i (ignored past the
+ * end). Walks over the points in the caller's order visit the cells in a
+ * shuffled order: a strided walk over a million-point model (recovery's
+ * decimation, the free-space check) waited on memory at every point.
+ * Prefetching KR_KDTREE_PREFETCH_AHEAD points ahead overlaps those waits. */
+#define KR_KDTREE_PREFETCH_AHEAD 16
+static inline void kr_kdtree_prefetch(const kr_kdtree *tree, size_t i)
+{
+    if (i < tree->n) __builtin_prefetch(&tree->cells[tree->orig_leaf[i]]);
+}
+
 /* A tree of n points with its arrays allocated but not filled and a fresh
  * serial, for the builds (core/kdtree.c, gpu/tree_build.cu); NULL when out
  * of memory or n is 0 or above INT32_MAX. */

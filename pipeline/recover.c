@@ -213,6 +213,7 @@ static kr_status model_points(const kr_kdtree *model, const kr_pose *last_good, 
     for (size_t i = 0; i < total; i += step) {
         float p[3];
         double q[3];
+        kr_kdtree_prefetch(model, i + KR_KDTREE_PREFETCH_AHEAD * step);
         kr_kdtree_point(model, i, p, NULL);
         double pw[3] = {p[0], p[1], p[2]};
         kr_pose_apply(&inv, pw, q);

@@ -2,6 +2,8 @@
  * resolution, compared pixel by pixel with the frame's depth. */
 #include "pipeline/recover_verify.h"
 
+#include "core/kdtree_internal.h"
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -26,6 +28,7 @@ kr_status kr_recover_free_space(const kr_kdtree *model, const kr_cloud *cloud, c
     size_t step = max_points > 0 && n > max_points ? (n + max_points - 1) / max_points : 1;
     for (size_t i = 0; i < n; i += step) {
         float p[3];
+        kr_kdtree_prefetch(model, i + KR_KDTREE_PREFETCH_AHEAD * step);
         kr_kdtree_point(model, i, p, NULL);
         double pw[3] = {p[0], p[1], p[2]}, q[3];
         kr_pose_apply(&inv, pw, q);
