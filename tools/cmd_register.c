@@ -56,7 +56,7 @@ static void help(FILE *out)
             "                    DEST; 0.1 runs the seed's constants unscaled)\n"
             "  --full-schedule   no early stop: run the seed's whole annealing schedule\n"
             "  --deterministic   bit-identical results from run to run (the fused\n"
-            "                    Softassign engine then sums in fixed point, ~15%% slower)\n"
+            "                    Softassign engine then sums in fixed point, ~20%% slower)\n"
             "  --threads N       OpenMP threads of the cpu engine (default: all)\n"
             "  --synthetic N     instead of files: N points of the CuPy anchor's bumpy\n"
             "                    surface and N of a second sample moved by 20 deg about\n"
