@@ -8,7 +8,7 @@
  * p values takes at least 2p bytes, any other item line at least 1), and the
  * point array grows as vertices are actually read, so a 100-byte file that
  * claims 200 million vertices costs nothing (found by tests/fuzz/fuzz_ply). */
-#include "capture/ply_read.h"
+#include "kinreg/scan.h"
 
 #include <errno.h>
 #include <math.h>
@@ -185,10 +185,9 @@ static kr_status check_counts(FILE *f, const char *path, const ply_element *el, 
     return KR_OK;
 }
 
-kr_status kr_ply_read_points(const char *path, float **xyz, size_t *n)
+kr_status kr_scan_read_ply(const char *path, float **xyz, size_t *n)
 {
-    if (!path || !xyz || !n)
-        return kr_error(KR_ERR_INVALID_ARG, "kr_ply_read_points: NULL argument");
+    if (!path || !xyz || !n) return kr_error(KR_ERR_INVALID_ARG, "kr_scan_read_ply: NULL argument");
     FILE *f = fopen(path, "r");
     if (!f) return kr_error(KR_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     char *line = NULL;

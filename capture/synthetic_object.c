@@ -1,7 +1,7 @@
 /* Synthetic object views (capture/synthetic_object.h). The surface is a
  * sphere with smooth bumps of several frequencies, so that no rotation maps
  * it onto itself and registration has one answer. */
-#include "capture/synthetic_object.h"
+#include "kinreg/scan.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -46,8 +46,8 @@ static kr_pose look_at(const double c[3])
     return T;
 }
 
-kr_status kr_synthetic_object_views(int n_views, size_t density, float **xyz, size_t *n,
-                                    kr_pose *poses)
+kr_status kr_scan_synthetic_object(int n_views, size_t density, float **xyz, size_t *n,
+                                   kr_pose *poses)
 {
     if (n_views < 1 || density < 100 || !xyz || !n || !poses)
         return kr_error(KR_ERR_INVALID_ARG, "synthetic object: needs >= 1 view and >= 100 samples");

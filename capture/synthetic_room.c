@@ -7,7 +7,7 @@
  * plane, so the bisection brackets the hit. Near the room's edges a bump of
  * the neighbouring face may hide it; at 6 cm bumps that is a thin strip
  * ignored here. */
-#include "capture/synthetic_room.h"
+#include "kinreg/scan.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -98,8 +98,8 @@ static double gauss(unsigned *state)
     return sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
 }
 
-kr_status kr_synthetic_room_views(int n_views, int width, int height, double noise_m, unsigned seed,
-                                  float **xyz, size_t *n, kr_pose *poses)
+kr_status kr_scan_synthetic_room(int n_views, int width, int height, double noise_m, unsigned seed,
+                                 float **xyz, size_t *n, kr_pose *poses)
 {
     if (n_views < 2 || width < 8 || height < 8 || !(noise_m >= 0) || !xyz || !n || !poses)
         return kr_error(KR_ERR_INVALID_ARG,

@@ -81,7 +81,7 @@ kr_status kr_horn(const double *src, const double *dst, const double *w, size_t 
     for (int r = 0; r < 3; r++)
         for (int c = 0; c < 3; c++)
             Sf[3 * r + c] = S[r][c];
-    kr_hd_horn_matrix(Sf, N);
+    kr_horn_matrix(Sf, N);
 
     /* kr_eigen_sym stops on an absolute off-diagonal threshold; normalising N
      * makes its precision independent of the units and the weights' scale. */

@@ -8,19 +8,19 @@
  * the centroids c_s = a/W, c_d = b/W and the centred cross-covariance
  *   S = Σ w (s − c_s)(d − c_d)ᵀ = P − W c_s c_dᵀ.
  * Engines accumulate P from coordinates already centred on the clouds'
- * centroids (pipeline/register.c), so the subtraction loses nothing.
+ * centroids (pipeline/register/register.c), so the subtraction loses nothing.
  * N(S) below is Horn's 4×4 matrix (its derivation and the seed's typos are in
  * core/horn.c); R is the rotation of the unit eigenvector of N's largest
  * eigenvalue and t = c_d − R c_s. */
-#ifndef KR_HORN_KERNELS_H
-#define KR_HORN_KERNELS_H
+#ifndef KINREG_CORE_HORN_KERNELS_H
+#define KINREG_CORE_HORN_KERNELS_H
 
 #include <math.h>
 
 #include "core/kr_hd.h"
 
 /* Horn's N for S (S[3a+b] = S_ab, a from the source, b from the destination). */
-static inline KR_HD void kr_hd_horn_matrix(const double S[9], double N[16])
+static inline KR_HD void kr_horn_matrix(const double S[9], double N[16])
 {
     const double Sxx = S[0], Sxy = S[1], Sxz = S[2];
     const double Syx = S[3], Syy = S[4], Syz = S[5];
@@ -48,7 +48,7 @@ static inline KR_HD void kr_hd_horn_matrix(const double S[9], double N[16])
  * handful of sweeps). When the top eigenvalue is (numerically) double — the
  * rotation is undetermined — the column that Jacobi lands on is returned; it
  * is a valid minimiser. */
-static inline KR_HD void kr_hd_eig4_top(const double A_in[16], double q[4])
+static inline KR_HD void kr_horn_eig4_top(const double A_in[16], double q[4])
 {
     double a[16], v[16];
     for (int i = 0; i < 16; i++) {
@@ -112,33 +112,34 @@ static inline KR_HD void kr_hd_eig4_top(const double A_in[16], double q[4])
  * When the top eigenvalue is (nearly) double that product vanishes and the
  * direction is undetermined by this route; returns −1 and the caller falls
  * back to Jacobi. Returns 0 with q set otherwise. */
-static inline KR_HD double kr_hd_det3(double a, double b, double c, double d, double e, double f,
-                                      double g, double h, double i)
+static inline KR_HD double kr_horn_det3(double a, double b, double c, double d, double e, double f,
+                                        double g, double h, double i)
 {
     return a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g);
 }
 
 /* The x-th (0..2) of the indices 0..3 other than e. */
-static inline KR_HD int kr_hd_other_index(int e, int x)
+static inline KR_HD int kr_horn_other_index(int e, int x)
 {
     return x + (x >= e);
 }
 
 /* Term c (0..3) of det N expanded by cofactors along the first row. */
-static inline KR_HD double kr_hd_det4_term(const double N[16], int c)
+static inline KR_HD double kr_horn_det4_term(const double N[16], int c)
 {
-    int c0 = kr_hd_other_index(c, 0), c1 = kr_hd_other_index(c, 1), c2 = kr_hd_other_index(c, 2);
+    int c0 = kr_horn_other_index(c, 0), c1 = kr_horn_other_index(c, 1),
+        c2 = kr_horn_other_index(c, 2);
     return (c % 2 ? -1.0 : 1.0) * N[c] *
-           kr_hd_det3(N[4 + c0], N[4 + c1], N[4 + c2], N[8 + c0], N[8 + c1], N[8 + c2], N[12 + c0],
-                      N[12 + c1], N[12 + c2]);
+           kr_horn_det3(N[4 + c0], N[4 + c1], N[4 + c2], N[8 + c0], N[8 + c1], N[8 + c2],
+                        N[12 + c0], N[12 + c1], N[12 + c2]);
 }
 
 /* QCP's root search, written once for the host and the GPU's warp form
- * (gpu/register_persistent.cu): Newton's iteration on
+ * (pipeline/register/register_persistent.cu): Newton's iteration on
  * P(λ) = λ⁴ − (p₂/2) λ² − (p₃/3) λ + det N from √p₂. Returns 1 with *lambda
  * the largest root, or 0 where it does not converge (a double root: the
  * caller falls back to Jacobi). */
-static inline KR_HD int kr_hd_qcp_root(double p2, double p3, double det, double *lambda)
+static inline KR_HD int kr_horn_qcp_root(double p2, double p3, double det, double *lambda)
 {
     const double c2 = -0.5 * p2, c1 = -p3 / 3.0, c0 = det;
     const double tol = 1e-15 * sqrt(p2);
@@ -160,29 +161,29 @@ static inline KR_HD int kr_hd_qcp_root(double p2, double p3, double det, double 
 
 /* Entry (row, col) of adj(N − λI): the signed minor of M = N − λI without
  * column `row` and row `col` (M is symmetric). */
-static inline KR_HD double kr_hd_qcp_adj(const double N[16], double l, int row, int col)
+static inline KR_HD double kr_horn_qcp_adj(const double N[16], double l, int row, int col)
 {
     double m[9];
     for (int a = 0; a < 3; a++) {
-        int r = kr_hd_other_index(col, a);
+        int r = kr_horn_other_index(col, a);
         for (int b = 0; b < 3; b++) {
-            int k = kr_hd_other_index(row, b);
+            int k = kr_horn_other_index(row, b);
             m[3 * a + b] = N[4 * r + k] - (r == k ? l : 0.0);
         }
     }
     return ((row + col) % 2 ? -1.0 : 1.0) *
-           kr_hd_det3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]);
+           kr_horn_det3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]);
 }
 
 /* Whether the adj column of squared norm `best` determines the eigenvector:
  * |adj column| ~ Π gaps to the other eigenvalues (times N's scale³); below
  * this the gap to the second eigenvalue is too small to trust. */
-static inline KR_HD int kr_hd_qcp_trusted(double best, double p2)
+static inline KR_HD int kr_horn_qcp_trusted(double best, double p2)
 {
     return best > 1e-18 * p2 * p2 * p2;
 }
 
-static inline KR_HD int kr_hd_qcp_top(const double N[16], double q[4])
+static inline KR_HD int kr_horn_qcp_top(const double N[16], double q[4])
 {
     double p2 = 0, p3 = 0;
     for (int i = 0; i < 4; i++)
@@ -196,15 +197,15 @@ static inline KR_HD int kr_hd_qcp_top(const double N[16], double q[4])
     if (!(p2 > 0) || !isfinite(p2)) return -1;
     double det = 0;
     for (int c = 0; c < 4; c++)
-        det += kr_hd_det4_term(N, c);
+        det += kr_horn_det4_term(N, c);
     double l;
-    if (!kr_hd_qcp_root(p2, p3, det, &l)) return -1;
+    if (!kr_horn_qcp_root(p2, p3, det, &l)) return -1;
     /* adj(N − λI) column by column; the column of largest norm. */
     double best = 0, v[4] = {0, 0, 0, 0};
     for (int col = 0; col < 4; col++) {
         double a[4], n2 = 0;
         for (int row = 0; row < 4; row++) {
-            a[row] = kr_hd_qcp_adj(N, l, row, col);
+            a[row] = kr_horn_qcp_adj(N, l, row, col);
             n2 += a[row] * a[row];
         }
         if (n2 > best) {
@@ -213,7 +214,7 @@ static inline KR_HD int kr_hd_qcp_top(const double N[16], double q[4])
                 v[k] = a[k];
         }
     }
-    if (!kr_hd_qcp_trusted(best, p2)) return -1;
+    if (!kr_horn_qcp_trusted(best, p2)) return -1;
     double nrm = sqrt(best);
     for (int k = 0; k < 4; k++)
         q[k] = v[k] / nrm;
@@ -221,7 +222,7 @@ static inline KR_HD int kr_hd_qcp_top(const double N[16], double q[4])
 }
 
 /* Rotation (row-major) of the unit quaternion q = (w, x, y, z). */
-static inline KR_HD void kr_hd_quat_to_rot(const double q[4], double R[9])
+static inline KR_HD void kr_horn_quat_to_rot(const double q[4], double R[9])
 {
     double w = q[0], x = q[1], y = q[2], z = q[3];
     R[0] = 1 - 2 * (y * y + z * z);
@@ -238,7 +239,7 @@ static inline KR_HD void kr_hd_quat_to_rot(const double q[4], double R[9])
 /* The pose (R, t) minimising Σ w ‖d − (R s + t)‖² from the 16 moments above.
  * Returns 0, or −1 when the total weight is not positive and finite (R and t
  * are then left alone). */
-static inline KR_HD int kr_hd_horn_from_moments(const double mom[16], double R[9], double t[3])
+static inline KR_HD int kr_horn_from_moments(const double mom[16], double R[9], double t[3])
 {
     double W = mom[0];
     if (!(W > 0) || !isfinite(W)) return -1;
@@ -262,13 +263,13 @@ static inline KR_HD int kr_hd_horn_from_moments(const double mom[16], double R[9
         const double inv_scale = 1.0 / scale;
         for (int i = 0; i < 9; i++)
             S[i] *= inv_scale;
-        kr_hd_horn_matrix(S, N);
-        if (kr_hd_qcp_top(N, q) != 0) kr_hd_eig4_top(N, q);
+        kr_horn_matrix(S, N);
+        if (kr_horn_qcp_top(N, q) != 0) kr_horn_eig4_top(N, q);
     } else {
         q[0] = 1;
         q[1] = q[2] = q[3] = 0;
     }
-    kr_hd_quat_to_rot(q, R);
+    kr_horn_quat_to_rot(q, R);
     for (int k = 0; k < 3; k++)
         t[k] = cd[k] - (R[3 * k] * cs[0] + R[3 * k + 1] * cs[1] + R[3 * k + 2] * cs[2]);
     return 0;

@@ -1,5 +1,5 @@
 /* Model k-d tree: a complete binary tree in heap order whose leaves are cells
- * of one model point each (layout in core/kdtree_internal.h).
+ * of one model point each (layout in core/kdtree_layout.h).
  *
  * Build: O(n log n). Each node splits its points on the axis of widest extent
  * into the number of leaves the complete-tree shape gives its left subtree
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/kdtree_build_kernels.h"
-#include "core/refine_field_kernels.h"
+#include "core/kdtree_knn.h"
 
 typedef struct {
     float p[3];
@@ -31,7 +31,7 @@ static atomic_ullong kd_serial;
  * handles runs of equal keys without degrading). Points that tie on the key
  * go left or right by the partition's history: the host build keeps this
  * order, the fastest and the one its accuracy figures were taken with. The
- * device build orders ties by point index instead (gpu/tree_build.cu), so
+ * device build orders ties by point index instead (gpu/kdtree_cuda.cu), so
  * the two trees are identical where no coordinates tie and differ only in
  * which of the tied points a split sends left where they do: parity_tree
  * and kdtree_levels compare them by what tracking reads (docs/DESIGN.md §4). */
@@ -75,7 +75,7 @@ static void select_nth(kd_item *a, uint32_t m, uint32_t k, int axis)
 static void make_leaf(kr_kdtree *t, uint32_t node, const kd_item *it, const float *normals)
 {
     uint32_t k = node - t->n_internal;
-    kr_kd_cell_fill(&t->cells[k], it->p, normals ? normals + 3 * (size_t)it->idx : NULL);
+    kr_kdtree_cell_fill(&t->cells[k], it->p, normals ? normals + 3 * (size_t)it->idx : NULL);
     t->leaf_orig[k] = it->idx;
     t->orig_leaf[it->idx] = k;
 }
@@ -91,13 +91,13 @@ static void build_node(kr_kdtree *t, kd_item *items, uint32_t node, uint32_t m,
                 lo[a] = v < lo[a] ? v : lo[a];
                 hi[a] = v > hi[a] ? v : hi[a];
             }
-        int axis = (int)kr_kd_widest_axis(lo, hi);
-        uint32_t left = kr_kd_leaves_under(2 * (uint64_t)node + 1, t->n);
+        int axis = (int)kr_kdtree_widest_axis(lo, hi);
+        uint32_t left = kr_kdtree_leaves_under(2 * (uint64_t)node + 1, t->n);
         select_nth(items, m, left, axis);
         float max_left = -FLT_MAX;
         for (uint32_t i = 0; i < left; i++)
             max_left = items[i].p[axis] > max_left ? items[i].p[axis] : max_left;
-        t->nodes[node].split = kr_kd_split(max_left, items[left].p[axis]);
+        t->nodes[node].split = kr_kdtree_split(max_left, items[left].p[axis]);
         t->nodes[node].axis = (uint32_t)axis;
 
         kd_item *left_items = items;
@@ -204,7 +204,7 @@ void kr_kdtree_point(const kr_kdtree *tree, size_t i, float p[3], float n[3])
         }
         return;
     }
-    const kr_kd_cell *c = &tree->cells[tree->orig_leaf[i]];
+    const kr_kdtree_cell *c = &tree->cells[tree->orig_leaf[i]];
     for (int a = 0; a < 3; a++) {
         if (p) p[a] = c->s[a];
         if (n) n[a] = c->n[3] != 0 ? c->n[a] : NAN;
@@ -214,10 +214,10 @@ void kr_kdtree_point(const kr_kdtree *tree, size_t i, float p[3], float n[3])
 size_t kr_kdtree_descend(const kr_kdtree *tree, const float q[3])
 {
     if (!tree || !q) return (size_t)-1;
-    return tree->leaf_orig[kr_kd_descend_cell(tree->nodes, tree->n_internal, q[0], q[1], q[2])];
+    return tree->leaf_orig[kr_kdtree_descend_cell(tree->nodes, tree->n_internal, q[0], q[1], q[2])];
 }
 
-static inline float cell_dist2(const kr_kd_cell *c, const float q[3])
+static inline float cell_dist2(const kr_kdtree_cell *c, const float q[3])
 {
     float dx = q[0] - c->s[0], dy = q[1] - c->s[1], dz = q[2] - c->s[2];
     return dx * dx + dy * dy + dz * dz;
@@ -249,7 +249,7 @@ uint32_t kr_kdtree_nearest_cell_within(const kr_kdtree *t, const float q[3], flo
     uint32_t best_cell = UINT32_MAX, node = 0;
     for (;;) {
         while (node < t->n_internal) {
-            kr_kd_node nd = t->nodes[node];
+            kr_kdtree_node nd = t->nodes[node];
             float diff = q[nd.axis] - nd.split;
             uint32_t near = 2 * node + 1 + (uint32_t)(diff >= 0);
             stack[sp].node = 4 * node + 3 - near; /* the sibling: children sum to 4i + 3 */
@@ -290,12 +290,12 @@ size_t kr_kdtree_knn(const kr_kdtree *t, const float q[3], size_t k, uint32_t *i
 {
     if (!t || !q || !idx || k == 0) return 0;
     if (k > t->n) k = t->n;
-    if (k > KR_KD_KNN_MAX) k = KR_KD_KNN_MAX;
-    /* The search is core/refine_field_kernels.h's, shared with the device
-     * (gpu/refine_fields.cu). */
-    float bd[KR_KD_KNN_MAX];
-    uint32_t bc[KR_KD_KNN_MAX];
-    int found = kr_kd_knn(t->nodes, t->n_internal, t->cells, q, (int)k, bd, bc);
+    if (k > KR_KDTREE_KNN_MAX) k = KR_KDTREE_KNN_MAX;
+    /* The search is core/kdtree_knn.h's, shared with the device
+     * (pipeline/refine/refine_fields_cuda.cu). */
+    float bd[KR_KDTREE_KNN_MAX];
+    uint32_t bc[KR_KDTREE_KNN_MAX];
+    int found = kr_kdtree_knn_hd(t->nodes, t->n_internal, t->cells, q, (int)k, bd, bc);
     for (int j = 0; j < found; j++) {
         idx[j] = t->leaf_orig[bc[j]];
         if (d2) d2[j] = bd[j];

@@ -1,21 +1,21 @@
 /* Per-node and per-leaf math of the model k-d tree build, written once for
- * the host build (core/kdtree.c) and its CUDA twin (gpu/tree_build.cu) so the
+ * the host build (core/kdtree.c) and its CUDA twin (gpu/kdtree_cuda.cu) so the
  * two produce the same tree: the complete-tree shape, the split axis and
  * plane of a node, and a leaf cell's quadratic coefficients (layout in
- * core/kdtree_internal.h). */
+ * core/kdtree_layout.h). */
 #ifndef KINREG_CORE_KDTREE_BUILD_KERNELS_H
 #define KINREG_CORE_KDTREE_BUILD_KERNELS_H
 
 #include <math.h>
 #include <stdint.h>
 
-#include "core/kdtree_internal.h"
+#include "core/kdtree_layout.h"
 #include "core/kr_hd.h"
 
 /* Leaves below node i in the complete tree of 2n − 1 nodes: count the nodes
  * level by level (each level of i's subtree is a contiguous index range) and
  * use leaves = (nodes + 1) / 2 of a full binary tree. */
-static inline KR_HD uint32_t kr_kd_leaves_under(uint64_t i, uint64_t n)
+static inline KR_HD uint32_t kr_kdtree_leaves_under(uint64_t i, uint64_t n)
 {
     uint64_t N = 2 * n - 1, lo = i, hi = i, count = 0;
     while (lo < N) {
@@ -27,7 +27,7 @@ static inline KR_HD uint32_t kr_kd_leaves_under(uint64_t i, uint64_t n)
 }
 
 /* The axis of widest extent of the box lo..hi; ties go to the lower axis. */
-static inline KR_HD uint32_t kr_kd_widest_axis(const float lo[3], const float hi[3])
+static inline KR_HD uint32_t kr_kdtree_widest_axis(const float lo[3], const float hi[3])
 {
     uint32_t axis = 0;
     for (uint32_t a = 1; a < 3; a++)
@@ -40,7 +40,7 @@ static inline KR_HD uint32_t kr_kd_widest_axis(const float lo[3], const float hi
  * the nearer side. Descent goes right when v >= split, so every left point
  * stays strictly below it where the groups differ (then each model point
  * lies in its own cell). */
-static inline KR_HD float kr_kd_split(float max_left, float min_right)
+static inline KR_HD float kr_kdtree_split(float max_left, float min_right)
 {
     float split = 0.5f * (max_left + min_right);
     return split > max_left ? split : min_right;
@@ -51,7 +51,7 @@ static inline KR_HD float kr_kd_split(float max_left, float min_right)
  * caller's normals drifted; a zero or non-finite normal counts as none
  * (far field only). Products through KR_MUL: no fused multiply-add on the
  * device, so both builds round alike. */
-static inline KR_HD void kr_kd_cell_fill(kr_kd_cell *c, const float p[3], const float *nrm)
+static inline KR_HD void kr_kdtree_cell_fill(kr_kdtree_cell *c, const float p[3], const float *nrm)
 {
     c->s[0] = p[0];
     c->s[1] = p[1];
@@ -75,7 +75,7 @@ static inline KR_HD void kr_kd_cell_fill(kr_kd_cell *c, const float p[3], const 
     }
 }
 
-/* ---- the level-by-level build (gpu/tree_build.cu) ------------------------
+/* ---- the level-by-level build (gpu/kdtree_cuda.cu) ------------------------
  *
  * One step of the level-parallel build per element; the device runs each as
  * a kernel over its elements, tests/test_kdtree_levels.c as a host loop (the
@@ -86,22 +86,22 @@ static inline KR_HD void kr_kd_cell_fill(kr_kd_cell *c, const float p[3], const 
 
 /* Per internal node of the current level: its box (the ends of each list's
  * range), split axis and plane, and its children's ranges. */
-static inline KR_HD void kr_kdl_node(const float *pts, const uint32_t *idx, uint32_t n,
-                                     uint32_t node, uint32_t *start, uint32_t *left_of,
-                                     uint32_t *axis_of, kr_kd_node *nodes)
+static inline KR_HD void kr_kdtree_level_node(const float *pts, const uint32_t *idx, uint32_t n,
+                                              uint32_t node, uint32_t *start, uint32_t *left_of,
+                                              uint32_t *axis_of, kr_kdtree_node *nodes)
 {
-    uint32_t m = kr_kd_leaves_under(node, n), s = start[node];
+    uint32_t m = kr_kdtree_leaves_under(node, n), s = start[node];
     float lo[3], hi[3];
     for (int a = 0; a < 3; a++) {
         lo[a] = pts[3 * (size_t)idx[(size_t)a * n + s] + a];
         hi[a] = pts[3 * (size_t)idx[(size_t)a * n + s + m - 1] + a];
     }
-    uint32_t axis = kr_kd_widest_axis(lo, hi);
-    uint32_t left = kr_kd_leaves_under(2 * (uint64_t)node + 1, n);
+    uint32_t axis = kr_kdtree_widest_axis(lo, hi);
+    uint32_t left = kr_kdtree_leaves_under(2 * (uint64_t)node + 1, n);
     const uint32_t *list = idx + (size_t)axis * n + s;
     float max_left = pts[3 * (size_t)list[left - 1] + axis];
     float min_right = pts[3 * (size_t)list[left] + axis];
-    nodes[node].split = kr_kd_split(max_left, min_right);
+    nodes[node].split = kr_kdtree_split(max_left, min_right);
     nodes[node].axis = axis;
     left_of[node] = left;
     axis_of[node] = axis;
@@ -111,10 +111,10 @@ static inline KR_HD void kr_kdl_node(const float *pts, const uint32_t *idx, uint
 
 /* Per position p of the split axis's list: the first `left` points of a
  * node's range go left (by point index). */
-static inline KR_HD void kr_kdl_mark(const uint32_t *idx, const uint32_t *node_of,
-                                     const uint32_t *start, const uint32_t *left_of,
-                                     const uint32_t *axis_of, uint32_t n, uint32_t n_internal,
-                                     uint32_t p, uint32_t *goes_left)
+static inline KR_HD void kr_kdtree_level_mark(const uint32_t *idx, const uint32_t *node_of,
+                                              const uint32_t *start, const uint32_t *left_of,
+                                              const uint32_t *axis_of, uint32_t n,
+                                              uint32_t n_internal, uint32_t p, uint32_t *goes_left)
 {
     uint32_t node = node_of[p];
     if (node >= n_internal) return; /* a leaf already */
@@ -124,9 +124,9 @@ static inline KR_HD void kr_kdl_mark(const uint32_t *idx, const uint32_t *node_o
 
 /* Per entry q = a·n + p of the three lists: whether it goes left (0 at
  * leaves), for the exclusive scan. */
-static inline KR_HD void kr_kdl_flag(const uint32_t *idx, const uint32_t *node_of,
-                                     const uint32_t *goes_left, uint32_t n, uint32_t n_internal,
-                                     size_t q, uint32_t *flags)
+static inline KR_HD void kr_kdtree_level_flag(const uint32_t *idx, const uint32_t *node_of,
+                                              const uint32_t *goes_left, uint32_t n,
+                                              uint32_t n_internal, size_t q, uint32_t *flags)
 {
     uint32_t p = (uint32_t)(q % n);
     flags[q] = node_of[p] < n_internal ? goes_left[idx[q]] : 0;
@@ -136,11 +136,11 @@ static inline KR_HD void kr_kdl_flag(const uint32_t *idx, const uint32_t *node_o
  * the exclusive scan of the flags — left entries keep their order at the
  * front, right entries theirs behind them — and the new owner of the
  * position (written from list 0). */
-static inline KR_HD void kr_kdl_scatter(const uint32_t *idx, const uint32_t *node_of,
-                                        const uint32_t *flags, const uint32_t *scan,
-                                        const uint32_t *start, const uint32_t *left_of, uint32_t n,
-                                        uint32_t n_internal, size_t q, uint32_t *idx_next,
-                                        uint32_t *node_of_next)
+static inline KR_HD void kr_kdtree_level_scatter(const uint32_t *idx, const uint32_t *node_of,
+                                                 const uint32_t *flags, const uint32_t *scan,
+                                                 const uint32_t *start, const uint32_t *left_of,
+                                                 uint32_t n, uint32_t n_internal, size_t q,
+                                                 uint32_t *idx_next, uint32_t *node_of_next)
 {
     uint32_t a = (uint32_t)(q / n), p = (uint32_t)(q % n);
     size_t base = (size_t)a * n;
@@ -165,20 +165,22 @@ static inline KR_HD void kr_kdl_scatter(const uint32_t *idx, const uint32_t *nod
 }
 
 /* Per position p once every node is a leaf: its cell and the index maps. */
-static inline KR_HD void kr_kdl_leaf(const float *pts, const float *nrm, const uint32_t *idx,
-                                     const uint32_t *node_of, uint32_t n_internal, uint32_t p,
-                                     kr_kd_cell *cell_out, uint32_t *leaf_orig, uint32_t *orig_leaf)
+static inline KR_HD void kr_kdtree_level_leaf(const float *pts, const float *nrm,
+                                              const uint32_t *idx, const uint32_t *node_of,
+                                              uint32_t n_internal, uint32_t p,
+                                              kr_kdtree_cell *cell_out, uint32_t *leaf_orig,
+                                              uint32_t *orig_leaf)
 {
     uint32_t id = idx[p], k = node_of[p] - n_internal;
-    kr_kd_cell_fill(cell_out, pts + 3 * (size_t)id, nrm ? nrm + 3 * (size_t)id : NULL);
+    kr_kdtree_cell_fill(cell_out, pts + 3 * (size_t)id, nrm ? nrm + 3 * (size_t)id : NULL);
     leaf_orig[k] = id;
     orig_leaf[id] = k;
 }
 
-/* The cell index of position p after the build (where kr_kdl_leaf's cell
+/* The cell index of position p after the build (where kr_kdtree_level_leaf's cell
  * goes). */
-static inline KR_HD uint32_t kr_kdl_cell_of(const uint32_t *node_of, uint32_t n_internal,
-                                            uint32_t p)
+static inline KR_HD uint32_t kr_kdtree_level_cell_of(const uint32_t *node_of, uint32_t n_internal,
+                                                     uint32_t p)
 {
     return node_of[p] - n_internal;
 }

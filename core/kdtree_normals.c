@@ -1,12 +1,13 @@
-/* Normals of an unorganised point set from its k nearest neighbours (PCA: the
- * eigenvector of the smallest eigenvalue of the neighbourhood covariance),
- * oriented towards a viewing direction. Used for scans that come without
- * normals (the Stanford range data) and available to model building. */
+/* Normals of a k-d tree's points from their k nearest neighbours, oriented
+ * towards a viewing direction (kr_kdtree_normals_pca, core/kdtree_layout.h):
+ * for point sets that come without normals and whose sensor position is not
+ * known, only the direction it looked from. The PCA is the project's one
+ * (core/normals_pca.h); core/normals.h orients towards the sensor instead. */
 #include <math.h>
 #include <stdlib.h>
 
-#include "kinreg/pose.h"
-#include "core/kdtree_internal.h"
+#include "core/kdtree_layout.h"
+#include "core/normals_pca.h"
 
 kr_status kr_kdtree_normals_pca(const kr_kdtree *t, size_t k, const float toward[3], float *normals)
 {
@@ -17,37 +18,24 @@ kr_status kr_kdtree_normals_pca(const kr_kdtree *t, size_t k, const float toward
     long n = (long)t->n;
 #pragma omp parallel for schedule(dynamic, 256)
     for (long i = 0; i < n; i++) {
-        const kr_kd_cell *c = &t->cells[t->orig_leaf[i]];
+        const kr_kdtree_cell *c = &t->cells[t->orig_leaf[i]];
         uint32_t idx[64];
         size_t m = kr_kdtree_knn(t, c->s, k, idx, NULL);
         float *out = normals + 3 * i;
-        if (m < 3) {
-            out[0] = out[1] = out[2] = NAN;
-            continue;
-        }
-        double mean[3] = {0, 0, 0}, C[9] = {0};
+        float nb[3 * 64];
         for (size_t j = 0; j < m; j++)
             for (int a = 0; a < 3; a++)
-                mean[a] += t->cells[t->orig_leaf[idx[j]]].s[a] / (double)m;
-        for (size_t j = 0; j < m; j++) {
-            const float *s = t->cells[t->orig_leaf[idx[j]]].s;
-            double d[3] = {s[0] - mean[0], s[1] - mean[1], s[2] - mean[2]};
-            for (int a = 0; a < 3; a++)
-                for (int b = 0; b < 3; b++)
-                    C[3 * a + b] += d[a] * d[b];
-        }
-        double ev[3], V[9];
-        kr_eigen_sym(3, C, ev, V);
+                nb[3 * j + a] = t->cells[t->orig_leaf[idx[j]]].s[a];
+        double mean[3], nv[3];
         /* Collinear or coincident neighbours define no plane. */
-        if (!(ev[1] > 1e-12 * (ev[2] + 1e-30))) {
+        if (!kr_normals_fit(nb, (int)m, mean, nv)) {
             out[0] = out[1] = out[2] = NAN;
             continue;
         }
-        double nv[3] = {V[0], V[3], V[6]}; /* column 0: smallest eigenvalue */
         double dot = nv[0] * toward[0] + nv[1] * toward[1] + nv[2] * toward[2];
-        double sgn = dot < 0 ? -1 : 1, len = sqrt(nv[0] * nv[0] + nv[1] * nv[1] + nv[2] * nv[2]);
+        double sgn = dot < 0 ? -1 : 1;
         for (int a = 0; a < 3; a++)
-            out[a] = (float)(sgn * nv[a] / len);
+            out[a] = (float)(sgn * nv[a]);
     }
     return KR_OK;
 }

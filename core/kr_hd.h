@@ -2,8 +2,8 @@
  *
  * A `static inline KR_HD` function is written once and called from the
  * OpenMP loop and from the CUDA kernel, so the two engines cannot drift apart. */
-#ifndef KR_HD_H
-#define KR_HD_H
+#ifndef KINREG_CORE_KR_HD_H
+#define KINREG_CORE_KR_HD_H
 
 #ifdef __CUDACC__
 #define KR_HD __host__ __device__

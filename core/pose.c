@@ -14,12 +14,12 @@ kr_pose kr_pose_identity(void)
 
 static void mat3_mul(const double *a, const double *b, double *out)
 {
-    kr_hd_mat3_mul(a, b, out);
+    kr_pose_mat3_mul(a, b, out);
 }
 
 kr_pose kr_pose_mul(const kr_pose *a, const kr_pose *b)
 {
-    return kr_hd_pose_mul(a, b);
+    return kr_pose_mul_hd(a, b);
 }
 
 kr_pose kr_pose_inv(const kr_pose *a)
@@ -41,39 +41,39 @@ void kr_pose_rotate(const kr_pose *a, const double v[3], double out[3])
 
 void kr_pose_apply(const kr_pose *a, const double p[3], double out[3])
 {
-    kr_hd_pose_apply(a, p, out);
+    kr_pose_apply_hd(a, p, out);
 }
 
 kr_quat kr_quat_normalize(kr_quat q)
 {
-    return kr_hd_quat_normalize(q);
+    return kr_pose_quat_normalize(q);
 }
 
 kr_pose kr_pose_from_quat(kr_quat q, const double t[3])
 {
-    return kr_hd_pose_from_quat(q, t);
+    return kr_pose_from_quat_hd(q, t);
 }
 
 kr_quat kr_pose_to_quat(const kr_pose *a)
 {
-    return kr_hd_pose_to_quat(a);
+    return kr_pose_to_quat_hd(a);
 }
 
 /* Coefficients A = sin θ/θ, B = (1−cos θ)/θ², C = (θ − sin θ)/θ³ with series
  * near zero, shared by exp (R = I + A W + B W², V = I + B W + C W²) and log. */
 static void so3_coeffs(double th, double *A, double *B, double *C)
 {
-    kr_hd_so3_coeffs(th, A, B, C);
+    kr_pose_so3_coeffs(th, A, B, C);
 }
 
 static void skew(const double w[3], double W[9])
 {
-    kr_hd_skew(w, W);
+    kr_pose_skew(w, W);
 }
 
 kr_pose kr_pose_exp(const double x[6])
 {
-    return kr_hd_pose_exp(x);
+    return kr_pose_exp_hd(x);
 }
 
 void kr_pose_log(const kr_pose *a, double x[6])
@@ -145,13 +145,13 @@ double kr_pose_translation_norm(const kr_pose *a)
 
 void kr_pose_orthonormalize(kr_pose *a)
 {
-    kr_hd_pose_orthonormalize(a);
+    kr_pose_orthonormalize_hd(a);
 }
 
 kr_status kr_solve_spd(int n, const double *A, const double *b, double *x)
 {
     if (n <= 0 || n > 8) return kr_error(KR_ERR_INVALID_ARG, "kr_solve_spd: n=%d out of range", n);
-    return kr_hd_solve_spd(n, A, b, x) ? KR_OK : KR_ERR_NUMERIC;
+    return kr_pose_solve_spd(n, A, b, x) ? KR_OK : KR_ERR_NUMERIC;
 }
 
 void kr_eigen_sym(int n, const double *A, double *eigenvalues, double *V)

@@ -1,6 +1,6 @@
 /* Pose algebra the tracker needs on both engines, written once as KR_HD
  * functions (DESIGN.md §4): core/pose.c wraps them for the public API and
- * the CUDA tracker (gpu/track.cu) runs them on the device, so a step taken
+ * the CUDA tracker (pipeline/track/track_cuda.cu) runs them on the device, so a step taken
  * on either engine composes, exponentiates and re-orthonormalises alike. */
 #ifndef KINREG_CORE_POSE_KERNELS_H
 #define KINREG_CORE_POSE_KERNELS_H
@@ -10,14 +10,14 @@
 #include "core/kr_hd.h"
 #include "kinreg/pose.h"
 
-static inline KR_HD void kr_hd_mat3_mul(const double *a, const double *b, double *out)
+static inline KR_HD void kr_pose_mat3_mul(const double *a, const double *b, double *out)
 {
     for (int r = 0; r < 3; r++)
         for (int c = 0; c < 3; c++)
             out[3 * r + c] = a[3 * r] * b[c] + a[3 * r + 1] * b[3 + c] + a[3 * r + 2] * b[6 + c];
 }
 
-static inline KR_HD void kr_hd_pose_apply(const kr_pose *a, const double p[3], double out[3])
+static inline KR_HD void kr_pose_apply_hd(const kr_pose *a, const double p[3], double out[3])
 {
     double r[3];
     for (int i = 0; i < 3; i++)
@@ -26,15 +26,15 @@ static inline KR_HD void kr_hd_pose_apply(const kr_pose *a, const double p[3], d
         out[i] = r[i] + a->t[i];
 }
 
-static inline KR_HD kr_pose kr_hd_pose_mul(const kr_pose *a, const kr_pose *b)
+static inline KR_HD kr_pose kr_pose_mul_hd(const kr_pose *a, const kr_pose *b)
 {
     kr_pose out;
-    kr_hd_mat3_mul(a->R, b->R, out.R);
-    kr_hd_pose_apply(a, b->t, out.t);
+    kr_pose_mat3_mul(a->R, b->R, out.R);
+    kr_pose_apply_hd(a, b->t, out.t);
     return out;
 }
 
-static inline KR_HD kr_quat kr_hd_quat_normalize(kr_quat q)
+static inline KR_HD kr_quat kr_pose_quat_normalize(kr_quat q)
 {
     double n = sqrt(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w);
     kr_quat u = {0, 0, 0, 1};
@@ -46,9 +46,9 @@ static inline KR_HD kr_quat kr_hd_quat_normalize(kr_quat q)
     return u;
 }
 
-static inline KR_HD kr_pose kr_hd_pose_from_quat(kr_quat q, const double t[3])
+static inline KR_HD kr_pose kr_pose_from_quat_hd(kr_quat q, const double t[3])
 {
-    q = kr_hd_quat_normalize(q);
+    q = kr_pose_quat_normalize(q);
     double x = q.x, y = q.y, z = q.z, w = q.w;
     kr_pose p = {{1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w),
                   2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w),
@@ -59,7 +59,7 @@ static inline KR_HD kr_pose kr_hd_pose_from_quat(kr_quat q, const double t[3])
 
 /* Shepperd's method: branch on the largest diagonal term for stability;
  * the quaternion with w >= 0. */
-static inline KR_HD kr_quat kr_hd_pose_to_quat(const kr_pose *a)
+static inline KR_HD kr_quat kr_pose_to_quat_hd(const kr_pose *a)
 {
     const double *m = a->R;
     double tr = m[0] + m[4] + m[8];
@@ -89,7 +89,7 @@ static inline KR_HD kr_quat kr_hd_pose_to_quat(const kr_pose *a)
         q.z = 0.25 * s;
         q.w = (m[3] - m[1]) / s;
     }
-    q = kr_hd_quat_normalize(q);
+    q = kr_pose_quat_normalize(q);
     if (q.w < 0) {
         q.x = -q.x;
         q.y = -q.y;
@@ -99,15 +99,15 @@ static inline KR_HD kr_quat kr_hd_pose_to_quat(const kr_pose *a)
     return q;
 }
 
-static inline KR_HD void kr_hd_pose_orthonormalize(kr_pose *a)
+static inline KR_HD void kr_pose_orthonormalize_hd(kr_pose *a)
 {
-    kr_quat q = kr_hd_pose_to_quat(a);
-    *a = kr_hd_pose_from_quat(q, a->t);
+    kr_quat q = kr_pose_to_quat_hd(a);
+    *a = kr_pose_from_quat_hd(q, a->t);
 }
 
 /* Coefficients A = sin θ/θ, B = (1−cos θ)/θ², C = (θ − sin θ)/θ³ with series
  * near zero, shared by exp (R = I + A W + B W², V = I + B W + C W²) and log. */
-static inline KR_HD void kr_hd_so3_coeffs(double th, double *A, double *B, double *C)
+static inline KR_HD void kr_pose_so3_coeffs(double th, double *A, double *B, double *C)
 {
     double th2 = th * th;
     if (th < 1e-4) {
@@ -121,7 +121,7 @@ static inline KR_HD void kr_hd_so3_coeffs(double th, double *A, double *B, doubl
     }
 }
 
-static inline KR_HD void kr_hd_skew(const double w[3], double W[9])
+static inline KR_HD void kr_pose_skew(const double w[3], double W[9])
 {
     W[0] = 0;
     W[1] = -w[2];
@@ -135,13 +135,13 @@ static inline KR_HD void kr_hd_skew(const double w[3], double W[9])
 }
 
 /* SE(3) exponential of the twist x = (θ, t). */
-static inline KR_HD kr_pose kr_hd_pose_exp(const double x[6])
+static inline KR_HD kr_pose kr_pose_exp_hd(const double x[6])
 {
     double th = sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2]);
     double A, B, C, W[9], W2[9];
-    kr_hd_so3_coeffs(th, &A, &B, &C);
-    kr_hd_skew(x, W);
-    kr_hd_mat3_mul(W, W, W2);
+    kr_pose_so3_coeffs(th, &A, &B, &C);
+    kr_pose_skew(x, W);
+    kr_pose_mat3_mul(W, W, W2);
     kr_pose p;
     double V[9];
     for (int i = 0; i < 9; i++) {
@@ -156,7 +156,7 @@ static inline KR_HD kr_pose kr_hd_pose_exp(const double x[6])
 
 /* Cholesky solve of the SPD n×n system A x = b (n <= 8); 0 when A is not
  * positive definite (x untouched then). */
-static inline KR_HD int kr_hd_solve_spd(int n, const double *A, const double *b, double *x)
+static inline KR_HD int kr_pose_solve_spd(int n, const double *A, const double *b, double *x)
 {
     double L[64], y[8];
     for (int i = 0; i < 64; i++)

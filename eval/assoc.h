@@ -1,7 +1,7 @@
 /* Internal helpers shared by the trajectory evaluators (ATE, RPE, plot):
  * timestamp association and error statistics. Not part of the public API. */
-#ifndef KINREG_PIPELINE_EVAL_ASSOC_H
-#define KINREG_PIPELINE_EVAL_ASSOC_H
+#ifndef KINREG_EVAL_ASSOC_H
+#define KINREG_EVAL_ASSOC_H
 
 #include <stddef.h>
 

@@ -74,7 +74,7 @@ void kr_model_destroy(kr_model **mp)
     pthread_cond_destroy(&m->wake);
     pthread_mutex_destroy(&m->mu);
     kr_voxel_map_destroy(&m->map);
-    kr_gpu_voxel_map_destroy(&m->dmap);
+    kr_voxel_map_cuda_destroy(&m->dmap);
     kr_gpu_context_destroy(&m->fuse_gpu);
     kr_gpu_context_destroy(&m->gpu);
     free(m->job_points);
@@ -101,7 +101,7 @@ kr_status kr_model_refuse(kr_model *m, const kr_cloud *clouds, const kr_pose *po
         return kr_error(KR_ERR_INVALID_ARG, "kr_model_refuse: NULL argument or negative count");
     kr_model_wait_idle(m);
     kr_voxel_map_clear(m->map);
-    kr_status s = m->dmap ? kr_gpu_voxel_map_upload(m->dmap, NULL, 0) : KR_OK; /* empties it */
+    kr_status s = m->dmap ? kr_voxel_map_cuda_upload(m->dmap, NULL, 0) : KR_OK; /* empties it */
     m->evict_above = m->max_voxels;
     for (int i = 0; i < n && s == KR_OK; i++)
         s = kr_model_integrate(m, &clouds[i], &poses[i], frame_index);

@@ -1,17 +1,32 @@
-/* Snapshot trees built on the device (fusion/model_gpu.h). */
-#include "fusion/model_gpu.h"
-
+/* The model on a CUDA device (kinreg/model.h: kr_model_build_trees_on,
+ * kr_model_fuse_on): snapshot trees built there, the voxel map fused there. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fusion/model_internal.h"
+#include "gpu/engine.h"
+#include "gpu/kdtree_cuda.h"
+#include "kinreg/model.h"
 
-kr_status kr_model_build_trees_on(kr_model *m, const kr_gpu_context *like)
+/* The device's context, which the model's own contexts are twins of. */
+static kr_status device_context(const kr_device *dev, const char *who, const kr_gpu_context **out)
 {
-    if (!m || !like) return kr_error(KR_ERR_INVALID_ARG, "kr_model_build_trees_on: NULL argument");
-    kr_gpu_context *ctx = NULL;
-    kr_status s = kr_gpu_context_twin(like, &ctx);
+    const kr_gpu_context *ctx = dev ? kr_device_gpu(dev) : NULL;
+    if (!ctx)
+        return kr_error(dev ? KR_ERR_NO_DEVICE : KR_ERR_INVALID_ARG, "%s: %s", who,
+                        dev ? "not a CUDA device" : "NULL device");
+    *out = ctx;
+    return KR_OK;
+}
+
+kr_status kr_model_build_trees_on(kr_model *m, const kr_device *dev)
+{
+    const kr_gpu_context *like = NULL;
+    if (!m) return kr_error(KR_ERR_INVALID_ARG, "kr_model_build_trees_on: NULL model");
+    kr_status s = device_context(dev, "kr_model_build_trees_on", &like);
     if (s != KR_OK) return s;
+    kr_gpu_context *ctx = NULL;
+    if ((s = kr_gpu_context_twin(like, &ctx)) != KR_OK) return s;
     pthread_mutex_lock(&m->mu);
     /* Not while a build may be using the old one. */
     while (m->busy)
@@ -23,22 +38,22 @@ kr_status kr_model_build_trees_on(kr_model *m, const kr_gpu_context *like)
     return KR_OK;
 }
 
-kr_gpu_tree_times kr_model_last_tree_times(kr_model *m)
+void kr_model_last_device_times(kr_model *m, kr_model_device_times *out)
 {
-    kr_gpu_tree_times t;
-    memset(&t, 0, sizeof t);
-    if (!m) return t;
+    memset(out, 0, sizeof *out);
+    if (!m) return;
     pthread_mutex_lock(&m->mu);
-    t = m->gpu_times;
+    out->tree = m->gpu_times;
     pthread_mutex_unlock(&m->mu);
-    return t;
+    kr_voxel_map_cuda_times(m->dmap, &out->integrate_ms, &out->gather_ms);
 }
 
 kr_status kr_model_build_tree(kr_model *m, kr_kdtree **tree)
 {
     if (m->gpu) {
-        kr_gpu_tree_times t;
-        kr_status s = kr_gpu_tree_build(m->gpu, m->job_points, m->job_normals, m->job_n, tree, &t);
+        kr_device_tree_times t;
+        kr_status s =
+            kr_kdtree_cuda_build(m->gpu, m->job_points, m->job_normals, m->job_n, tree, &t);
         pthread_mutex_lock(&m->mu);
         if (s == KR_OK)
             m->gpu_times = t;
@@ -53,32 +68,30 @@ kr_status kr_model_build_tree(kr_model *m, kr_kdtree **tree)
     return kr_kdtree_build(tree, m->job_points, m->job_normals, m->job_n);
 }
 
-kr_status kr_model_fuse_on(kr_model *m, const kr_gpu_context *like)
+kr_status kr_model_fuse_on(kr_model *m, const kr_device *dev)
 {
-    if (!m || !like) return kr_error(KR_ERR_INVALID_ARG, "kr_model_fuse_on: NULL argument");
+    const kr_gpu_context *like = NULL;
+    if (!m) return kr_error(KR_ERR_INVALID_ARG, "kr_model_fuse_on: NULL model");
+    kr_status s = device_context(dev, "kr_model_fuse_on", &like);
+    if (s != KR_OK) return s;
     if (m->dmap) return KR_OK;
     kr_gpu_context *ctx = NULL;
-    kr_gpu_voxel_map *dmap = NULL;
-    kr_status s = kr_gpu_context_twin(like, &ctx);
+    kr_voxel_map_cuda *dmap = NULL;
+    s = kr_gpu_context_twin(like, &ctx);
     if (s == KR_OK)
-        s = kr_gpu_voxel_map_create(ctx, m->cfg.voxel_size, m->cfg.max_weight,
-                                    m->cfg.geometric_weight, &dmap);
+        s = kr_voxel_map_cuda_create(ctx, m->cfg.voxel_size, m->cfg.max_weight,
+                                     m->cfg.geometric_weight, &dmap);
     /* What was fused on the host so far goes up with it. */
     if (s == KR_OK && kr_voxel_map_size(m->map))
-        s = kr_gpu_voxel_map_upload(dmap, kr_voxel_map_records(m->map), kr_voxel_map_size(m->map));
+        s = kr_voxel_map_cuda_upload(dmap, kr_voxel_map_records(m->map), kr_voxel_map_size(m->map));
     if (s != KR_OK) {
-        kr_gpu_voxel_map_destroy(&dmap);
+        kr_voxel_map_cuda_destroy(&dmap);
         kr_gpu_context_destroy(&ctx);
         return s;
     }
     m->dmap = dmap;
     m->fuse_gpu = ctx;
     return KR_OK;
-}
-
-void kr_model_fuse_times(kr_model *m, double *integrate_ms, double *gather_ms)
-{
-    kr_gpu_voxel_map_times(m ? m->dmap : NULL, integrate_ms, gather_ms);
 }
 
 kr_status kr_model_integrate_on_device(kr_model *m, const kr_cloud *cloud, const kr_pose *pose,
@@ -97,20 +110,20 @@ kr_status kr_model_integrate_on_device(kr_model *m, const kr_cloud *cloud, const
         R[k] = (float)pose->R[k];
     for (int k = 0; k < 3; k++)
         t[k] = (float)pose->t[k];
-    kr_status s = kr_gpu_voxel_map_integrate(m->dmap, cloud->points, cloud->normals, w, h, false, R,
-                                             t, frame_index);
-    size_t n = kr_gpu_voxel_map_size(m->dmap);
+    kr_status s = kr_voxel_map_cuda_integrate(m->dmap, cloud->points, cloud->normals, w, h, false,
+                                              R, t, frame_index);
+    size_t n = kr_voxel_map_cuda_size(m->dmap);
     if (s == KR_OK && m->max_voxels && n > m->evict_above) {
         /* Over the cap: the host's eviction over a download, survivors up. */
         kr_voxel *all = malloc(n * sizeof *all);
         if (!all) s = kr_error(KR_ERR_NOMEM, "cannot allocate %zu voxels for eviction", n);
-        if (s == KR_OK) s = kr_gpu_voxel_map_download(m->dmap, all);
+        if (s == KR_OK) s = kr_voxel_map_cuda_download(m->dmap, all);
         if (s == KR_OK) s = kr_voxel_map_assign(m->map, all, n);
         free(all);
         if (s == KR_OK) s = kr_model_evict_host_map(m, pose, frame_index);
         if (s == KR_OK && kr_voxel_map_size(m->map) != n)
-            s = kr_gpu_voxel_map_upload(m->dmap, kr_voxel_map_records(m->map),
-                                        kr_voxel_map_size(m->map));
+            s = kr_voxel_map_cuda_upload(m->dmap, kr_voxel_map_records(m->map),
+                                         kr_voxel_map_size(m->map));
         /* The host copy is not kept in step with the device: free it. */
         kr_voxel_map *fresh = NULL;
         kr_voxel_map_config vcfg = {m->cfg.voxel_size, m->cfg.max_weight, m->cfg.geometric_weight};
@@ -118,7 +131,7 @@ kr_status kr_model_integrate_on_device(kr_model *m, const kr_cloud *cloud, const
             kr_voxel_map_destroy(&m->map);
             m->map = fresh;
         }
-        n = kr_gpu_voxel_map_size(m->dmap);
+        n = kr_voxel_map_cuda_size(m->dmap);
     }
     atomic_store(&m->size, n);
     return s;
@@ -127,7 +140,7 @@ kr_status kr_model_integrate_on_device(kr_model *m, const kr_cloud *cloud, const
 kr_status kr_model_gather(kr_model *m, uint64_t since, size_t *n)
 {
     if (m->dmap)
-        return kr_gpu_voxel_map_gather(m->dmap, since, &m->job_points, &m->job_normals,
-                                       &m->job_capacity, n);
+        return kr_voxel_map_cuda_gather(m->dmap, since, &m->job_points, &m->job_normals,
+                                        &m->job_capacity, n);
     return kr_voxel_map_gather(m->map, since, &m->job_points, &m->job_normals, &m->job_capacity, n);
 }

@@ -7,8 +7,8 @@
 #include <stdatomic.h>
 
 #include "fusion/voxel_map.h"
-#include "gpu/fusion_gpu.h"
-#include "gpu/gpu.h"
+#include "fusion/voxel_map_cuda.h"
+#include "gpu/kdtree_cuda.h"
 #include "kinreg/model.h"
 
 struct kr_model_snapshot {
@@ -25,7 +25,7 @@ struct kr_model {
     /* Set (fusion/model_gpu.c: kr_model_fuse_on): the map lives on the
      * device instead, in a context of its own (the integrating thread's);
      * `map` then only serves eviction, done on the host over a download. */
-    kr_gpu_voxel_map *dmap;
+    kr_voxel_map_cuda *dmap;
     kr_gpu_context *fuse_gpu;
     atomic_size_t size; /* mirror of the map's size for readers on other threads */
     size_t max_voxels;  /* from cfg.memory_mib; 0 = no cap */
@@ -57,7 +57,7 @@ struct kr_model {
     /* Set: snapshot trees are built on this device (fusion/model_gpu.c);
      * used by the builder only, replaced only while no build is in flight. */
     kr_gpu_context *gpu;
-    kr_gpu_tree_times gpu_times; /* of the last device build */
+    kr_device_tree_times gpu_times; /* of the last device build */
 };
 
 /* model_gpu.c: the snapshot tree over the job buffers, on the device when

@@ -25,10 +25,10 @@ kr_status kr_model_save_ply(const kr_model *m, const char *path)
     const kr_voxel *records = kr_voxel_map_records(m->map);
     kr_voxel *down = NULL;
     if (m->dmap) {
-        n = kr_gpu_voxel_map_size(m->dmap);
+        n = kr_voxel_map_cuda_size(m->dmap);
         down = malloc((n ? n : 1) * sizeof *down);
         if (!down) return kr_error(KR_ERR_NOMEM, "cannot allocate %zu voxels to save the model", n);
-        kr_status s = kr_gpu_voxel_map_download(m->dmap, down);
+        kr_status s = kr_voxel_map_cuda_download(m->dmap, down);
         if (s != KR_OK) {
             free(down);
             return s;

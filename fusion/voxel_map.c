@@ -5,14 +5,14 @@
  * voxels) stays valid across growth. */
 #include "fusion/voxel_map.h"
 
-#include "core/fusion_kernels.h"
+#include "fusion/voxel_kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Keys, hashing and the per-sample math: core/fusion_kernels.h. */
-#define EMPTY_KEY KR_FK_EMPTY_KEY
+/* Keys, hashing and the per-sample math: fusion/voxel_kernels.h. */
+#define EMPTY_KEY KR_VOXEL_EMPTY_KEY
 
 typedef struct {
     uint64_t key;
@@ -37,12 +37,12 @@ struct kr_voxel_map {
 
 static inline uint64_t hash64(uint64_t x)
 {
-    return kr_fk_hash64(x);
+    return kr_voxel_hash64(x);
 }
 
 static inline bool pack_key(const kr_voxel_map *m, const float p[3], uint64_t *key)
 {
-    return kr_fk_pack_key(m->inv_size, p, key);
+    return kr_voxel_pack_key(m->inv_size, p, key);
 }
 
 kr_status kr_voxel_map_create(kr_voxel_map **out, const kr_voxel_map_config *cfg)
@@ -171,7 +171,7 @@ static inline uint32_t find_or_insert(kr_voxel_map *m, uint64_t key, uint64_t fr
 
 static inline float point_weight(const kr_voxel_map *m, const float pc[3], const float nc[3])
 {
-    return kr_fk_weight(m->cfg.geometric_weight, pc, nc);
+    return kr_voxel_weight(m->cfg.geometric_weight, pc, nc);
 }
 
 /* One sample ready to fuse: world point and normal, weight, voxel key, and
@@ -219,7 +219,7 @@ kr_status kr_voxel_map_integrate(kr_voxel_map *m, const kr_cloud *cloud, const k
         const float *pc = P + 3 * i, *nc = N + 3 * i;
         if (!isfinite(pc[0]) || !isfinite(nc[0])) continue;
         sample *x = &S[ns];
-        kr_fk_to_world(R, t, pc, nc, x->p, x->n);
+        kr_voxel_to_world(R, t, pc, nc, x->p, x->n);
         if (!pack_key(m, x->p, &x->key)) continue;
         x->w = point_weight(m, pc, nc);
         ns++;
@@ -251,7 +251,7 @@ kr_status kr_voxel_map_integrate(kr_voxel_map *m, const kr_cloud *cloud, const k
         /* Fuse the sample whose record was prefetched PREFETCH_AHEAD ago. */
         const sample *x = &S[i - PREFETCH_AHEAD];
         kr_voxel *v = &m->records[x->index];
-        kr_fk_fuse(v->point, v->normal, &v->weight, x->p, x->n, x->w, cap);
+        kr_voxel_fuse(v->point, v->normal, &v->weight, x->p, x->n, x->w, cap);
         v->last_seen = frame;
         if (!v->active) {
             v->active = 1;
@@ -263,7 +263,7 @@ kr_status kr_voxel_map_integrate(kr_voxel_map *m, const kr_cloud *cloud, const k
 
 bool kr_voxel_unit_normal(const kr_voxel *v, float out[3])
 {
-    return kr_fk_unit_normal(v->normal, out);
+    return kr_voxel_unit_normal_hd(v->normal, out);
 }
 
 static kr_status grow_output(float **points, float **normals, size_t *capacity, size_t need)
@@ -343,7 +343,7 @@ static int compare_u64(const void *a, const void *b)
 
 static inline bool far_from(const kr_voxel *v, const float c[3], float min_d2)
 {
-    return kr_fk_far_from(v->point, c, min_d2);
+    return kr_voxel_far_from(v->point, c, min_d2);
 }
 
 /* The last_seen value at or below which dropping the candidates (those older

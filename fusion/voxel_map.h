@@ -9,17 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/fusion_kernels.h"
+#include "fusion/voxel_kernels.h"
 #include "kinreg/pose.h"
 #include "kinreg/pyramid.h"
 
 typedef struct kr_voxel_map kr_voxel_map;
-
-/* One voxel as the map stores it (core/fusion_kernels.h: the device map
- * stores the same records). Means, not sums: a running mean is updated as
- * m += (w / (W + w))·(x − m), which equals Σwx / Σw; capping W then equals
- * scaling both sums down, without float sums growing with the weight. */
-typedef kr_fk_voxel kr_voxel;
 
 typedef struct {
     float voxel_size;   /* metres */
@@ -28,8 +22,6 @@ typedef struct {
      * the optical axis); false: every point weighs 1. */
     bool geometric_weight;
 } kr_voxel_map_config;
-
-#define KR_VOXEL_MIN_WEIGHT KR_FK_MIN_WEIGHT
 
 kr_status kr_voxel_map_create(kr_voxel_map **out, const kr_voxel_map_config *cfg);
 void kr_voxel_map_destroy(kr_voxel_map **map);

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "gpu/context.h"
+#include "gpu/context.cuh"
 
 int kr_gpu_device_count(char *why, size_t why_len)
 {
@@ -153,10 +153,4 @@ kr_status kr_gpu_staging(kr_gpu_context *ctx, kr_gpu_staging_slot slot, size_t b
     }
     *out = b->ptr;
     return KR_OK;
-}
-
-void kr_gpu_transfer_times(const kr_gpu_context *ctx, double *upload_ms, double *download_ms)
-{
-    if (upload_ms) *upload_ms = ctx ? ctx->upload_ms : 0;
-    if (download_ms) *download_ms = ctx ? ctx->download_ms : 0;
 }

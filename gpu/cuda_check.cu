@@ -1,9 +1,10 @@
-/* Turns CUDA and cuBLAS error codes into kinreg statuses (gpu/cuda_check.h). */
+/* Turns CUDA and cuBLAS error codes into kinreg statuses (gpu/cuda_check.cuh). */
 #include <string.h>
 
-#include "gpu/cuda_check.h"
+#include "gpu/cuda_check.cuh"
 
-/* "…/kinreg/gpu/preprocess.cu" → "gpu/preprocess.cu": enough to find the line. */
+/* "…/kinreg/gpu/preprocess.cu" → "pipeline/preprocess/preprocess_cuda.cu": enough to find the line.
+ */
 static const char *short_path(const char *file)
 {
     const char *last = strrchr(file, '/');

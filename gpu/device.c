@@ -6,9 +6,11 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
-#include "gpu/device_internal.h"
+#include "gpu/engine.h"
+#include "gpu/kdtree_cuda.h"
 
 struct kr_device {
     kr_backend backend; /* CPU or CUDA, never AUTO */
@@ -158,4 +160,19 @@ const char *kr_backend_name(kr_backend b)
 bool kr_cuda_available(void)
 {
     return kr_gpu_device_count(NULL, 0) > 0;
+}
+
+int kr_cuda_device_count(void)
+{
+    return kr_gpu_device_count(NULL, 0);
+}
+
+kr_status kr_device_build_kdtree(const kr_device *dev, const float *points, const float *normals,
+                                 size_t n, kr_kdtree **out, kr_device_tree_times *times)
+{
+    if (!dev) return kr_error(KR_ERR_INVALID_ARG, "kr_device_build_kdtree: NULL device");
+    if (times) memset(times, 0, sizeof *times);
+    kr_gpu_context *ctx = kr_device_gpu(dev);
+    return ctx ? kr_kdtree_cuda_build(ctx, points, normals, n, out, times)
+               : kr_kdtree_build(out, points, normals, n);
 }

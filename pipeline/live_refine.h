@@ -9,11 +9,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "fusion/keyframes.h"
+#include "pipeline/refine/keyframes.h"
 #include "kinreg/model.h"
 #include "kinreg/pipeline.h"
 #include "pipeline/outbox.h"
-#include "pipeline/refiner.h"
+#include "pipeline/refine/refiner.h"
 
 typedef struct {
     kr_live_refine_config cfg;

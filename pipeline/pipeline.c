@@ -11,8 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fusion/model_gpu.h"
-#include "gpu/device_internal.h"
+#include "gpu/engine.h"
 #include "kinreg/queue.h"
 #include "pipeline/fuser.h"
 #include "pipeline/model_feed.h"
@@ -20,7 +19,7 @@
 #include "pipeline/lost_fill.h"
 #include "pipeline/latency_hist.h"
 #include "pipeline/outbox.h"
-#include "pipeline/recover.h"
+#include "pipeline/recover/recover.h"
 #include "pipeline/trajectory_writer.h"
 
 struct kr_pipeline {
@@ -153,14 +152,14 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     if (cfg->deterministic) mcfg.background = false; /* no timing-dependent snapshot swaps */
     if ((s = kr_model_create(&p->model, &mcfg)) != KR_OK) goto fail;
     /* With the CUDA engine the snapshot trees are built on the device too,
-     * where the tracker reads them in place (fusion/model_gpu.h). */
+     * where the tracker reads them in place (kinreg/model.h). */
     if (kr_device_backend(p->device) == KR_BACKEND_CUDA &&
-        kr_model_build_trees_on(p->model, kr_device_gpu(p->device)) != KR_OK)
+        kr_model_build_trees_on(p->model, p->device) != KR_OK)
         kr_log(KR_LOG_WARN, "model trees are built on the host: %s", kr_last_error());
     /* And fusion: the voxel map on the device, each tracked frame fused there
-     * (fusion/model_gpu.h); the host keeps it when that cannot start. */
+     * (kinreg/model.h); the host keeps it when that cannot start. */
     if (kr_device_backend(p->device) == KR_BACKEND_CUDA &&
-        kr_model_fuse_on(p->model, kr_device_gpu(p->device)) != KR_OK)
+        kr_model_fuse_on(p->model, p->device) != KR_OK)
         kr_log(KR_LOG_WARN, "model fusion stays on the host: %s", kr_last_error());
     /* With the CUDA engine a frame is tracked in well under a millisecond and
      * host fusion would dominate: overlap it with the next frame. The CPU

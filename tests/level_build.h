@@ -1,4 +1,4 @@
-/* The device build's algorithm (build_levels in gpu/tree_build.cu) in host
+/* The device build's algorithm (build_levels in gpu/kdtree_cuda.cu) in host
  * loops: the same per-element steps (core/kdtree_build_kernels.h), with a
  * stable sort and an exclusive scan standing in for CUB's. Ties in a
  * coordinate go by point index, as the device's stable sorts order them, so
@@ -24,7 +24,7 @@ static inline int by_key_then_id(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* The device build's driver (build_levels in gpu/tree_build.cu) on the host. */
+/* The device build's driver (build_levels in gpu/kdtree_cuda.cu) on the host. */
 static inline kr_kdtree *level_build(const float *pts, const float *nrm, size_t n)
 {
     kr_kdtree *t = kr_kdtree_alloc(n);
@@ -57,25 +57,26 @@ static inline kr_kdtree *level_build(const float *pts, const float *nrm, size_t 
     for (uint64_t first = 0; first < ni; first = 2 * first + 1) {
         uint64_t last = 2 * first + 1 < ni ? 2 * first + 1 : ni;
         for (uint64_t node = first; node < last; node++)
-            kr_kdl_node(pts, idx[cur], nn, (uint32_t)node, start, left, axis, t->nodes);
+            kr_kdtree_level_node(pts, idx[cur], nn, (uint32_t)node, start, left, axis, t->nodes);
         for (uint32_t p = 0; p < nn; p++)
-            kr_kdl_mark(idx[cur], node_of[cur], start, left, axis, nn, ni, p, goes_left);
+            kr_kdtree_level_mark(idx[cur], node_of[cur], start, left, axis, nn, ni, p, goes_left);
         for (size_t q = 0; q < 3 * N; q++)
-            kr_kdl_flag(idx[cur], node_of[cur], goes_left, nn, ni, q, flags);
+            kr_kdtree_level_flag(idx[cur], node_of[cur], goes_left, nn, ni, q, flags);
         uint32_t sum = 0;
         for (size_t q = 0; q < 3 * N; q++) {
             scan[q] = sum;
             sum += flags[q];
         }
         for (size_t q = 0; q < 3 * N; q++)
-            kr_kdl_scatter(idx[cur], node_of[cur], flags, scan, start, left, nn, ni, q,
-                           idx[1 - cur], node_of[1 - cur]);
+            kr_kdtree_level_scatter(idx[cur], node_of[cur], flags, scan, start, left, nn, ni, q,
+                                    idx[1 - cur], node_of[1 - cur]);
         cur = 1 - cur;
     }
     for (uint32_t p = 0; p < nn; p++) {
-        kr_kd_cell c;
-        kr_kdl_leaf(pts, nrm, idx[cur], node_of[cur], ni, p, &c, t->leaf_orig, t->orig_leaf);
-        t->cells[kr_kdl_cell_of(node_of[cur], ni, p)] = c;
+        kr_kdtree_cell c;
+        kr_kdtree_level_leaf(pts, nrm, idx[cur], node_of[cur], ni, p, &c, t->leaf_orig,
+                             t->orig_leaf);
+        t->cells[kr_kdtree_level_cell_of(node_of[cur], ni, p)] = c;
     }
 out:
     free(idx[0]);
@@ -102,8 +103,8 @@ static inline size_t cells_differ_by_point(const kr_kdtree *a, const kr_kdtree *
 {
     size_t bad = 0;
     for (uint32_t i = 0; i < a->n; i++)
-        bad +=
-            memcmp(&a->cells[a->orig_leaf[i]], &b->cells[b->orig_leaf[i]], sizeof(kr_kd_cell)) != 0;
+        bad += memcmp(&a->cells[a->orig_leaf[i]], &b->cells[b->orig_leaf[i]],
+                      sizeof(kr_kdtree_cell)) != 0;
     return bad;
 }
 
@@ -119,8 +120,8 @@ static inline double mean_descent_d2(const kr_kdtree *t, const float *pts, size_
             seed = seed * 1103515245u + 12345u;
             x[a] = p[a] + jitter * ((float)(seed >> 8) / 8388608.0f - 1.0f);
         }
-        const kr_kd_cell *c =
-            &t->cells[kr_kd_descend_cell(t->nodes, t->n_internal, x[0], x[1], x[2])];
+        const kr_kdtree_cell *c =
+            &t->cells[kr_kdtree_descend_cell(t->nodes, t->n_internal, x[0], x[1], x[2])];
         double dx = x[0] - c->s[0], dy = x[1] - c->s[1], dz = x[2] - c->s[2];
         sum += dx * dx + dy * dy + dz * dz;
     }

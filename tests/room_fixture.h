@@ -9,7 +9,7 @@
 
 #include "kr_test.h"
 
-#include "capture/synthetic_room.h"
+#include "kinreg/scan.h"
 #include "kinreg/refine.h"
 
 /* V views of 160×120 around the room, their true poses, and a start moved
@@ -18,7 +18,7 @@
 static inline kr_status room_fixture(int V, float **xyz, size_t *n, kr_refine_view *views,
                                      kr_pose *truth, kr_pose *start)
 {
-    kr_status st = kr_synthetic_room_views(V, 160, 120, 0, 1, xyz, n, truth);
+    kr_status st = kr_scan_synthetic_room(V, 160, 120, 0, 1, xyz, n, truth);
     if (st != KR_OK) return st;
     unsigned s = 3;
     for (int k = 0; k < V; k++) {

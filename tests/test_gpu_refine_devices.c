@@ -1,4 +1,4 @@
-/* Refinement over several CUDA devices (fusion/refine_engine.c, --devices):
+/* Refinement over several CUDA devices (pipeline/refine/refine_engine.c, --devices):
  * each device takes a share of every view's grid points and the sums are
  * added on the host, so the poses match the one-device run. With one GPU the
  * list "0,0" still splits the work over two contexts (streams) on it. Needs
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/synthetic_object.h"
+#include "kinreg/scan.h"
 #include "kinreg/refine.h"
 #include "parity_fixture.h"
 #include "room_fixture.h"
@@ -47,7 +47,7 @@ KR_TEST(gpu_refine_devices, split_over_devices_matches_one_device)
     float *xyz[V];
     size_t n[V];
     kr_pose truth[V], start[V], one[V], split[V];
-    REQUIRE_OK(kr_synthetic_object_views(V, 60000, xyz, n, truth));
+    REQUIRE_OK(kr_scan_synthetic_object(V, 60000, xyz, n, truth));
     start_poses(truth, start);
     kr_refine_view views[V];
     for (int k = 0; k < V; k++)
@@ -92,7 +92,8 @@ KR_TEST(gpu_refine_devices, split_over_devices_matches_one_device)
 /* The long-scan settings (signed fields on the room, a 2 cm grid) on every
  * visible device (or two contexts on the only one): the same poses as the
  * CPU engine, back within 1 mm / 0.1° of the truth, and the time split into
- * fields and sums (both on the devices: gpu/refine_fields.cu, gpu/refine.cu). */
+ * fields and sums (both on the devices: pipeline/refine/refine_fields_cuda.cu,
+ * pipeline/refine/refine_cuda.cu). */
 KR_TEST(gpu_refine_devices, room_scan_split_matches_the_cpu)
 {
     NEED_CUDA();

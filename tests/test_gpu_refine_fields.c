@@ -1,5 +1,5 @@
-/* The refinement's fields built on the CUDA device (gpu/refine_fields.cu)
- * against the host's (fusion/refine_normals.c, fusion/dfield*.c), and whole
+/* The refinement's fields built on the CUDA device (pipeline/refine/refine_fields_cuda.cu)
+ * against the host's (pipeline/refine/refine_normals.c, fusion/dfield*.c), and whole
  * refinements of the room scan with the fields on devices 0 and 0,0 against
  * the CPU engine. Needs a GPU: skips elsewhere (label gpu).
  *
@@ -28,11 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/refine_field_kernels.h"
-#include "fusion/dfield.h"
-#include "fusion/refine_engine.h"
-#include "fusion/refine_internal.h"
-#include "gpu/refine_fields_gpu.h"
+#include "pipeline/refine/dfield_kernels.h"
+#include "pipeline/refine/dfield.h"
+#include "pipeline/refine/refine_engine.h"
+#include "pipeline/refine/refine_internal.h"
+#include "pipeline/refine/refine_fields_cuda.h"
 
 enum { FV = 4 }; /* views of the field comparisons */
 
@@ -40,7 +40,7 @@ enum { FV = 4 }; /* views of the field comparisons */
  * the squared distances in float as the tree search takes them. */
 static void brute_knn(const float *xyz, size_t n, size_t i, int k, size_t *out)
 {
-    float best[KR_RF_NEIGHBOURS];
+    float best[KR_REFINE_NEIGHBOURS];
     int found = 0;
     for (size_t j = 0; j < n; j++) {
         float dx = xyz[3 * i] - xyz[3 * j], dy = xyz[3 * i + 1] - xyz[3 * j + 1],
@@ -61,13 +61,13 @@ static void brute_knn(const float *xyz, size_t n, size_t i, int k, size_t *out)
  * itself and 64 seeded directions, and faces the origin from p. */
 static int normal_is_right(const float *xyz, size_t n_pts, size_t i, const float nrm[3])
 {
-    size_t idx[KR_RF_NEIGHBOURS];
-    brute_knn(xyz, n_pts, i, KR_RF_NEIGHBOURS, idx);
+    size_t idx[KR_REFINE_NEIGHBOURS];
+    brute_knn(xyz, n_pts, i, KR_REFINE_NEIGHBOURS, idx);
     double mean[3] = {0, 0, 0}, C[3][3] = {{0}};
-    for (int j = 0; j < KR_RF_NEIGHBOURS; j++)
+    for (int j = 0; j < KR_REFINE_NEIGHBOURS; j++)
         for (int a = 0; a < 3; a++)
-            mean[a] += xyz[3 * idx[j] + a] / (double)KR_RF_NEIGHBOURS;
-    for (int j = 0; j < KR_RF_NEIGHBOURS; j++)
+            mean[a] += xyz[3 * idx[j] + a] / (double)KR_REFINE_NEIGHBOURS;
+    for (int j = 0; j < KR_REFINE_NEIGHBOURS; j++)
         for (int a = 0; a < 3; a++)
             for (int b = 0; b < 3; b++)
                 C[a][b] += (xyz[3 * idx[j] + a] - mean[a]) * (xyz[3 * idx[j] + b] - mean[b]);
@@ -128,7 +128,7 @@ static size_t grid_matches(const kr_dfield *hf, const float *dgrid, const float 
 
 /* Compares view k's device field (slot 0 of fields) with the host's hf:
  * corners beyond tol and grid points unmatched. */
-static void compare_field(const kr_gpu_fields *gf, int k, const kr_dfield *hf, float tol,
+static void compare_field(const kr_refine_cuda_fields *gf, int k, const kr_dfield *hf, float tol,
                           float bounds_tol, size_t *corners, size_t *off, size_t *unmatched,
                           size_t *value_off)
 {
@@ -136,25 +136,27 @@ static void compare_field(const kr_gpu_fields *gf, int k, const kr_dfield *hf, f
     uint64_t *keys = NULL;
     int *slots = NULL;
     float *values = NULL, *grid = NULL, *gval = NULL;
-    kr_gpu_field_info info;
-    CHECK_OK(kr_gpu_fields_info(gf, 0, k, &info));
-    REQUIRE_OK(kr_gpu_fields_download(gf, 0, k, &cap, &keys, &slots, &values, &grid, &gval));
+    kr_refine_cuda_field_info info;
+    CHECK_OK(kr_refine_cuda_fields_info(gf, 0, k, &info));
+    REQUIRE_OK(
+        kr_refine_cuda_fields_download(gf, 0, k, &cap, &keys, &slots, &values, &grid, &gval));
     CHECK_EQ(info.bricks, hf->bricks);
     CHECK_EQ(cap, hf->capacity);
     for (int a = 0; a < 3; a++) {
         CHECK(info.lo[a] == hf->lo[a] || fabsf(info.lo[a] - hf->lo[a]) <= bounds_tol);
         CHECK(info.hi[a] == hf->hi[a] || fabsf(info.hi[a] - hf->hi[a]) <= bounds_tol);
     }
-    kr_df_field dv = {hf->h, 1.0f / hf->h, keys, slots, values, cap - 1};
+    kr_dfield_lookup dv = {hf->h, 1.0f / hf->h, keys, slots, values, cap - 1};
     for (int b = 0; b < hf->bricks; b++) {
-        int slot = kr_df_find_brick(keys, slots, cap - 1,
-                                    kr_df_brick_key(hf->brick_xyz[3 * b], hf->brick_xyz[3 * b + 1],
-                                                    hf->brick_xyz[3 * b + 2]));
+        int slot =
+            kr_dfield_find_brick(keys, slots, cap - 1,
+                                 kr_dfield_brick_key(hf->brick_xyz[3 * b], hf->brick_xyz[3 * b + 1],
+                                                     hf->brick_xyz[3 * b + 2]));
         CHECK(slot >= 0);
         if (slot < 0) continue;
-        for (int c = 0; c < KR_DF_BRICK_CELLS; c++) {
-            float hv = hf->values[(size_t)b * KR_DF_BRICK_CELLS + c],
-                  gv = dv.values[(size_t)slot * KR_DF_BRICK_CELLS + c];
+        for (int c = 0; c < KR_DFIELD_BRICK_CELLS; c++) {
+            float hv = hf->values[(size_t)b * KR_DFIELD_BRICK_CELLS + c],
+                  gv = dv.values[(size_t)slot * KR_DFIELD_BRICK_CELLS + c];
             (*corners)++;
             if (isinf(hv) || isinf(gv) ? hv != gv : !(fabsf(hv - gv) <= tol)) (*off)++;
         }
@@ -211,13 +213,13 @@ KR_TEST(gpu_refine_fields, device_fields_match_the_host)
     kr_refine_engine *es = NULL;
     REQUIRE_OK(kr_refine_engine_create(&es, gpu, NULL, 0));
     REQUIRE_OK(kr_refine_engine_prepare(es, views, FV, 1));
-    const kr_gpu_fields *gf = kr_refine_engine_gpu_fields(es, 0);
+    const kr_refine_cuda_fields *gf = kr_refine_engine_gpu_fields(es, 0);
     REQUIRE(gf);
     size_t points = 0, normals_off = 0, planes_off = 0, nan_differ = 0, wrong = 0, checked = 0;
     for (int k = 0; k < FV; k++) {
         float *dn = malloc(sizeof *dn * 3 * n[k]), *dp = malloc(sizeof *dp * 3 * n[k]);
         REQUIRE(dn && dp);
-        REQUIRE_OK(kr_gpu_fields_download_normals(gf, k, dn, dp));
+        REQUIRE_OK(kr_refine_cuda_fields_download_normals(gf, k, dn, dp));
         for (size_t i = 0; i < n[k]; i++) {
             points++;
             int hnan = isnan(hn[k][3 * i]), dnan = isnan(dn[3 * i]);

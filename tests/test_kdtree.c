@@ -7,7 +7,7 @@
 
 #include "kinreg/frame.h"
 #include "kinreg/kdtree.h"
-#include "core/kdtree_internal.h"
+#include "core/kdtree_layout.h"
 
 static uint64_t rng_state = 88172645463325252ull;
 static double urand(void)
@@ -303,7 +303,7 @@ KR_TEST(kdtree, descend_lands_in_the_query_cell)
         REQUIRE(d < n);
         uint32_t node = 0;
         while (node < t->n_internal) {
-            const kr_kd_node *nd = &t->nodes[node];
+            const kr_kdtree_node *nd = &t->nodes[node];
             int q_right = q[nd->axis] >= nd->split, p_right = p[3 * d + nd->axis] >= nd->split;
             if (q_right != p_right && p[3 * d + nd->axis] != nd->split) outside++;
             node = 2 * node + 1 + (uint32_t)q_right;

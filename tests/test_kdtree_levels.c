@@ -1,4 +1,4 @@
-/* The level-by-level tree build of the CUDA engine (gpu/tree_build.cu), run
+/* The level-by-level tree build of the CUDA engine (gpu/kdtree_cuda.cu), run
  * on the host: the same per-element steps (core/kdtree_build_kernels.h) in
  * host loops, with a stable sort and an exclusive scan standing in for
  * CUB's, against the recursive host build (core/kdtree.c). CI has no GPU, so

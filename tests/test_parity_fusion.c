@@ -1,4 +1,4 @@
-/* Parity: the voxel map on the device (gpu/fusion.cu) against the host map
+/* Parity: the voxel map on the device (fusion/voxel_map_cuda.cu) against the host map
  * (fusion/voxel_map.c) fed the same clouds at the same poses, the model
  * fusing on the device against the model fusing on the host (memory cap and
  * eviction included, and the PLY it saves), and the whole CUDA pipeline's
@@ -6,7 +6,7 @@
  * label gpu).
  *
  * Tolerances. Both maps fuse each voxel's samples in pixel order with the
- * same per-sample math (core/fusion_kernels.h; products never fused into
+ * same per-sample math (fusion/voxel_kernels.h; products never fused into
  * multiply-adds, IEEE division and sqrt), and the device gives new voxels
  * record indices in first-pixel order as the host's inserts do: the maps
  * must hold the same voxels in the same order with the same keys and
@@ -23,10 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusion/model_gpu.h"
 #include "fusion/voxel_map.h"
-#include "gpu/device_internal.h"
-#include "gpu/fusion_gpu.h"
+#include "gpu/engine.h"
+#include "fusion/voxel_map_cuda.h"
 #include "kinreg/eval.h"
 #include "kinreg/model.h"
 #include "kinreg/pipeline.h"
@@ -34,14 +33,14 @@
 #include "kinreg/source.h"
 
 /* Compares the two maps record by record; prints the largest difference. */
-static void check_same_maps(const kr_voxel_map *host, kr_gpu_voxel_map *dev)
+static void check_same_maps(const kr_voxel_map *host, kr_voxel_map_cuda *dev)
 {
     size_t n = kr_voxel_map_size(host);
-    CHECK_EQ(kr_gpu_voxel_map_size(dev), n);
+    CHECK_EQ(kr_voxel_map_cuda_size(dev), n);
     if (kr_test_failed() || n == 0) return;
-    kr_fk_voxel *d = malloc(n * sizeof *d);
+    kr_voxel *d = malloc(n * sizeof *d);
     REQUIRE(d);
-    CHECK_OK(kr_gpu_voxel_map_download(dev, d));
+    CHECK_OK(kr_voxel_map_cuda_download(dev, d));
     size_t key_diff = 0, seen_diff = 0, not_bitwise = 0;
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
@@ -68,12 +67,12 @@ static void check_same_maps(const kr_voxel_map *host, kr_gpu_voxel_map *dev)
 
 /* The gathers of both maps (the host's by scan: record order, the device's
  * order) agree point for point; normals NaN alike where they cancel. */
-static void check_same_gather(const kr_voxel_map *host, kr_gpu_voxel_map *dev, uint64_t since)
+static void check_same_gather(const kr_voxel_map *host, kr_voxel_map_cuda *dev, uint64_t since)
 {
     float *hp = NULL, *hn = NULL, *dp = NULL, *dn = NULL;
     size_t hc = 0, dc = 0, hk = 0, dk = 0;
     CHECK_OK(kr_voxel_map_gather_scan(host, since, &hp, &hn, &hc, &hk));
-    CHECK_OK(kr_gpu_voxel_map_gather(dev, since, &dp, &dn, &dc, &dk));
+    CHECK_OK(kr_voxel_map_cuda_gather(dev, since, &dp, &dn, &dc, &dk));
     CHECK_EQ(dk, hk);
     CHECK(hk > 0);
     size_t bad = 0;
@@ -106,9 +105,9 @@ static void fuse_both(const char *uri, int frames, int level, bool geometric)
     REQUIRE_OK(kr_gpu_context_twin(kr_device_gpu(dev), &ctx));
     kr_voxel_map_config vc = {0.015f, 64.0f, geometric};
     kr_voxel_map *host = NULL;
-    kr_gpu_voxel_map *dmap = NULL;
+    kr_voxel_map_cuda *dmap = NULL;
     REQUIRE_OK(kr_voxel_map_create(&host, &vc));
-    REQUIRE_OK(kr_gpu_voxel_map_create(ctx, vc.voxel_size, vc.max_weight, geometric, &dmap));
+    REQUIRE_OK(kr_voxel_map_cuda_create(ctx, vc.voxel_size, vc.max_weight, geometric, &dmap));
     kr_preprocess_config pc;
     kr_preprocess_config_default(&pc);
     kr_pyramid pyr;
@@ -127,10 +126,10 @@ static void fuse_both(const char *uri, int frames, int level, bool geometric)
             R[k] = (float)pose.R[k];
         for (int k = 0; k < 3; k++)
             t[k] = (float)pose.t[k];
-        CHECK_OK(kr_gpu_voxel_map_integrate(dmap, c->points, c->normals, (size_t)c->width,
-                                            (size_t)c->height, false, R, t, (uint64_t)f));
+        CHECK_OK(kr_voxel_map_cuda_integrate(dmap, c->points, c->normals, (size_t)c->width,
+                                             (size_t)c->height, false, R, t, (uint64_t)f));
         double im = 0;
-        kr_gpu_voxel_map_times(dmap, &im, NULL);
+        kr_voxel_map_cuda_times(dmap, &im, NULL);
         ms += im;
         kr_frame_release(&fr);
     }
@@ -140,7 +139,7 @@ static void fuse_both(const char *uri, int frames, int level, bool geometric)
     check_same_gather(host, dmap, (uint64_t)(frames > 10 ? frames - 10 : 0));
     check_same_gather(host, dmap, 0);
     kr_pyramid_free(&pyr);
-    kr_gpu_voxel_map_destroy(&dmap);
+    kr_voxel_map_cuda_destroy(&dmap);
     kr_voxel_map_destroy(&host);
     kr_gpu_context_destroy(&ctx);
     kr_source_destroy(&src);
@@ -201,7 +200,7 @@ KR_TEST(parity_fusion, model_on_device_evicts_and_saves_alike)
     kr_model *mh = NULL, *md = NULL;
     REQUIRE_OK(kr_model_create(&mh, &mc));
     REQUIRE_OK(kr_model_create(&md, &mc));
-    REQUIRE_OK(kr_model_fuse_on(md, kr_device_gpu(dev)));
+    REQUIRE_OK(kr_model_fuse_on(md, dev));
     kr_preprocess_config pc;
     kr_preprocess_config_default(&pc);
     kr_pyramid pyr;

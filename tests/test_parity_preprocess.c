@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "gpu/gpu.h"
+#include "gpu/engine.h"
 #include "kinreg/device.h"
 #include "kinreg/preprocess.h"
 #include "kinreg/source.h"

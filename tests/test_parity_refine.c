@@ -9,15 +9,15 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "capture/synthetic_object.h"
-#include "fusion/dfield.h"
-#include "fusion/refine_engine.h"
+#include "kinreg/scan.h"
+#include "pipeline/refine/dfield.h"
+#include "pipeline/refine/refine_engine.h"
 #include "kinreg/device.h"
 #include "kinreg/refine.h"
 
-static kr_df_pose fpose(const kr_pose *p)
+static kr_refine_posef fpose(const kr_pose *p)
 {
-    kr_df_pose f;
+    kr_refine_posef f;
     for (int i = 0; i < 9; i++)
         f.R[i] = (float)p->R[i];
     for (int i = 0; i < 3; i++)
@@ -34,7 +34,7 @@ KR_TEST(parity_refine, sums_match)
     float *xyz[V];
     size_t n[V];
     kr_pose truth[V];
-    REQUIRE_OK(kr_synthetic_object_views(V, 40000, xyz, n, truth));
+    REQUIRE_OK(kr_scan_synthetic_object(V, 40000, xyz, n, truth));
     kr_device *gpu = make_device(KR_BACKEND_CUDA);
     REQUIRE(gpu);
     kr_refine_engine *ec = NULL, *eg = NULL;
@@ -44,7 +44,7 @@ KR_TEST(parity_refine, sums_match)
     for (int k = 0; k < V; k++)
         REQUIRE_OK(kr_refine_engine_field(ec, &fc[k], xyz[k], NULL, n[k], 1, 0.003f, 2, 1.0, 1));
     /* Sums at perturbed poses. */
-    kr_df_pose poses[V];
+    kr_refine_posef poses[V];
     unsigned s = 3;
     for (int k = 0; k < V; k++) {
         double x[6];
@@ -64,7 +64,7 @@ KR_TEST(parity_refine, sums_match)
                 }
         kr_refine_problem pb = {
             .views = V, .fields = fc, .star = star, .gauge = 0, .huber = 0.003f, .cap = 0.006f};
-        kr_df_acc ac[V * V], ag[V * V];
+        kr_refine_acc ac[V * V], ag[V * V];
         REQUIRE_OK(kr_refine_engine_load(ec, &pb));
         REQUIRE_OK(kr_refine_engine_eval(ec, &pb, poses, pairs, np, ac));
         REQUIRE_OK(kr_refine_engine_load(eg, &pb));
@@ -72,7 +72,7 @@ KR_TEST(parity_refine, sums_match)
         for (int p = 0; p < np; p++) {
             CHECK_EQ(ac[p].count, ag[p].count);
             const double *a = (const double *)&ac[p], *b = (const double *)&ag[p];
-            for (int c = 0; c < (int)(sizeof(kr_df_acc) / sizeof(double)); c++)
+            for (int c = 0; c < (int)(sizeof(kr_refine_acc) / sizeof(double)); c++)
                 /* Each term is float math that nvcc contracts into FMAs and
                  * the host does not; summed with cancellation, pair sums
                  * measured up to 1.5e-5 apart relative on an H100
@@ -105,7 +105,7 @@ KR_TEST(parity_refine, ten_views_refine_alike)
     float *xyz[V];
     size_t n[V];
     kr_pose truth[V], start[V], pc[V], pg[V];
-    REQUIRE_OK(kr_synthetic_object_views(V, 60000, xyz, n, truth));
+    REQUIRE_OK(kr_scan_synthetic_object(V, 60000, xyz, n, truth));
     unsigned s = 17;
     for (int k = 0; k < V; k++) {
         double x[6] = {0};

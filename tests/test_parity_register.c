@@ -117,21 +117,21 @@ KR_TEST(parity_register, emicp_engines_agree_across_tiles)
 }
 
 /* At 800 × 800 the fused engine holds the whole matrix in its threads'
- * registers (gpu/softassign_onchip.cu: 115 blocks of 7 rows). */
+ * registers (pipeline/register/softassign_onchip.cu: 115 blocks of 7 rows). */
 KR_TEST(parity_register, softassign_engines_agree)
 {
     compare(KR_REG_SOFTASSIGN, 800, 800, 40);
 }
 
 /* 7 rows of 6000 columns a block would need more than 8 columns a thread:
- * the fused engine streams the pairs instead (gpu/register_persistent.cu). */
+ * the fused engine streams the pairs instead (pipeline/register/register_persistent.cu). */
 KR_TEST(parity_register, softassign_engines_agree_beyond_the_chip)
 {
     compare(KR_REG_SOFTASSIGN, 800, 6000, 40);
 }
 
 /* The CPU engine's pose and the fused engine's, with and without
- * deterministic (gpu/softassign_onchip.cu: fixed-point or float column
+ * deterministic (pipeline/register/softassign_onchip.cu: fixed-point or float column
  * sums), from `init`: within the tolerances above of each other and of the
  * motion. Deterministic runs twice must agree to the last bit. */
 static void softassign_fused_both_ways(kr_register_config c, size_t n, const kr_pose *init)

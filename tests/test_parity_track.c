@@ -1,5 +1,5 @@
-/* Parity: tracking on the CUDA engine (gpu/track.cu) against its CPU twin
- * (pipeline/track.c + newton.c) on the same input (DESIGN.md §4): the tree's
+/* Parity: tracking on the CUDA engine (pipeline/track/track_cuda.cu) against its CPU twin
+ * (pipeline/track/track.c + newton.c) on the same input (DESIGN.md §4): the tree's
  * device copy, cell descent, one linearisation's F, g, h, and whole tracked
  * frames of the synthetic scan and of TUM fr1. Skips cleanly without a CUDA
  * device (CTest label gpu).
@@ -17,14 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/kdtree_internal.h"
-#include "gpu/device_internal.h"
-#include "gpu/gpu.h"
+#include "core/kdtree_layout.h"
+#include "gpu/engine.h"
+#include "pipeline/track/track_cuda.h"
 #include "kinreg/device.h"
 #include "kinreg/preprocess.h"
 #include "kinreg/source.h"
 #include "kinreg/track.h"
-#include "pipeline/track_internal.h"
+#include "pipeline/track/track_internal.h"
 
 /* Two frames of a source (the first and the `later`-th after it),
  * preprocessed by `dev`. */
@@ -107,10 +107,10 @@ KR_TEST(parity_track, tree_upload_is_exact)
     REQUIRE(prepare("synthetic", 1, &fp, &tree));
     kr_device *dev = make_device(KR_BACKEND_CUDA);
     REQUIRE(dev);
-    kr_kd_node *nodes = malloc((tree->n_internal + 1) * sizeof *nodes);
-    kr_kd_cell *cells = malloc(tree->n * sizeof *cells);
+    kr_kdtree_node *nodes = malloc((tree->n_internal + 1) * sizeof *nodes);
+    kr_kdtree_cell *cells = malloc(tree->n * sizeof *cells);
     REQUIRE(nodes && cells);
-    CHECK_OK(kr_gpu_tree_download(kr_device_gpu(dev), tree, nodes, cells));
+    CHECK_OK(kr_track_cuda_tree_download(kr_device_gpu(dev), tree, nodes, cells));
     CHECK(memcmp(nodes, tree->nodes, tree->n_internal * sizeof *nodes) == 0);
     CHECK(memcmp(cells, tree->cells, tree->n * sizeof *cells) == 0);
     free(nodes);
@@ -136,16 +136,16 @@ KR_TEST(parity_track, descent_cells_match)
     REQUIRE(q && cells);
     unsigned seed = 8;
     for (size_t i = 0; i < n; i++) {
-        const kr_kd_cell *c = &tree->cells[(size_t)(kr_urand(&seed) * tree->n) % tree->n];
+        const kr_kdtree_cell *c = &tree->cells[(size_t)(kr_urand(&seed) * tree->n) % tree->n];
         double spread = i % 10 == 0 ? 3.0 : 0.05;
         for (int k = 0; k < 3; k++)
             q[3 * i + k] = c->s[k] + (float)(spread * (2 * kr_urand(&seed) - 1));
     }
-    CHECK_OK(kr_gpu_descend(kr_device_gpu(dev), tree, q, n, cells));
+    CHECK_OK(kr_track_cuda_descend(kr_device_gpu(dev), tree, q, n, cells));
     size_t differ = 0;
     for (size_t i = 0; i < n; i++)
-        differ += cells[i] != kr_kd_descend_cell(tree->nodes, tree->n_internal, q[3 * i],
-                                                 q[3 * i + 1], q[3 * i + 2]);
+        differ += cells[i] != kr_kdtree_descend_cell(tree->nodes, tree->n_internal, q[3 * i],
+                                                     q[3 * i + 1], q[3 * i + 2]);
     CHECK_EQ(differ, 0);
     free(q);
     free(cells);
@@ -168,10 +168,10 @@ static void check_sums(kr_device *dev, const kr_kdtree *tree, const kr_cloud *cl
 {
     kr_newton_sums c;
     CHECK_OK(kr_newton_linearize(tree, cl, pose, cfg, gate, &c));
-    kr_nk_params P;
+    kr_track_point_params P;
     kr_newton_params(cfg, gate, &P);
-    kr_ts_result g;
-    CHECK_OK(kr_gpu_linearize(kr_device_gpu(dev), tree, cl, pose, &P, &g));
+    kr_track_step_result g;
+    CHECK_OK(kr_track_cuda_linearize(kr_device_gpu(dev), tree, cl, pose, &P, &g));
     CHECK_EQ(g.points, c.points);
     CHECK_EQ(g.inliers, c.inliers);
     CHECK_GT(c.inliers, 1000);

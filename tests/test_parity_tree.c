@@ -1,4 +1,4 @@
-/* Parity: the model k-d tree built on the device (gpu/tree_build.cu) against
+/* Parity: the model k-d tree built on the device (gpu/kdtree_cuda.cu) against
  * the host build (core/kdtree.c) on the same points, and tracking against
  * either. Skips cleanly without a CUDA device (CTest label gpu).
  *
@@ -28,10 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/kdtree_internal.h"
-#include "fusion/model_gpu.h"
-#include "gpu/device_internal.h"
-#include "gpu/gpu.h"
+#include "core/kdtree_layout.h"
+#include "gpu/engine.h"
+#include "gpu/kdtree_cuda.h"
+#include "pipeline/track/track_cuda.h"
 #include "kinreg/device.h"
 #include "kinreg/model.h"
 #include "kinreg/preprocess.h"
@@ -116,8 +116,8 @@ KR_TEST(parity_tree, identical_trees)
         REQUIRE(pts && nrm);
         kr_kdtree *c = NULL, *g = NULL;
         CHECK_OK(kr_kdtree_build(&c, pts, nrm, n));
-        kr_gpu_tree_times tt;
-        CHECK_OK(kr_gpu_tree_build(kr_device_gpu(dev), pts, nrm, n, &g, &tt));
+        kr_device_tree_times tt;
+        CHECK_OK(kr_kdtree_cuda_build(kr_device_gpu(dev), pts, nrm, n, &g, &tt));
         if (c && g) {
             check_identical(c, g);
             CHECK(g->device != NULL);
@@ -126,7 +126,7 @@ KR_TEST(parity_tree, identical_trees)
         /* Without normals: far-field cells only. */
         kr_kdtree *c0 = NULL, *g0 = NULL;
         CHECK_OK(kr_kdtree_build(&c0, pts, NULL, n));
-        CHECK_OK(kr_gpu_tree_build(kr_device_gpu(dev), pts, NULL, n, &g0, NULL));
+        CHECK_OK(kr_kdtree_cuda_build(kr_device_gpu(dev), pts, NULL, n, &g0, NULL));
         if (c0 && g0) check_identical(c0, g0);
         if (n == 300000)
             printf(
@@ -154,11 +154,11 @@ KR_TEST(parity_tree, device_copy_matches_host_copy)
     distinct_points(n, 3, &pts, &nrm);
     REQUIRE(pts && nrm);
     kr_kdtree *g = NULL;
-    REQUIRE_OK(kr_gpu_tree_build(kr_device_gpu(dev), pts, nrm, n, &g, NULL));
-    kr_kd_node *nodes = malloc(n * sizeof *nodes);
-    kr_kd_cell *cells = malloc(n * sizeof *cells);
+    REQUIRE_OK(kr_kdtree_cuda_build(kr_device_gpu(dev), pts, nrm, n, &g, NULL));
+    kr_kdtree_node *nodes = malloc(n * sizeof *nodes);
+    kr_kdtree_cell *cells = malloc(n * sizeof *cells);
     REQUIRE(nodes && cells);
-    CHECK_OK(kr_gpu_tree_download(kr_device_gpu(dev), g, nodes, cells));
+    CHECK_OK(kr_track_cuda_tree_download(kr_device_gpu(dev), g, nodes, cells));
     CHECK(memcmp(nodes, g->nodes, g->n_internal * sizeof *nodes) == 0);
     CHECK(memcmp(cells, g->cells, g->n * sizeof *cells) == 0);
     free(nodes);
@@ -176,8 +176,9 @@ KR_TEST(parity_tree, bad_input_is_refused)
     REQUIRE(dev);
     kr_kdtree *g = (kr_kdtree *)(uintptr_t)1, *before = g;
     float p[6] = {0, 0, 1, NAN, 0, 1};
-    CHECK_STATUS(kr_gpu_tree_build(kr_device_gpu(dev), p, NULL, 0, &g, NULL), KR_ERR_EMPTY);
-    CHECK_STATUS(kr_gpu_tree_build(kr_device_gpu(dev), p, NULL, 2, &g, NULL), KR_ERR_INVALID_ARG);
+    CHECK_STATUS(kr_kdtree_cuda_build(kr_device_gpu(dev), p, NULL, 0, &g, NULL), KR_ERR_EMPTY);
+    CHECK_STATUS(kr_kdtree_cuda_build(kr_device_gpu(dev), p, NULL, 2, &g, NULL),
+                 KR_ERR_INVALID_ARG);
     CHECK_CONTAINS(kr_last_error(), "point 1 is not finite");
     CHECK(g == before);
     kr_device_destroy(&dev);
@@ -272,7 +273,7 @@ static void track_against_both(const char *uri, int later)
     REQUIRE(n > 1000);
     kr_kdtree *c = NULL, *g = NULL;
     REQUIRE_OK(kr_kdtree_build(&c, pts, nrm, n));
-    REQUIRE_OK(kr_gpu_tree_build(kr_device_gpu(dev), pts, nrm, n, &g, NULL));
+    REQUIRE_OK(kr_kdtree_cuda_build(kr_device_gpu(dev), pts, nrm, n, &g, NULL));
     /* A real scan has many ties (a pixel column at one depth shares x): the
      * device tree is its reference's bit for bit, the host build's for what
      * tracking reads. */
@@ -358,7 +359,7 @@ KR_TEST(parity_tree, model_snapshot_on_device)
     kr_model_config_default(&mc);
     kr_model *model = NULL;
     REQUIRE_OK(kr_model_create(&model, &mc));
-    REQUIRE_OK(kr_model_build_trees_on(model, kr_device_gpu(dev)));
+    REQUIRE_OK(kr_model_build_trees_on(model, dev));
     kr_pose id = kr_pose_identity();
     REQUIRE_OK(kr_model_integrate(model, &a.level[1], &id, 0));
     REQUIRE_OK(kr_model_request_snapshot(model, 0));
@@ -367,7 +368,9 @@ KR_TEST(parity_tree, model_snapshot_on_device)
     REQUIRE(snap);
     const kr_kdtree *g = kr_model_snapshot_tree(snap);
     CHECK(g->device != NULL);
-    kr_gpu_tree_times tt = kr_model_last_tree_times(model);
+    kr_model_device_times mt;
+    kr_model_last_device_times(model, &mt);
+    kr_device_tree_times tt = mt.tree;
     CHECK_GT(tt.build_ms, 0);
     size_t n = kr_kdtree_size(g);
     float *pts = malloc(3 * n * sizeof *pts), *nrm = malloc(3 * n * sizeof *nrm);

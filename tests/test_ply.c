@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "capture/ply_read.h"
+#include "kinreg/scan.h"
 
 static const char *write_file(const char *name, const char *text)
 {
@@ -24,7 +24,7 @@ KR_TEST(ply, reads_stanford_scan)
     if (!path) SKIP("shared data bunny/bun000.ply not found");
     float *xyz = NULL;
     size_t n = 0;
-    REQUIRE_OK(kr_ply_read_points(path, &xyz, &n));
+    REQUIRE_OK(kr_scan_read_ply(path, &xyz, &n));
     CHECK_EQ(n, 40256);
     /* first and last vertex lines of the file */
     CHECK_NEAR(xyz[0], -0.06325, 1e-7);
@@ -49,7 +49,7 @@ KR_TEST(ply, generic_header)
     REQUIRE(path != NULL);
     float *xyz = NULL;
     size_t n = 0;
-    REQUIRE_OK(kr_ply_read_points(path, &xyz, &n));
+    REQUIRE_OK(kr_scan_read_ply(path, &xyz, &n));
     CHECK_EQ(n, 2);
     const float want[6] = {1, 2, 3, 4, -5, 0.6f};
     for (int i = 0; i < 6; i++)
@@ -100,7 +100,7 @@ KR_TEST(ply, bad_inputs_name_file_and_line)
         REQUIRE(path != NULL);
         float *xyz = (float *)(uintptr_t)1;
         size_t n = 12345;
-        CHECK_STATUS(kr_ply_read_points(path, &xyz, &n), cases[i].want);
+        CHECK_STATUS(kr_scan_read_ply(path, &xyz, &n), cases[i].want);
         CHECK_CONTAINS(kr_last_error(), cases[i].detail);
         CHECK(xyz == (float *)(uintptr_t)1 && n == 12345); /* outputs untouched */
     }
@@ -108,9 +108,9 @@ KR_TEST(ply, bad_inputs_name_file_and_line)
     size_t n = 0;
     char missing[512];
     snprintf(missing, sizeof missing, "%s/does-not-exist.ply", kr_test_tmpdir());
-    CHECK_STATUS(kr_ply_read_points(missing, &xyz, &n), KR_ERR_IO);
+    CHECK_STATUS(kr_scan_read_ply(missing, &xyz, &n), KR_ERR_IO);
     CHECK_CONTAINS(kr_last_error(), "does-not-exist.ply");
-    CHECK_STATUS(kr_ply_read_points(NULL, &xyz, &n), KR_ERR_INVALID_ARG);
+    CHECK_STATUS(kr_scan_read_ply(NULL, &xyz, &n), KR_ERR_INVALID_ARG);
 }
 
 /* Found by tests/fuzz/fuzz_ply: a 114-byte file whose header claims 200
@@ -139,12 +139,12 @@ KR_TEST(ply, header_counts_capped_by_file_size)
         float *xyz = NULL;
         size_t n = 0;
         if (cases[i].ok) {
-            CHECK_OK(kr_ply_read_points(path, &xyz, &n));
+            CHECK_OK(kr_scan_read_ply(path, &xyz, &n));
             CHECK_EQ(n, 2);
             if (xyz) CHECK_NEAR(xyz[5], 6.0, 0);
             free(xyz);
         } else {
-            CHECK_STATUS(kr_ply_read_points(path, &xyz, &n), KR_ERR_FORMAT);
+            CHECK_STATUS(kr_scan_read_ply(path, &xyz, &n), KR_ERR_FORMAT);
             CHECK_CONTAINS(kr_last_error(), "bytes follow the header");
             CHECK(xyz == NULL && n == 0);
         }
@@ -157,7 +157,7 @@ KR_TEST(ply, header_counts_capped_by_file_size)
     REQUIRE(path != NULL);
     float *xyz = NULL;
     size_t n = 0;
-    CHECK_STATUS(kr_ply_read_points(path, &xyz, &n), KR_ERR_FORMAT);
+    CHECK_STATUS(kr_scan_read_ply(path, &xyz, &n), KR_ERR_FORMAT);
     CHECK_CONTAINS(kr_last_error(), "bytes follow the header");
 }
 
@@ -177,6 +177,6 @@ KR_TEST(ply, pipe_input_allocates_as_it_reads)
     REQUIRE(system(cmd) == 0);
     float *xyz = NULL;
     size_t n = 0;
-    CHECK_STATUS(kr_ply_read_points(path, &xyz, &n), KR_ERR_FORMAT);
+    CHECK_STATUS(kr_scan_read_ply(path, &xyz, &n), KR_ERR_FORMAT);
     CHECK_CONTAINS(kr_last_error(), "file ends after 1 of 1000000000 vertices");
 }

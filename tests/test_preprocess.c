@@ -10,7 +10,7 @@
 #include "kinreg/device.h"
 #include "kinreg/preprocess.h"
 #include "kinreg/source.h"
-#include "core/preprocess_kernels.h"
+#include "pipeline/preprocess/preprocess_kernels.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -823,7 +823,7 @@ KR_TEST(preprocess, distorted_lens_back_projection_inverts_the_forward_model)
     for (int v = 0; v < k.height; v += 7)
         for (int u = 0; u < k.width; u += 7) {
             float p[3];
-            kr_hd_backproject(u, v, 2.0f, &k, p);
+            kr_preprocess_backproject(u, v, 2.0f, &k, p);
             CHECK_NEAR(p[2], 2.0, 0);
             double xd, yd;
             distort(&k, p[0] / 2.0, p[1] / 2.0, &xd, &yd);
@@ -837,7 +837,7 @@ KR_TEST(preprocess, distorted_lens_back_projection_inverts_the_forward_model)
     kr_intrinsics pin = k;
     pin.k1 = pin.k2 = pin.k3 = pin.p1 = pin.p2 = 0;
     float p[3];
-    kr_hd_backproject(100, 50, 1.5f, &pin, p);
+    kr_preprocess_backproject(100, 50, 1.5f, &pin, p);
     CHECK_NEAR(p[0], (100 - pin.cx) * 1.5 / pin.fx, 1e-6);
     CHECK_NEAR(p[1], (50 - pin.cy) * 1.5 / pin.fy, 1e-6);
     /* Coarser levels keep the coefficients (they act on normalised coordinates). */
@@ -847,13 +847,14 @@ KR_TEST(preprocess, distorted_lens_back_projection_inverts_the_forward_model)
 
 /* ---- the CPU engine's ray table (distorted lenses) ------------------------- */
 
-/* Every level's points as the inline path computes them: kr_hd_backproject
+/* Every level's points as the inline path computes them: kr_preprocess_backproject
  * per pixel, undistorting as it goes, each coarser level downsampled from the
  * finer one computed here. pts[l] gets 3 floats per pixel of level l. */
 static void inline_points(const kr_frame *f, const kr_preprocess_config *cfg,
                           const kr_intrinsics *k, float *pts[KR_MAX_LEVELS])
 {
-    const kr_hd_depth_params dp = {(int)f->encoding, f->depth_scale, cfg->min_depth, cfg->max_depth};
+    const kr_preprocess_depth_params dp = {(int)f->encoding, f->depth_scale, cfg->min_depth,
+                                           cfg->max_depth};
     const float tol = KR_DOWNSAMPLE_TOLERANCE * cfg->discontinuity;
     for (int l = 0; l < cfg->levels; l++) {
         kr_intrinsics kl = kr_intrinsics_level(k, l);
@@ -862,9 +863,9 @@ static void inline_points(const kr_frame *f, const kr_preprocess_config *cfg,
         for (int v = 0; v < kl.height; v++)
             for (int u = 0; u < kl.width; u++) {
                 size_t i = (size_t)v * (size_t)kl.width + (size_t)u;
-                float z = l ? kr_hd_downsample_depth(pts[l - 1], fine_w, u, v, tol)
-                            : kr_hd_depth(f->raw[i], &dp);
-                kr_hd_backproject(u, v, z, &kl, pts[l] + 3 * i);
+                float z = l ? kr_preprocess_downsample_depth(pts[l - 1], fine_w, u, v, tol)
+                            : kr_preprocess_depth(f->raw[i], &dp);
+                kr_preprocess_backproject(u, v, z, &kl, pts[l] + 3 * i);
             }
     }
 }

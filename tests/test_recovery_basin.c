@@ -12,7 +12,7 @@
 #include "kinreg/model.h"
 #include "kinreg/pipeline.h"
 #include "kinreg/preprocess.h"
-#include "pipeline/recover.h"
+#include "pipeline/recover/recover.h"
 
 typedef struct {
     kr_device *dev;

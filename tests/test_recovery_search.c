@@ -15,7 +15,7 @@
 #include "kinreg/model.h"
 #include "kinreg/pipeline.h"
 #include "kinreg/preprocess.h"
-#include "pipeline/recover.h"
+#include "pipeline/recover/recover.h"
 #include "recovery_fixture.h"
 
 #define FUSE_STEP 3
@@ -346,7 +346,7 @@ KR_TEST(recovery_search, pipeline_events_and_ate)
 
 /* Waiting on a near miss. After the full scan's jump at frame 172 the view
  * overlaps the model at about 0.4, just under the partial gate: the search
- * finds the same candidate frame after frame (pipeline/recover.c, "Waiting
+ * finds the same candidate frame after frame (pipeline/recover/recover.c, "Waiting
  * for a better view"). With the pipeline's cache the loss then waits on it:
  * each waiting attempt must be one judged tracking and decide as the whole
  * search (no cache) decides on the same frame, and the whole search must

@@ -7,12 +7,10 @@
 
 #include <stdlib.h>
 
-#include "capture/ply_read.h"
-#include "capture/scan_conf.h"
-#include "capture/synthetic_object.h"
-#include "core/dfield_kernels.h"
-#include "fusion/dfield.h"
-#include "fusion/keyframes.h"
+#include "kinreg/scan.h"
+#include "pipeline/refine/dfield_kernels.h"
+#include "pipeline/refine/dfield.h"
+#include "pipeline/refine/keyframes.h"
 #include "kinreg/eval.h"
 #include "kinreg/recorder.h"
 #include "kinreg/refine.h"
@@ -38,7 +36,7 @@ KR_TEST(refine, trilinear_gradient_matches_finite_differences)
     REQUIRE(pts);
     kr_dfield f;
     REQUIRE_OK(kr_dfield_build(&f, pts, n, 1, 0.01f, 3, 1.0, 1));
-    kr_df_field v = kr_dfield_view(&f);
+    kr_dfield_lookup v = kr_dfield_lookup_of(&f);
     unsigned s = 11;
     int tried = 0;
     for (int t = 0; t < 2000 && tried < 200; t++) {
@@ -50,13 +48,13 @@ KR_TEST(refine, trilinear_gradient_matches_finite_differences)
             q[a] = (float)(0.01 * (cell + 0.2 + 0.6 * kr_urand(&s)));
         }
         float D, g[3];
-        if (!kr_df_sample(&v, q, &D, g)) continue;
+        if (!kr_dfield_sample(&v, q, &D, g)) continue;
         tried++;
         /* The value is a weighted mean of the 8 corners: within their range. */
         int c[3] = {(int)floor(q[0] / 0.01f), (int)floor(q[1] / 0.01f), (int)floor(q[2] / 0.01f)};
         float lo = INFINITY, hi = -INFINITY;
         for (int k = 0; k < 8; k++) {
-            float cv = kr_df_corner(&v, c[0] + (k & 1), c[1] + ((k >> 1) & 1), c[2] + (k >> 2));
+            float cv = kr_dfield_corner(&v, c[0] + (k & 1), c[1] + ((k >> 1) & 1), c[2] + (k >> 2));
             lo = fminf(lo, cv);
             hi = fmaxf(hi, cv);
         }
@@ -65,7 +63,7 @@ KR_TEST(refine, trilinear_gradient_matches_finite_differences)
             float qp[3] = {q[0], q[1], q[2]}, qm[3] = {q[0], q[1], q[2]}, Dp = 0, Dm = 0, gg[3];
             qp[a] += 1e-4f;
             qm[a] -= 1e-4f;
-            REQUIRE(kr_df_sample(&v, qp, &Dp, gg) && kr_df_sample(&v, qm, &Dm, gg));
+            REQUIRE(kr_dfield_sample(&v, qp, &Dp, gg) && kr_dfield_sample(&v, qm, &Dm, gg));
             CHECK_NEAR(g[a], (Dp - Dm) / 2e-4f, 2e-3);
         }
     }
@@ -75,7 +73,7 @@ KR_TEST(refine, trilinear_gradient_matches_finite_differences)
         int x = (int)floorf(f.grid[3 * i] / 0.01f), y = (int)floorf(f.grid[3 * i + 1] / 0.01f),
             z = (int)floorf(f.grid[3 * i + 2] / 0.01f);
         float q[3] = {0.01f * x, 0.01f * y, 0.01f * z}, D, g[3];
-        if (kr_df_sample(&v, q, &D, g)) CHECK_NEAR(D, kr_df_corner(&v, x, y, z), 1e-5);
+        if (kr_dfield_sample(&v, q, &D, g)) CHECK_NEAR(D, kr_dfield_corner(&v, x, y, z), 1e-5);
     }
     kr_dfield_free(&f);
     free(pts);
@@ -90,15 +88,15 @@ KR_TEST(refine, influenced_distances_match_brute_force)
         float h = 0.008f;
         kr_dfield f;
         REQUIRE_OK(kr_dfield_build(&f, pts, n, 1, h, band, 1.0, 1));
-        kr_df_field v = kr_dfield_view(&f);
-        size_t cells = (size_t)f.bricks * KR_DF_BRICK_CELLS, checked = 0, exact = 0;
+        kr_dfield_lookup v = kr_dfield_lookup_of(&f);
+        size_t cells = (size_t)f.bricks * KR_DFIELD_BRICK_CELLS, checked = 0, exact = 0;
         for (size_t b = 0; b < (size_t)f.bricks; b++)
-            for (int c = 0; c < KR_DF_BRICK_CELLS; c += 3) {
-                float val = f.values[b * KR_DF_BRICK_CELLS + c];
+            for (int c = 0; c < KR_DFIELD_BRICK_CELLS; c += 3) {
+                float val = f.values[b * KR_DFIELD_BRICK_CELLS + c];
                 if (!(val < INFINITY)) continue;
-                int x = f.brick_xyz[3 * b] * KR_DF_BRICK + (c & 7),
-                    y = f.brick_xyz[3 * b + 1] * KR_DF_BRICK + ((c >> 3) & 7),
-                    z = f.brick_xyz[3 * b + 2] * KR_DF_BRICK + (c >> 6);
+                int x = f.brick_xyz[3 * b] * KR_DFIELD_BRICK + (c & 7),
+                    y = f.brick_xyz[3 * b + 1] * KR_DFIELD_BRICK + ((c >> 3) & 7),
+                    z = f.brick_xyz[3 * b + 2] * KR_DFIELD_BRICK + (c >> 6);
                 double best = INFINITY;
                 for (size_t i = 0; i < n; i++) {
                     double dx = pts[3 * i] - (double)h * x, dy = pts[3 * i + 1] - (double)h * y,
@@ -123,7 +121,7 @@ KR_TEST(refine, influenced_distances_match_brute_force)
             for (int a = 0; a < 3; a++)
                 c[a] = (int)floorf(pts[3 * i + a] / h);
             for (int k = 0; k < 8; k++)
-                CHECK(kr_df_corner(&v, c[0] + (k & 1), c[1] + ((k >> 1) & 1), c[2] + (k >> 2)) <
+                CHECK(kr_dfield_corner(&v, c[0] + (k & 1), c[1] + ((k >> 1) & 1), c[2] + (k >> 2)) <
                       INFINITY);
         }
         kr_dfield_free(&f);
@@ -131,9 +129,9 @@ KR_TEST(refine, influenced_distances_match_brute_force)
     free(pts);
 }
 
-static kr_df_pose fpose(const kr_pose *p)
+static kr_refine_posef fpose(const kr_pose *p)
 {
-    kr_df_pose f;
+    kr_refine_posef f;
     for (int i = 0; i < 9; i++)
         f.R[i] = (float)p->R[i];
     for (int i = 0; i < 3; i++)
@@ -148,20 +146,20 @@ KR_TEST(refine, jacobian_matches_left_increments)
     REQUIRE(pts);
     kr_dfield f;
     REQUIRE_OK(kr_dfield_build(&f, pts, n, 1, 0.01f, 3, 1.0, 1));
-    kr_df_field v = kr_dfield_view(&f);
+    kr_dfield_lookup v = kr_dfield_lookup_of(&f);
     double xi[6] = {0.02, -0.03, 0.01, 0.01, 0.005, -0.02},
            xj[6] = {-0.01, 0.02, 0.03, -0.004, 0.01, 0.02};
     kr_pose Ti = kr_pose_exp(xi), Tj = kr_pose_exp(xj);
-    kr_df_pose fi = fpose(&Ti), fj = fpose(&Tj);
+    kr_refine_posef fi = fpose(&Ti), fj = fpose(&Tj);
     int tested = 0;
     for (size_t k = 0; k < f.n_grid && tested < 60; k += 13) {
         const float *g = f.grid + 3 * k;
         float e, J[6];
-        if (!kr_df_residual(&fi, &fj, &v, g, f.grid_val[k], &e, J)) continue;
+        if (!kr_refine_pair_residual(&fi, &fj, &v, g, f.grid_val[k], &e, J)) continue;
         /* Stay clear of cell faces, where the trilinear gradient jumps. */
         float w[3], p[3];
-        kr_df_apply(&fi, g, w);
-        kr_df_apply_inv(&fj, w, p);
+        kr_refine_apply(&fi, g, w);
+        kr_refine_apply_inv(&fj, w, p);
         int clear = 1;
         for (int a = 0; a < 3; a++) {
             float fr = p[a] / 0.01f - floorf(p[a] / 0.01f);
@@ -177,9 +175,9 @@ KR_TEST(refine, jacobian_matches_left_increments)
                     kr_pose step = kr_pose_exp(d);
                     kr_pose Ti2 = which == 0 ? kr_pose_mul(&step, &Ti) : Ti,
                             Tj2 = which == 1 ? kr_pose_mul(&step, &Tj) : Tj;
-                    kr_df_pose a = fpose(&Ti2), b = fpose(&Tj2);
+                    kr_refine_posef a = fpose(&Ti2), b = fpose(&Tj2);
                     float ee = 0;
-                    REQUIRE(kr_df_residual(&a, &b, &v, g, f.grid_val[k], &ee, NULL));
+                    REQUIRE(kr_refine_pair_residual(&a, &b, &v, g, f.grid_val[k], &ee, NULL));
                     fd[sgn] = ee;
                 }
                 double numeric = (fd[0] - fd[1]) / (2 * eps), analytic = which == 0 ? J[c] : -J[c];
@@ -231,7 +229,7 @@ KR_TEST(refine, lm_lowers_the_objective_on_a_synthetic_object)
     float *xyz[V];
     size_t n[V];
     kr_pose truth[V], poses[V];
-    REQUIRE_OK(kr_synthetic_object_views(V, 40000, xyz, n, truth));
+    REQUIRE_OK(kr_scan_synthetic_object(V, 40000, xyz, n, truth));
     unsigned s = 21;
     for (int k = 0; k < V; k++) {
         double c[3] = {0, 0, 0};
@@ -288,8 +286,8 @@ static void bunny_returns(const int *which, int count, unsigned seed)
     if (!dir) SKIP("no shared data bunny/ (set KINREG_DATA)");
     char path[1024];
     snprintf(path, sizeof path, "%s/bun.conf", dir);
-    kr_scan_conf conf;
-    REQUIRE_OK(kr_scan_conf_read(path, &conf));
+    kr_scan_set conf;
+    REQUIRE_OK(kr_scan_set_read(path, &conf));
     REQUIRE(conf.n == 5);
     float *xyz[5] = {0};
     size_t n[5];
@@ -297,8 +295,8 @@ static void bunny_returns(const int *which, int count, unsigned seed)
     kr_refine_view views[5];
     unsigned s = seed;
     for (int k = 0; k < count; k++) {
-        const kr_scan_conf_entry *e = &conf.scans[which[k]];
-        REQUIRE_OK(kr_ply_read_points(e->path, &xyz[k], &n[k]));
+        const kr_scan_set_entry *e = &conf.scans[which[k]];
+        REQUIRE_OK(kr_scan_read_ply(e->path, &xyz[k], &n[k]));
         views[k] = (kr_refine_view){xyz[k], n[k]};
         truth[k] = e->pose;
         double c[3] = {0, 0, 0}, w[3];
@@ -321,7 +319,7 @@ static void bunny_returns(const int *which, int count, unsigned seed)
     }
     for (int k = 0; k < count; k++)
         free(xyz[k]);
-    kr_scan_conf_free(&conf);
+    kr_scan_set_free(&conf);
 }
 
 KR_TEST(refine, two_bunny_scans_return_to_bun_conf)
@@ -341,7 +339,7 @@ KR_TEST(refine, conf_pose_convention_and_round_trip)
     /* A scan point p maps to R(q)ᵀ p + t (DESIGN.md §9). */
     kr_quat q = kr_quat_normalize((kr_quat){0.1, -0.3, 0.2, 0.9});
     double t[3] = {0.01, -0.02, 0.03}, p[3] = {0.05, 0.07, -0.02}, w[3];
-    kr_pose T = kr_scan_conf_pose(t, q);
+    kr_pose T = kr_scan_set_pose(t, q);
     kr_pose_apply(&T, p, w);
     kr_pose Rq = kr_pose_from_quat(q, (double[3]){0, 0, 0});
     for (int r = 0; r < 3; r++) {
@@ -355,26 +353,26 @@ KR_TEST(refine, conf_pose_convention_and_round_trip)
     fprintf(f, "camera 0 0 0 0 0 0 1\nbmesh a.ply 0.01 -0.02 0.03 0.1 -0.3 0.2 0.9\nbmesh b.ply 0 "
                "0 0 0 0 0 1\n");
     fclose(f);
-    kr_scan_conf c;
-    REQUIRE_OK(kr_scan_conf_read(path, &c));
+    kr_scan_set c;
+    REQUIRE_OK(kr_scan_set_read(path, &c));
     CHECK_EQ(c.n, 2);
     CHECK_STR(c.scans[0].file, "a.ply");
     CHECK_NEAR(c.scans[0].pose.R[1], T.R[1], 1e-12);
     kr_pose poses[2] = {c.scans[0].pose, c.scans[1].pose};
     char out[1024];
     snprintf(out, sizeof out, "%s/scans_out.conf", kr_test_tmpdir());
-    REQUIRE_OK(kr_scan_conf_write(out, &c, poses));
-    kr_scan_conf back;
-    REQUIRE_OK(kr_scan_conf_read(out, &back));
+    REQUIRE_OK(kr_scan_set_write(out, &c, poses));
+    kr_scan_set back;
+    REQUIRE_OK(kr_scan_set_read(out, &back));
     for (int i = 0; i < 9; i++)
         CHECK_NEAR(back.scans[0].pose.R[i], T.R[i], 1e-8);
     CHECK_STR(back.camera, "0 0 0 0 0 0 1");
-    kr_scan_conf_free(&c);
-    kr_scan_conf_free(&back);
+    kr_scan_set_free(&c);
+    kr_scan_set_free(&back);
     f = fopen(path, "w");
     fprintf(f, "bmesh a.ply 1 2\n");
     fclose(f);
-    CHECK_STATUS(kr_scan_conf_read(path, &c), KR_ERR_FORMAT);
+    CHECK_STATUS(kr_scan_set_read(path, &c), KR_ERR_FORMAT);
 }
 
 KR_TEST(refine, rejects_bad_arguments)
@@ -435,7 +433,7 @@ KR_TEST(refine, keyframe_window_is_refined_in_place)
     float *xyz[V];
     size_t n[V];
     kr_pose truth[V];
-    REQUIRE_OK(kr_synthetic_object_views(V, 40000, xyz, n, truth));
+    REQUIRE_OK(kr_scan_synthetic_object(V, 40000, xyz, n, truth));
     kr_keyframes kf;
     kr_keyframes_init(&kf, NULL);
     unsigned s = 21;
@@ -471,16 +469,16 @@ KR_TEST(refine, tool_writes_poses_model_and_json)
     CHECK_CONTAINS(out, "\"max_deg\":");
     char path[1024];
     snprintf(path, sizeof path, "%s/s.conf", dir);
-    kr_scan_conf c;
-    REQUIRE_OK(kr_scan_conf_read(path, &c));
+    kr_scan_set c;
+    REQUIRE_OK(kr_scan_set_read(path, &c));
     CHECK_EQ(c.n, 4);
-    kr_scan_conf_free(&c);
+    kr_scan_set_free(&c);
     snprintf(path, sizeof path, "%s/s.ply", dir);
     float *xyz = NULL;
     size_t n = 0;
     /* The model is binary PLY: the ASCII reader names it unsupported, which
      * shows the header it wrote is a PLY header. */
-    CHECK_STATUS(kr_ply_read_points(path, &xyz, &n), KR_ERR_UNSUPPORTED);
+    CHECK_STATUS(kr_scan_read_ply(path, &xyz, &n), KR_ERR_UNSUPPORTED);
     snprintf(args, sizeof args, "refine %s/missing.conf", dir);
     CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 1);
     CHECK_CONTAINS(out, "missing.conf");

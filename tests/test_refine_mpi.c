@@ -1,4 +1,4 @@
-/* Refinement shared by MPI ranks (tools/refine_mpi.c, fusion/refine_partition.c):
+/* Refinement shared by MPI ranks (tools/refine_mpi.c, pipeline/refine/refine_partition.c):
  * mpirun -np 1, 2 and 4 on one problem return the single-process poses within
  * the stated tolerance, and a rank that cannot read its input stops every
  * rank with a message instead of a hang. CI runs as root on 2 cores: the
@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "capture/scan_conf.h"
+#include "kinreg/scan.h"
 #include "kinreg/refine.h"
 
 /* The stated tolerance (README, "Refinement on a cluster"): the ranks add the
@@ -35,11 +35,11 @@ static int run_mpi(const char *ranks_args, char *out, size_t size)
 /* Largest difference between two pose files, in mm and degrees. */
 static void conf_difference(const char *a, const char *b, double *mm, double *deg)
 {
-    kr_scan_conf ca = {0}, cb = {0};
+    kr_scan_set ca = {0}, cb = {0};
     *mm = *deg = INFINITY;
-    if (kr_scan_conf_read(a, &ca) != KR_OK || kr_scan_conf_read(b, &cb) != KR_OK || ca.n != cb.n) {
-        kr_scan_conf_free(&ca);
-        kr_scan_conf_free(&cb);
+    if (kr_scan_set_read(a, &ca) != KR_OK || kr_scan_set_read(b, &cb) != KR_OK || ca.n != cb.n) {
+        kr_scan_set_free(&ca);
+        kr_scan_set_free(&cb);
         return;
     }
     *mm = *deg = 0;
@@ -48,8 +48,8 @@ static void conf_difference(const char *a, const char *b, double *mm, double *de
         *mm = fmax(*mm, 1000 * kr_pose_translation_norm(&d));
         *deg = fmax(*deg, kr_pose_angle(&d) * 180 / M_PI);
     }
-    kr_scan_conf_free(&ca);
-    kr_scan_conf_free(&cb);
+    kr_scan_set_free(&ca);
+    kr_scan_set_free(&cb);
 }
 #endif
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/synthetic_object.h"
+#include "kinreg/scan.h"
 #include "kinreg/refine.h"
 
 enum { V = 4, PARTS = 3 };
@@ -76,7 +76,7 @@ KR_TEST(refine_partition, parts_match_the_single_run)
     float *xyz[V];
     size_t n[V];
     kr_pose truth[V], start[V], single[V];
-    REQUIRE_OK(kr_synthetic_object_views(V, 60000, xyz, n, truth));
+    REQUIRE_OK(kr_scan_synthetic_object(V, 60000, xyz, n, truth));
     unsigned s = 3;
     for (int k = 0; k < V; k++) {
         double x[6] = {0};

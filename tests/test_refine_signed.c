@@ -1,5 +1,5 @@
-/* Signed distance fields of refinement (fusion/dfield_signed.c,
- * fusion/refine_normals.c, kr_refine_config.signed_field): exact on a plane
+/* Signed distance fields of refinement (pipeline/refine/dfield_signed.c,
+ * pipeline/refine/refine_normals.c, kr_refine_config.signed_field): exact on a plane
  * where the unsigned field is not, and a loop of views around the synthetic
  * room refined back to its ground truth within 1 mm and 0.1°. */
 #include "kr_test.h"
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusion/dfield.h"
-#include "fusion/refine_internal.h"
+#include "pipeline/refine/dfield.h"
+#include "pipeline/refine/refine_internal.h"
 #include "kinreg/refine.h"
 
 /* A tilted plane a metre in front of the sensor, sampled on an irregular
@@ -69,7 +69,7 @@ KR_TEST(refine_signed, field_is_the_plane_distance)
     kr_dfield sf, uf;
     REQUIRE_OK(kr_dfield_build_signed(&sf, xyz, normals[0], n, 1, h, 2, 1.0, 1));
     REQUIRE_OK(kr_dfield_build(&uf, xyz, n, 1, h, 2, 1.0, 1));
-    kr_df_field sv = kr_dfield_view(&sf), uv = kr_dfield_view(&uf);
+    kr_dfield_lookup sv = kr_dfield_lookup_of(&sf), uv = kr_dfield_lookup_of(&uf);
     /* Interpolated values at random places near the plane, against the
      * analytic distance: signed exact to float rounding, while the unsigned
      * field reads high near the surface. */
@@ -87,7 +87,7 @@ KR_TEST(refine_signed, field_is_the_plane_distance)
         for (int i = 0; i < 3; i++)
             p[i] += (float)(d * plane_n[i]);
         float vs, vu, g[3];
-        if (!kr_df_sample(&sv, p, &vs, g) || !kr_df_sample(&uv, p, &vu, g)) continue;
+        if (!kr_dfield_sample(&sv, p, &vs, g) || !kr_dfield_sample(&uv, p, &vu, g)) continue;
         sampled++;
         double truth = plane_distance(p);
         worst_signed = fmax(worst_signed, fabs(vs - truth));

@@ -1,4 +1,4 @@
-/* The refinement's block-sparse normal equations (fusion/refine_solve.c):
+/* The refinement's block-sparse normal equations (pipeline/refine/refine_solve.c):
  * assembled from random pair sums and solved with the build's solver
  * (CHOLMOD or dense), checked against a dense matrix built here directly from
  * the Jacobian rule J_j = −J_i and solved by Gaussian elimination. */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusion/refine_solve.h"
+#include "pipeline/refine/refine_solve.h"
 
 /* Gaussian elimination with partial pivoting of the n×n system A x = b. */
 static void gauss_solve(int n, double *A, double *b, double *x)
@@ -52,20 +52,20 @@ KR_TEST(refine_solve, block_sparse_solve_matches_a_dense_reference)
             pairs[2 * np] = k, pairs[2 * np + 1] = j, np++;
             pairs[2 * np] = j, pairs[2 * np + 1] = k, np++;
         }
-    kr_df_acc acc[MAXP];
+    kr_refine_acc acc[MAXP];
     unsigned seed = 5;
     int n = 6 * (V - 1);
     double *H = calloc((size_t)n * n, sizeof *H), *g = calloc((size_t)n, sizeof *g);
     REQUIRE(H && g);
     for (int p = 0; p < np; p++) {
-        kr_df_acc_zero(&acc[p]);
+        kr_refine_acc_zero(&acc[p]);
         if (p == 3) continue; /* saw nothing */
-        /* Sums of a few random residual rows, as kr_df_accumulate makes them. */
+        /* Sums of a few random residual rows, as kr_refine_accumulate makes them. */
         for (int r = 0; r < 8; r++) {
             float J[6];
             for (int c = 0; c < 6; c++)
                 J[c] = (float)(2 * kr_urand(&seed) - 1);
-            kr_df_accumulate(&acc[p], J, (float)(kr_urand(&seed) - 0.5), 1, 0);
+            kr_refine_accumulate(&acc[p], J, (float)(kr_urand(&seed) - 0.5), 1, 0);
         }
         double S[36];
         int at = 0;

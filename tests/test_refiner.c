@@ -11,7 +11,7 @@
 
 #include "kinreg/eval.h"
 #include "kinreg/pipeline.h"
-#include "pipeline/refiner.h"
+#include "pipeline/refine/refiner.h"
 
 /* A bumpy surface 1.2 m across, 1.5 m in front of the world origin, curved
  * in both directions so that no motion slides along it. */

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/ply_read.h"
+#include "kinreg/scan.h"
 #include "core/horn_kernels.h"
-#include "core/softreg_kernels.h"
+#include "pipeline/register/softreg_kernels.h"
 #include "kinreg/horn.h"
 #include "kinreg/register.h"
 
@@ -74,18 +74,18 @@ KR_TEST(register, horn_from_moments_matches_kr_horn)
         for (int k = 0; k < 3; k++)
             dst[3 * i + k] += 0.002 * kr_nrand(&s);
         w[i] = kr_urand(&s) + 0.1;
-        kr_hd_moments_add(mom, w[i], src + 3 * i, dst + 3 * i);
+        kr_register_moments_add(mom, w[i], src + 3 * i, dst + 3 * i);
     }
     kr_pose ref;
     REQUIRE_OK(kr_horn(src, dst, w, N, &ref));
     double R[9], t[3];
-    CHECK_EQ(kr_hd_horn_from_moments(mom, R, t), 0);
+    CHECK_EQ(kr_horn_from_moments(mom, R, t), 0);
     for (int k = 0; k < 9; k++)
         CHECK_NEAR(R[k], ref.R[k], 1e-9);
     for (int k = 0; k < 3; k++)
         CHECK_NEAR(t[k], ref.t[k], 1e-9);
     double zero[16] = {0};
-    CHECK_EQ(kr_hd_horn_from_moments(zero, R, t), -1);
+    CHECK_EQ(kr_horn_from_moments(zero, R, t), -1);
 }
 
 KR_TEST(register, eig4_matches_kr_eigen_sym)
@@ -97,7 +97,7 @@ KR_TEST(register, eig4_matches_kr_eigen_sym)
             for (int j = i; j < 4; j++)
                 A[4 * i + j] = A[4 * j + i] = kr_nrand(&s);
         kr_eigen_sym(4, A, ev, V);
-        kr_hd_eig4_top(A, q);
+        kr_horn_eig4_top(A, q);
         double dot = 0;
         for (int k = 0; k < 4; k++)
             dot += q[k] * V[4 * k + 3];
@@ -115,9 +115,9 @@ KR_TEST(register, qcp_matches_kr_eigen_sym_or_declines)
         double S[9], N[16], ev[4], V[16], q[4];
         for (int k = 0; k < 9; k++)
             S[k] = kr_nrand(&s);
-        kr_hd_horn_matrix(S, N);
+        kr_horn_matrix(S, N);
         kr_eigen_sym(4, N, ev, V);
-        if (kr_hd_qcp_top(N, q) != 0) continue;
+        if (kr_horn_qcp_top(N, q) != 0) continue;
         solved++;
         double dot = 0;
         for (int k = 0; k < 4; k++)
@@ -129,14 +129,14 @@ KR_TEST(register, qcp_matches_kr_eigen_sym_or_declines)
      * the direction is undetermined by cofactors, so QCP must decline and
      * leave it to Jacobi. */
     double S[9] = {1, 0, 0, 0, 1, 0, 0, 0, -1}, N[16], q[4];
-    kr_hd_horn_matrix(S, N);
-    CHECK_EQ(kr_hd_qcp_top(N, q), -1);
+    kr_horn_matrix(S, N);
+    CHECK_EQ(kr_horn_qcp_top(N, q), -1);
 }
 
 KR_TEST(register, qcp_pieces_match_kr_eigen_sym)
 {
-    /* The pieces QCP is built from, shared by the host's kr_hd_qcp_top and the
-     * GPU's warp form (gpu/persistent_kernel.cuh), each against an
+    /* The pieces QCP is built from, shared by the host's kr_horn_qcp_top and the
+     * GPU's warp form (pipeline/register/persistent_kernel.cuh), each against an
      * independent symmetric eigensolver: det N as the product of the
      * eigenvalues, the root search's λ as the top eigenvalue, and a column of
      * adj(N − λI) along the top eigenvector. */
@@ -146,7 +146,7 @@ KR_TEST(register, qcp_pieces_match_kr_eigen_sym)
         double S[9], N[16], ev[4], V[16];
         for (int k = 0; k < 9; k++)
             S[k] = kr_nrand(&s);
-        kr_hd_horn_matrix(S, N);
+        kr_horn_matrix(S, N);
         kr_eigen_sym(4, N, ev, V);
         double p2 = 0, p3 = 0, det = 0, scale = 0;
         for (int k = 0; k < 4; k++) {
@@ -155,10 +155,10 @@ KR_TEST(register, qcp_pieces_match_kr_eigen_sym)
             scale = fmax(scale, fabs(ev[k]));
         }
         for (int c = 0; c < 4; c++)
-            det += kr_hd_det4_term(N, c);
+            det += kr_horn_det4_term(N, c);
         CHECK_NEAR(det, ev[0] * ev[1] * ev[2] * ev[3], 1e-10 * scale * scale * scale * scale);
         double l = 0;
-        if (!kr_hd_qcp_root(p2, p3, det, &l)) {
+        if (!kr_horn_qcp_root(p2, p3, det, &l)) {
             /* It may decline only where the top two eigenvalues are close
              * (the polynomial's noise then outweighs its slope). */
             CHECK_LT(ev[3] - ev[2], 0.05 * scale);
@@ -171,7 +171,7 @@ KR_TEST(register, qcp_pieces_match_kr_eigen_sym)
         for (int col = 0; col < 4; col++) {
             double n2 = 0;
             for (int row = 0; row < 4; row++) {
-                a[col][row] = kr_hd_qcp_adj(N, l, row, col);
+                a[col][row] = kr_horn_qcp_adj(N, l, row, col);
                 n2 += a[col][row] * a[col][row];
             }
             if (n2 > bestn) {
@@ -179,7 +179,7 @@ KR_TEST(register, qcp_pieces_match_kr_eigen_sym)
                 best = col;
             }
         }
-        CHECK(kr_hd_qcp_trusted(bestn, p2));
+        CHECK(kr_horn_qcp_trusted(bestn, p2));
         double dot = 0;
         for (int k = 0; k < 4; k++)
             dot += a[best][k] * V[4 * k + 3];
@@ -356,7 +356,7 @@ static int bunny_subsets(size_t n_each, float **a, float **b)
     if (!path) return 0;
     float *all = NULL;
     size_t n = 0;
-    if (kr_ply_read_points(path, &all, &n) != KR_OK || n < 2 * n_each) return 0;
+    if (kr_scan_read_ply(path, &all, &n) != KR_OK || n < 2 * n_each) return 0;
     unsigned s = 77;
     for (size_t i = n - 1; i > 0; i--) { /* Fisher–Yates */
         size_t j = (size_t)(kr_urand(&s) * (double)(i + 1));

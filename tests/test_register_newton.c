@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/ply_read.h"
+#include "kinreg/scan.h"
 #include "kinreg/device.h"
 #include "kinreg/register.h"
 
@@ -33,7 +33,7 @@ static float *read_scan(const char *name, size_t *n)
 {
     const char *path = kr_test_data(name);
     float *p = NULL;
-    if (!path || kr_ply_read_points(path, &p, n) != KR_OK) return NULL;
+    if (!path || kr_scan_read_ply(path, &p, n) != KR_OK) return NULL;
     return p;
 }
 

@@ -1,4 +1,4 @@
-/* Voxel subsampling (pipeline/subsample.c) against the definition, done the
+/* Voxel subsampling (pipeline/register/subsample.c) against the definition, done the
  * slow way: grow the voxel by half pass by pass until at most max_points
  * voxels are occupied, keep the first point of each (found by comparing
  * every point's voxel with every earlier one's). The library starts near
@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "pipeline/subsample.h"
+#include "pipeline/register/subsample.h"
 
 static void voxel_of(const float *p, double voxel, int64_t v[3])
 {

@@ -6,7 +6,7 @@
 
 #include "kinreg/frame.h"
 #include "kinreg/track.h"
-#include "pipeline/track_internal.h"
+#include "pipeline/track/track_internal.h"
 #include "track_fixture.h"
 
 /* Objective non-increasing within each level of a trace (levels differ in

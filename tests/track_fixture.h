@@ -12,11 +12,11 @@
 
 #include "kr_test.h"
 
-#include "capture/ply_read.h"
+#include "kinreg/scan.h"
 #include "kinreg/kdtree.h"
 #include "kinreg/pose.h"
 #include "kinreg/preprocess.h"
-#include "core/kdtree_internal.h"
+#include "core/kdtree_layout.h"
 
 typedef struct {
     uint64_t s;
@@ -117,7 +117,7 @@ static inline int fx_bunny(const char *name, float **pts, float **nrm, size_t *n
     snprintf(rel, sizeof rel, "bunny/%s", name);
     const char *path = kr_test_data(rel);
     if (!path) return 1;
-    if (kr_ply_read_points(path, pts, n) != KR_OK) return -1;
+    if (kr_scan_read_ply(path, pts, n) != KR_OK) return -1;
     kr_kdtree *t = NULL;
     if (kr_kdtree_build(&t, *pts, NULL, *n) != KR_OK) return -1;
     *nrm = malloc(*n * 3 * sizeof(float));

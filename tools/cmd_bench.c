@@ -6,8 +6,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "fusion/model_gpu.h"
-#include "gpu/device_internal.h"
 #include "output_path.h"
 #include "pipeline_options.h"
 
@@ -77,7 +75,7 @@ static void help(FILE *out)
 /* The device tree build at the issue's target size: 500k points (a
  * room-sized model) with normals, 20 builds; the build kernels' device time
  * (the points' upload and the tree's download are not included). */
-static kr_status bench_tree_500k(kr_gpu_context *gpu, samples *out)
+static kr_status bench_tree_500k(const kr_device *dev, samples *out)
 {
     const size_t n = 500000;
     float *pts = malloc(3 * n * sizeof *pts), *nrm = malloc(3 * n * sizeof *nrm);
@@ -98,8 +96,8 @@ static kr_status bench_tree_500k(kr_gpu_context *gpu, samples *out)
     kr_status s = KR_OK;
     for (int r = 0; r < 20 && s == KR_OK; r++) {
         kr_kdtree *t = NULL;
-        kr_gpu_tree_times tt;
-        s = kr_gpu_tree_build(gpu, pts, nrm, n, &t, &tt);
+        kr_device_tree_times tt;
+        s = kr_device_build_kdtree(dev, pts, nrm, n, &t, &tt);
         if (s == KR_OK) add(out, tt.build_ms);
         kr_kdtree_destroy(&t);
     }
@@ -124,12 +122,12 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
     snprintf(device_name, device_size, "%s", kr_device_describe(dev));
     if ((s = kr_model_create(&model, &mcfg)) != KR_OK) goto done;
     /* As the pipeline does: snapshot trees on the device with the CUDA engine. */
-    bool device_trees = kr_device_backend(dev) == KR_BACKEND_CUDA &&
-                        kr_model_build_trees_on(model, kr_device_gpu(dev)) == KR_OK;
+    bool device_trees =
+        kr_device_backend(dev) == KR_BACKEND_CUDA && kr_model_build_trees_on(model, dev) == KR_OK;
     /* And fusion on the device, as the pipeline does. */
-    bool device_fusion = kr_device_backend(dev) == KR_BACKEND_CUDA &&
-                         kr_model_fuse_on(model, kr_device_gpu(dev)) == KR_OK;
-    if (device_trees && (s = bench_tree_500k(kr_device_gpu(dev), &st[ST_TREE_500K])) != KR_OK) goto done;
+    bool device_fusion =
+        kr_device_backend(dev) == KR_BACKEND_CUDA && kr_model_fuse_on(model, dev) == KR_OK;
+    if (device_trees && (s = bench_tree_500k(dev, &st[ST_TREE_500K])) != KR_OK) goto done;
     kr_intrinsics K = kr_source_intrinsics(src);
     kr_pose pose = kr_pose_identity(), velocity = kr_pose_identity();
     int fuse_level = cfg->fuse_level >= 0 ? cfg->fuse_level : cfg->track.finest_level;
@@ -154,7 +152,7 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
         if (kr_device_backend(dev) == KR_BACKEND_CUDA) {
             /* Inside preprocess: the raw frame up, the pyramid down (device time). */
             double up, down;
-            kr_gpu_transfer_times(kr_device_gpu(dev), &up, &down);
+            kr_preprocess_transfer_times(dev, &up, &down);
             add(&st[ST_UPLOAD], up);
             add(&st[ST_DOWNLOAD], down);
         }
@@ -193,17 +191,17 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
         if (good) kr_model_integrate(model, &pyr.level[fuse_level], &pose, frame.index);
         double t7 = kr_now();
         add(&st[ST_FUSE], 1e3 * (t7 - t6));
-        double fuse_ms = 0, gather_ms = 0;
-        kr_model_fuse_times(model, &fuse_ms, &gather_ms);
-        if (device_fusion && good) add(&st[ST_FUSE_DEVICE], fuse_ms);
+        kr_model_device_times times;
+        kr_model_last_device_times(model, &times);
+        if (device_fusion && good) add(&st[ST_FUSE_DEVICE], times.integrate_ms);
         if (!have_model || frame.index % (uint64_t)cfg->rebuild_every == 0) {
             double t8 = kr_now();
             kr_model_request_snapshot(model, frame.index);
             add(&st[ST_SNAPSHOT], 1e3 * (kr_now() - t8));
-            kr_model_fuse_times(model, NULL, &gather_ms);
-            if (device_fusion && gather_ms > 0) add(&st[ST_GATHER_DEVICE], gather_ms);
-            kr_gpu_tree_times tt = kr_model_last_tree_times(model);
-            if (device_trees && tt.build_ms > 0) add(&st[ST_TREE_DEVICE], tt.build_ms);
+            kr_model_last_device_times(model, &times);
+            if (device_fusion && times.gather_ms > 0) add(&st[ST_GATHER_DEVICE], times.gather_ms);
+            if (device_trees && times.tree.build_ms > 0)
+                add(&st[ST_TREE_DEVICE], times.tree.build_ms);
         }
         /* Depth image in (upload) to pose on the host: preprocess + track. */
         if (have_model) add(&st[ST_POSE], 1e3 * ((t2 - t1) + (t4 - t3)));

@@ -10,16 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/ply_read.h"
-#include "capture/scan_conf.h"
-#include "capture/synthetic_object.h"
-#include "capture/synthetic_room.h"
+#include "kinreg/scan.h"
 #include "cli.h"
 #include "number_option.h"
 #include "kinreg/refine.h"
 #include "refine_mpi.h"
-#include "gpu/gpu.h"
-#include "refine_sequence.h"
 
 static void help(FILE *out)
 {
@@ -191,9 +186,9 @@ static void relative_error(const kr_pose *est, const kr_pose *ref, int gauge, in
  * room set of the synthetic room (capture/synthetic_room.h), as a scan set
  * whose poses are exact. */
 static kr_status make_synthetic(int n, bool room, int width, int height, double noise,
-                                kr_scan_conf *conf, float ***xyz, size_t **count)
+                                kr_scan_set *conf, float ***xyz, size_t **count)
 {
-    kr_scan_conf c = {0};
+    kr_scan_set c = {0};
     c.scans = calloc((size_t)n, sizeof *c.scans);
     float **pts = calloc((size_t)n, sizeof *pts);
     size_t *cnt = calloc((size_t)n, sizeof *cnt);
@@ -202,8 +197,8 @@ static kr_status make_synthetic(int n, bool room, int width, int height, double 
                       ? KR_OK
                       : kr_error(KR_ERR_NOMEM, "no memory for %d views", n);
     if (s == KR_OK)
-        s = room ? kr_synthetic_room_views(n, width, height, noise, 1, pts, cnt, poses)
-                 : kr_synthetic_object_views(n, 60000, pts, cnt, poses);
+        s = room ? kr_scan_synthetic_room(n, width, height, noise, 1, pts, cnt, poses)
+                 : kr_scan_synthetic_object(n, 60000, pts, cnt, poses);
     for (int k = 0; k < n && s == KR_OK; k++) {
         char name[32];
         snprintf(name, sizeof name, room ? "room%03d.ply" : "synthetic%02d.ply", k);
@@ -214,7 +209,7 @@ static kr_status make_synthetic(int n, bool room, int width, int height, double 
     }
     free(poses);
     if (s != KR_OK) {
-        kr_scan_conf_free(&c);
+        kr_scan_set_free(&c);
         free(pts);
         free(cnt);
         return s;
@@ -246,14 +241,20 @@ static double problem_digest(const kr_refine_view *views, const kr_pose *poses, 
 }
 
 static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_config *cfgp,
-                        kr_refine_sequence_args *seqp, const char *output, const char *model,
+                        kr_refine_sequence_config *seqp, const char *output, const char *model,
                         kr_backend backend, const char *devices, bool json, bool quiet,
                         bool perturbing, const double deg[2], const double cm[2], unsigned seed,
                         int synthetic, bool room, int room_width, int room_height,
                         double room_noise);
 
-static int refine_sequence(kr_refine_sequence_args *seq, kr_refine_config *cfg, const char *output,
-                           kr_backend backend, bool json, bool quiet)
+static void say_keyframes(int keyframes, void *user)
+{
+    (void)user;
+    fprintf(stderr, "refine: %d keyframes\n", keyframes);
+}
+
+static int refine_sequence(kr_refine_sequence_config *seq, kr_refine_config *cfg,
+                           const char *output, kr_backend backend, bool json, bool quiet)
 {
     kr_device *dev = NULL;
     kr_status s = KR_OK;
@@ -266,13 +267,22 @@ static int refine_sequence(kr_refine_sequence_args *seq, kr_refine_config *cfg, 
     /* Depth sensors: centimetre grids, not the bunny's millimetres, unless asked. */
     if (cfg->cell == 0.0015) cfg->cell = 0.01;
     seq->output = output;
-    seq->verbose = !quiet && !json;
-    if (!quiet && !json) cfg->progress = progress;
+    bool verbose = !quiet && !json;
+    if (verbose) {
+        cfg->progress = progress;
+        seq->on_keyframes = say_keyframes;
+    }
     kr_refine_result res = {0};
-    int keyframes = 0;
-    if (!quiet && !json) fprintf(stderr, "refine: reading %s\n", seq->uri);
-    if (s == KR_OK) s = kr_refine_sequence(seq, cfg, dev, &res, &keyframes);
-    if (!quiet && !json) fprintf(stderr, "\r%-70s\r", "");
+    kr_refine_sequence_result counts = {0};
+    if (verbose) fprintf(stderr, "refine: reading %s\n", seq->uri);
+    if (s == KR_OK) s = kr_refine_sequence(seq, cfg, dev, &res, &counts);
+    if (verbose) fprintf(stderr, "\r%-70s\r", "");
+    if (s == KR_OK && verbose && seq->every_frame)
+        fprintf(stderr,
+                "refine: %zu frames corrected by their keyframes, %zu in stretches "
+                "without one kept as they were\n",
+                counts.frames_corrected, counts.frames_unmoved);
+    int keyframes = counts.keyframes;
     kr_device_destroy(&dev);
     if (s != KR_OK) {
         fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
@@ -321,7 +331,7 @@ static bool refine_number(const kr_number_rule *r, const char *arg, double *v)
 }
 
 /* METRES,DEGREES, each range-checked. */
-static bool parse_min_move(const char *arg, kr_refine_sequence_args *seq)
+static bool parse_min_move(const char *arg, kr_refine_sequence_config *seq)
 {
     char buf[128];
     const char *comma = strchr(arg, ',');
@@ -409,7 +419,7 @@ int kr_cmd_refine(int argc, char **argv)
     double deg[2] = {0, 0}, cm[2] = {0, 0};
     unsigned seed = 1;
     int opt, synthetic = 0;
-    kr_refine_sequence_args seq = {.min_translation = 0.15, .min_angle_deg = 15};
+    kr_refine_sequence_config seq = {.min_translation = 0.15, .min_angle_deg = 15};
     optind = 1;
     while ((opt = getopt_long(argc, argv, "o:qh", longopts, NULL)) != -1) {
         double v;
@@ -586,14 +596,14 @@ int kr_cmd_refine(int argc, char **argv)
 
 /* The refinement itself, on this rank of `mpi` (one rank alone without MPI). */
 static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_config *cfgp,
-                        kr_refine_sequence_args *seqp, const char *output, const char *model,
+                        kr_refine_sequence_config *seqp, const char *output, const char *model,
                         kr_backend backend, const char *devices, bool json, bool quiet,
                         bool perturbing, const double deg[2], const double cm[2], unsigned seed,
                         int synthetic, bool room, int room_width, int room_height,
                         double room_noise)
 {
     kr_refine_config cfg = *cfgp;
-    kr_refine_sequence_args seq = *seqp;
+    kr_refine_sequence_config seq = *seqp;
     bool lead = mpi->rank == 0, shared = mpi->ranks > 1;
     /* Rank 0 speaks for all; the others say only what went wrong with them. */
     if (!lead) {
@@ -645,12 +655,12 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
     cfg.seed = seed;
     if (!quiet && !json) cfg.progress = progress;
 
-    kr_scan_conf conf = {0};
+    kr_scan_set conf = {0};
     float **made = NULL;
     size_t *made_n = NULL;
     kr_status s = synthetic ? make_synthetic(synthetic, room, room_width, room_height, room_noise,
                                              &conf, &made, &made_n)
-                            : kr_scan_conf_read(argv[optind], &conf);
+                            : kr_scan_set_read(argv[optind], &conf);
     if (s != KR_OK && !shared) {
         fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
         return kr_exit_code(s);
@@ -673,7 +683,7 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
             count[k] = made_n[k];
             made[k] = NULL;
         } else {
-            s = kr_ply_read_points(conf.scans[k].path, &xyz[k], &count[k]);
+            s = kr_scan_read_ply(conf.scans[k].path, &xyz[k], &count[k]);
         }
         views[k] = (kr_refine_view){xyz[k], count[k]};
         input[k] = poses[k] = conf.scans[k].pose;
@@ -714,7 +724,7 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
         kr_device_config_default(&dc);
         dc.backend = backend;
         /* One rank per GPU: the ranks of a host take its devices in turn. */
-        int visible = shared && !devices ? kr_gpu_device_count(NULL, 0) : 0;
+        int visible = shared && !devices ? kr_cuda_device_count() : 0;
         if (visible > 0) dc.cuda_device = mpi->local_rank % visible;
         s = kr_device_create(&dev, &dc);
         if (shared) {
@@ -742,7 +752,7 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
     }
     if (!quiet && !json) fprintf(stderr, "\r%-70s\r", "");
     bool reported = shared && s != KR_OK; /* each rank said why above */
-    if (s == KR_OK && output) s = kr_scan_conf_write(output, &conf, poses);
+    if (s == KR_OK && output) s = kr_scan_set_write(output, &conf, poses);
     if (s == KR_OK && model) s = write_model(model, xyz, count, poses, n);
     if (s != KR_OK) {
         if (!reported) fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
@@ -816,6 +826,6 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
             free(made[k]);
     free(made);
     free(made_n);
-    kr_scan_conf_free(&conf);
+    kr_scan_set_free(&conf);
     return rc;
 }

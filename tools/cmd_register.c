@@ -13,7 +13,7 @@
 #include "cli.h"
 #include "number_option.h"
 #include "pipeline_options.h"
-#include "register_input.h"
+#include "kinreg/register.h"
 #include "kinreg/register.h"
 #include "kinreg/source.h"
 

@@ -9,6 +9,9 @@
 
 #include <stdbool.h>
 
+#include <stddef.h>
+
+#include "kinreg/kdtree.h"
 #include "kinreg/status.h"
 
 #ifdef __cplusplus
@@ -40,6 +43,23 @@ KR_API kr_status kr_backend_parse(const char *text, kr_backend *out);
 KR_API const char *kr_backend_name(kr_backend b);
 /* True when this build includes CUDA and a device is usable now. */
 KR_API bool kr_cuda_available(void);
+/* Number of usable CUDA devices (0 in a build without CUDA). */
+KR_API int kr_cuda_device_count(void);
+
+/* Device time of a k-d tree built on a CUDA device: the points' upload, the
+ * build kernels and the tree's download, in ms. */
+typedef struct {
+    double upload_ms, build_ms, download_ms;
+} kr_device_tree_times;
+
+/* The model k-d tree of n points (kr_kdtree_build's inputs and checks) built
+ * on `dev`: on a CUDA device the same tree as the host's build (where no two
+ * points tie on a coordinate), which the CUDA tracker then reads in place; on
+ * the CPU the host build (times zero). Blocks until the tree is on the host
+ * too. times may be NULL. */
+KR_API kr_status kr_device_build_kdtree(const kr_device *dev, const float *points,
+                                        const float *normals, size_t n, kr_kdtree **out,
+                                        kr_device_tree_times *times);
 
 /* OpenMP waiting, for programs that embed the library.
  *

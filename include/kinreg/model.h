@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kinreg/device.h"
 #include "kinreg/kdtree.h"
 #include "kinreg/pose.h"
 #include "kinreg/pyramid.h"
@@ -100,6 +101,41 @@ KR_API size_t kr_model_max_voxels(const kr_model_config *cfg);
  * a voxel whose normals cancel out gets normal (0, 0, 0). Call it from the
  * integrating thread (or once it has stopped). */
 KR_API kr_status kr_model_save_ply(const kr_model *model, const char *path);
+
+/* The model on a CUDA device (dev made with the CUDA backend; each call
+ * takes a context of the model's own on dev's device, since the model's
+ * threads use it).
+ *
+ * kr_model_build_trees_on: from the next snapshot on, the snapshot trees are
+ * built on the device instead of the host: the tree of the active voxels then
+ * lives on the device where the CUDA tracker reads it in place, and the
+ * snapshot worker spends some milliseconds instead of tens. The swap stays as
+ * it is: the tracker keeps the snapshot it holds (its device copy with it)
+ * while the next is built, so it never waits (double buffering by snapshot).
+ * A build that fails on the device falls back to the host build with a
+ * warning. Call before requesting snapshots.
+ *
+ * kr_model_fuse_on: from now on the voxel map lives on the device (its
+ * content so far with it), each kr_model_integrate fuses the cloud there, the
+ * snapshot's active voxels are gathered there, and kr_model_save_ply
+ * downloads the map. The device map holds the host map's voxels, bit for bit;
+ * the memory cap evicts as on the host (the map comes down, the host's
+ * eviction runs, the survivors go back up: once per cap crossing, every frame
+ * while the recent voxels alone exceed the cap). Call from the integrating
+ * thread, or before it starts.
+ *
+ * KR_ERR_NO_DEVICE for a device that is not a CUDA one. */
+KR_API kr_status kr_model_build_trees_on(kr_model *model, const kr_device *dev);
+KR_API kr_status kr_model_fuse_on(kr_model *model, const kr_device *dev);
+
+/* Device times of the model's work on a CUDA device (zeros where it ran on the
+ * host, or before any): the last integrate (the cloud's upload included) and
+ * gather, and the last snapshot tree built there. */
+typedef struct {
+    double integrate_ms, gather_ms;
+    kr_device_tree_times tree;
+} kr_model_device_times;
+KR_API void kr_model_last_device_times(kr_model *model, kr_model_device_times *out);
 
 #ifdef __cplusplus
 }

@@ -38,6 +38,11 @@ KR_API void kr_preprocess_config_default(kr_preprocess_config *cfg);
 KR_API kr_status kr_preprocess(kr_device *dev, const kr_preprocess_config *cfg, const kr_frame *frame,
                                const kr_intrinsics *intrinsics, kr_pyramid *out);
 KR_API void kr_pyramid_free(kr_pyramid *pyr);
+/* Device time of the last kr_preprocess's transfers on a CUDA device (CUDA
+ * events): the raw frame's upload and the pyramid's download, in ms; zeros on
+ * the CPU or before any. */
+KR_API void kr_preprocess_transfer_times(const kr_device *dev, double *upload_ms,
+                                         double *download_ms);
 
 /* Intrinsics of pyramid level `level` derived from level 0. */
 KR_API kr_intrinsics kr_intrinsics_level(const kr_intrinsics *k, int level);

@@ -61,7 +61,7 @@ typedef struct {
      * which must be where its sensor was), instead of the unsigned distance to
      * the nearest point. Exact on planes and free of the unsigned field's
      * interpolation bias at the surface: the choice for long scans of rooms
-     * (core/dfield_kernels.h, "Signed fields"). Off by default. */
+     * (pipeline/refine/dfield_kernels.h, "Signed fields"). Off by default. */
     bool signed_field;
     const kr_refine_partition *partition; /* NULL: this process alone */
     /* CUDA backend: split each view's grid points over these device ordinals
@@ -122,6 +122,38 @@ KR_API kr_status kr_refine_devices_parse(const char *text, int devices[KR_REFINE
 /* The solver of the normal equations in this build: "cholmod" (block-sparse,
  * SuiteSparse) or "dense". */
 KR_API const char *kr_refine_solver(void);
+
+/* A depth sequence refined by its keyframes (kinreg refine --sequence): the
+ * frames of `uri` whose trajectory pose (`trajectory`, TUM, matched by
+ * timestamp within 20 ms) lies min_translation metres or min_angle_deg
+ * degrees from the last keyframe become keyframes (their points at a quarter
+ * of the sensor's resolution; a frame without depth never does), refined
+ * jointly by kr_refine. */
+typedef struct {
+    const char *uri;         /* depth source, e.g. tum:DIR */
+    const char *intrinsics;  /* preset or NULL */
+    const char *trajectory;  /* TUM poses of the frames */
+    const char *output;      /* refined keyframe poses (TUM), or NULL */
+    const char *every_frame; /* every frame of `trajectory` moved by the refinement of the
+                                keyframes around it (TUM), or NULL */
+    double min_translation;  /* keyframe spacing, metres */
+    double min_angle_deg;
+    /* Called once the keyframes are chosen, before they are refined (may be NULL). */
+    void (*on_keyframes)(int keyframes, void *user);
+    void *user;
+} kr_refine_sequence_config;
+
+typedef struct {
+    int keyframes;
+    /* With every_frame: the frames moved by their keyframes, and those of
+     * stretches without a keyframe, kept as they were. */
+    size_t frames_corrected, frames_unmoved;
+} kr_refine_sequence_result;
+
+/* dev may be NULL (the CPU engine). res gets kr_refine's result. */
+KR_API kr_status kr_refine_sequence(const kr_refine_sequence_config *sc, kr_refine_config *cfg,
+                                    kr_device *dev, kr_refine_result *res,
+                                    kr_refine_sequence_result *out);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,7 @@
  * Three engines compute the same algorithm: an OpenMP one, the seed's cuBLAS
  * formulation (stores the N×M weight matrix) and a fused CUDA one that never
  * stores it (memory O(N + M)). The per-pair math is written once
- * (core/softreg_kernels.h).
+ * (pipeline/register/softreg_kernels.h).
  *
  * Pose convention: the result maps SOURCE points into DEST's frame,
  * dest ≈ R·src + t (the moving set is src, the fixed set is dst). */
@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "kinreg/device.h"
+#include "kinreg/frame.h"
 #include "kinreg/pose.h"
 
 #ifdef __cplusplus
@@ -135,6 +136,17 @@ KR_API kr_status kr_reg_method_parse(const char *text, kr_reg_method *out);
 KR_API const char *kr_reg_method_name(kr_reg_method m);
 KR_API kr_status kr_reg_engine_parse(const char *text, kr_reg_engine *out);
 KR_API const char *kr_reg_engine_name(kr_reg_engine e);
+
+/* The point sets `kinreg register` reads: PLY scans (kr_scan_read_ply), or
+ * single depth frames (a 16-bit PNG as TUM records them, a fakenect PGM of
+ * raw disparity) turned into points in their camera's frame by the
+ * preprocessing every tracked frame goes through (undistortion, filtering,
+ * the invalid pixels dropped). By `path`'s extension: .png (depth /
+ * depth_scale metres, 0 = no return) and .pgm (Kinect v1 disparity) need `K`
+ * (their size must be K's); anything else is read as PLY. A new malloc'd
+ * array of 3·n floats; errors name the file. */
+KR_API kr_status kr_register_read_points(const char *path, const kr_intrinsics *K,
+                                         float depth_scale, float **xyz, size_t *n);
 
 #ifdef __cplusplus
 }

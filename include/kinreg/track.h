@@ -83,7 +83,7 @@ KR_API kr_status kr_track_frame(const kr_kdtree *model, const kr_pyramid *pyr, c
                                 const kr_track_config *cfg, kr_track_result *out);
 
 /* kr_track_frame on the device's engine: with a CUDA device the whole loop
- * runs on the GPU (gpu/track.cu) and only the result comes back; the figures
+ * runs on the GPU (pipeline/track/track_cuda.cu) and only the result comes back; the figures
  * and the state come from the same code as the CPU engine's. The CPU
  * backend (dev NULL included), and exact_nn (a test mode the CPU engine
  * alone has), run kr_track_frame. */

@@ -1,0 +1,576 @@
+/* Multi-view distance-field refinement: levels, pairs and Levenberg–Marquardt
+ * (include/kinreg/refine.h). The sums come from an engine (refine_cpu.c, or the
+ * CUDA twin through refine_engine.c, over one or several devices), and are
+ * added over the processes that share the work (refine_partition.c); the
+ * block-sparse solve is refine_solve.c. */
+#include "kinreg/refine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pipeline/refine/refine_engine.h"
+#include "pipeline/refine/refine_internal.h"
+#include "pipeline/refine/refine_partition.h"
+#include "pipeline/refine/refine_solve.h"
+
+void kr_refine_config_default(kr_refine_config *cfg)
+{
+    if (!cfg) return;
+    /* Band 2 on the finest grid, a fifth of the grid points, band 2 between
+     * (docs/BENCHMARKS.md, "Issue 9, session 4"): on the bunny the band-1
+     * finest field left the scans 0.15-0.21 deg from bun.conf wherever the
+     * coarse grids put them (a sample needs all 8 corners, and a band-1
+     * field has them only in a thin shell, so its objective is flat within
+     * about 0.1 deg); band 2 brings every seed within 0.16 deg, and the
+     * subset pays for its four times as many grid points. */
+    *cfg = (kr_refine_config){.cell = 0.0015,
+                              .levels = 3,
+                              .band = 2,
+                              .coarse_band = 3,
+                              .mid_band = 2,
+                              .max_points = 0,
+                              .max_iterations = 30,
+                              .lambda = 0.01,
+                              .huber = 0,
+                              .cap = 0.3,
+                              .subset = 0.2,
+                              .seed = 1,
+                              .gauge = 0,
+                              .star = false,
+                              .tolerance = 1e-3,
+                              .n_devices = 0};
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static kr_status check_args(const kr_refine_config *cfg, const kr_refine_view *views, int n_views,
+                            const void *poses)
+{
+    if (!cfg || !views || !poses || n_views < 2)
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "refine: needs a config, at least 2 views and their poses");
+    const kr_refine_partition *part = cfg->partition;
+    if (part &&
+        (part->ranks < 1 || part->rank < 0 || part->rank >= part->ranks || !part->allreduce_sum))
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "refine: partition rank %d of %d (or its reduction) is not valid",
+                        part->rank, part->ranks);
+    if (cfg->n_devices < 0 || cfg->n_devices > KR_REFINE_MAX_DEVICES)
+        return kr_error(KR_ERR_INVALID_ARG, "refine: %d devices (0 to %d)", cfg->n_devices,
+                        KR_REFINE_MAX_DEVICES);
+    if (!(cfg->cell > 0) || cfg->levels < 1 || cfg->levels > 12 || cfg->band < 1 ||
+        cfg->coarse_band < 1 || cfg->mid_band < 1 || cfg->max_iterations < 0 ||
+        !(cfg->lambda > 0) || cfg->huber < 0 || !(cfg->subset > 0) || !(cfg->cap > 0) ||
+        cfg->subset > 1 || cfg->gauge < 0 || cfg->gauge >= n_views || cfg->max_points < 0)
+        return kr_error(
+            KR_ERR_INVALID_ARG,
+            "refine: bad settings (cell > 0, 1..12 levels, bands >= 1, 0 < subset <= 1, "
+            "gauge %d must name one of the %d views)",
+            cfg->gauge, n_views);
+    for (int k = 0; k < n_views; k++)
+        if (!views[k].xyz || views[k].n < 1)
+            return kr_error(KR_ERR_EMPTY, "refine: view %d has no points", k);
+    return KR_OK;
+}
+
+static kr_refine_posef to_float(const kr_pose *p)
+{
+    kr_refine_posef f;
+    for (int i = 0; i < 9; i++)
+        f.R[i] = (float)p->R[i];
+    for (int i = 0; i < 3; i++)
+        f.t[i] = (float)p->t[i];
+    return f;
+}
+
+/* One level: fields, pairs and the sums' scratch. */
+typedef struct {
+    kr_refine_problem pb;
+    kr_dfield *fields;
+    int *pairs, npairs;
+    kr_refine_acc *acc, *trial;
+    kr_refine_posef *fposes;
+    size_t *all_grid; /* each view's grid points before this process took its share */
+} level;
+
+/* What one kr_refine call carries from level to level. */
+typedef struct {
+    const kr_refine_config *cfg;
+    kr_refine_engine *eng;
+    double bytes; /* all-reduce payload so far */
+    int evaluations;
+    double sums_seconds; /* in the engine's evaluations and their all-reduces */
+} run;
+
+static void level_free(level *L)
+{
+    if (L->fields)
+        for (int k = 0; k < L->pb.views; k++)
+            kr_dfield_free(&L->fields[k]);
+    free(L->fields);
+    free(L->pairs);
+    free(L->acc);
+    free(L->trial);
+    free(L->fposes);
+    free(L->all_grid);
+    memset(L, 0, sizeof *L);
+}
+
+/* The points of view k that a level's field takes: every stride-th, so
+ * that level `coarseness` (cells 2^coarseness times the finest) keeps points
+ * per cell area alike (the corners a point updates grow with the band, not
+ * the cell): a quarter of the points per step. */
+static size_t level_stride(const kr_refine_config *cfg, const kr_refine_view *view, int coarseness)
+{
+    size_t m = view->n;
+    if (cfg->max_points > 0 && m > (size_t)cfg->max_points) m = (size_t)cfg->max_points;
+    m >>= 2 * coarseness;
+    if (m < 2000) m = 2000;
+    return view->n > m ? (view->n + m - 1) / m : 1;
+}
+
+/* The level's fields on the engine's devices (refine_engine.h): slot 0 for
+ * the finest grid, 1 for a coarser one. */
+static kr_status level_fields_on_devices(level *L, kr_refine_engine *eng,
+                                         const kr_refine_config *cfg, const kr_refine_view *views,
+                                         int V, double h, int band, int coarseness)
+{
+    size_t *stride = malloc(sizeof *stride * (size_t)V);
+    if (!stride) return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
+    for (int k = 0; k < V; k++)
+        stride[k] = level_stride(cfg, &views[k], coarseness);
+    int parts = cfg->partition && cfg->partition->ranks > 1 ? cfg->partition->ranks : 1;
+    int part = parts > 1 ? cfg->partition->rank : 0;
+    int slot = coarseness > 0;
+    kr_status s = kr_refine_engine_build_level(eng, slot, stride, (float)h, band, cfg->subset,
+                                               cfg->seed, part, parts, L->fields);
+    free(stride);
+    if (s == KR_OK) L->pb.device_level = 1 + slot;
+    return s;
+}
+
+/* The level's fields on the host (the CPU engine), one thread per view. */
+static kr_status level_fields_on_host(level *L, kr_refine_engine *eng, const kr_refine_config *cfg,
+                                      const kr_refine_view *views, float **normals, int V, double h,
+                                      int band, int coarseness)
+{
+    /* The views' fields are independent, and building them was most of a
+     * refinement's time on the CPU, so one thread per view. A failure's
+     * message is thread-local: carried over. */
+    kr_status s = KR_OK;
+    char why[512] = "";
+#pragma omp parallel for schedule(dynamic)
+    for (int k = 0; k < V; k++) {
+        size_t stride = level_stride(cfg, &views[k], coarseness);
+        kr_status sk = kr_refine_engine_field(eng, &L->fields[k], views[k].xyz,
+                                              normals ? normals[k] : NULL, views[k].n, stride,
+                                              (float)h, band, cfg->subset, cfg->seed + (unsigned)k);
+        if (sk != KR_OK)
+#pragma omp critical(kr_refine_field_error)
+            if (s == KR_OK) {
+                s = sk;
+                snprintf(why, sizeof why, "%s", kr_last_error());
+            }
+    }
+    if (s != KR_OK) return kr_error(s, "%s", why);
+    /* Influence-based partitioning: every process holds every field and
+     * evaluates its own share of each view's grid points. */
+    for (int k = 0; k < V; k++)
+        L->all_grid[k] = L->fields[k].n_grid;
+    if (cfg->partition && cfg->partition->ranks > 1)
+        kr_refine_keep_share(L->fields, V, cfg->partition->rank, cfg->partition->ranks);
+    return KR_OK;
+}
+
+static kr_status level_build(level *L, kr_refine_engine *eng, const kr_refine_config *cfg,
+                             const kr_refine_view *views, float **normals, int V, double h,
+                             int band, double cap, int coarseness)
+{
+    memset(L, 0, sizeof *L);
+    L->fields = calloc((size_t)V, sizeof *L->fields);
+    int maxpairs = V * (V - 1);
+    L->pairs = malloc(sizeof *L->pairs * 2 * (size_t)maxpairs);
+    L->acc = malloc(sizeof *L->acc * (size_t)maxpairs);
+    L->trial = malloc(sizeof *L->trial * (size_t)maxpairs);
+    L->fposes = malloc(sizeof *L->fposes * (size_t)V);
+    L->all_grid = malloc(sizeof *L->all_grid * (size_t)V);
+    L->pb.views = V;
+    if (!L->fields || !L->pairs || !L->acc || !L->trial || !L->fposes || !L->all_grid) {
+        level_free(L);
+        return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
+    }
+    kr_status s = KR_OK;
+    if (kr_refine_engine_device_fields(eng)) {
+        /* Built where they are sampled; each device keeps this process's
+         * share of the grid points of the views it built. */
+        s = level_fields_on_devices(L, eng, cfg, views, V, h, band, coarseness);
+        if (s != KR_OK) {
+            level_free(L);
+            return s;
+        }
+        for (int k = 0; k < V; k++)
+            L->all_grid[k] = L->fields[k].n_grid;
+    } else {
+        s = level_fields_on_host(L, eng, cfg, views, normals, V, h, band, coarseness);
+        if (s != KR_OK) {
+            level_free(L);
+            return s;
+        }
+    }
+    L->pb.fields = L->fields;
+    L->pb.star = cfg->star;
+    L->pb.gauge = cfg->gauge;
+    L->pb.huber = (float)(cfg->huber * h);
+    /* Residuals beyond cap cost ρ(cap) and weigh 0. Coarse grids keep the
+     * band's whole reach (their basin); the finest grid drops what is far off,
+     * mostly grid points near the rim of a partial scan, whose nearest point
+     * in the other view is its rim rather than the surface they share. */
+    L->pb.cap = (float)(cap * h);
+    int r = cfg->gauge;
+    for (int i = 0; i < V; i++)
+        for (int j = 0; j < V; j++) {
+            if (i == j || (cfg->star && i != r)) continue;
+            L->pairs[2 * L->npairs] = i;
+            L->pairs[2 * L->npairs + 1] = j;
+            L->npairs++;
+        }
+    return KR_OK;
+}
+
+/* Does view i's field box, moved into view j's frame, meet j's field box? */
+static int boxes_meet(const kr_dfield *fi, size_t fi_grid, const kr_dfield *fj,
+                      const kr_refine_posef *Ti, const kr_refine_posef *Tj)
+{
+    /* fi_grid counts all of i's grid points, not this process's share: every
+     * process must choose the same pairs. */
+    if (!fi_grid || !(fj->hi[0] >= fj->lo[0])) return 0;
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int c = 0; c < 8; c++) {
+        float p[3] = {(c & 1) ? fi->hi[0] : fi->lo[0], (c & 2) ? fi->hi[1] : fi->lo[1],
+                      (c & 4) ? fi->hi[2] : fi->lo[2]},
+              w[3], q[3];
+        kr_refine_apply(Ti, p, w);
+        kr_refine_apply_inv(Tj, w, q);
+        for (int a = 0; a < 3; a++) {
+            lo[a] = fminf(lo[a], q[a]);
+            hi[a] = fmaxf(hi[a], q[a]);
+        }
+    }
+    for (int a = 0; a < 3; a++)
+        if (hi[a] < fj->lo[a] || lo[a] > fj->hi[a]) return 0;
+    return 1;
+}
+
+typedef struct {
+    double cost, sq, count;
+} totals;
+
+/* The objective at the given poses; acc[p] receives each pair's sums (pairs
+ * whose boxes do not meet are skipped: every one of their points misses). */
+static kr_status evaluate(level *L, run *R, const kr_pose *poses, kr_refine_acc *acc, totals *t)
+{
+    int V = L->pb.views;
+    for (int k = 0; k < V; k++)
+        L->fposes[k] = to_float(&poses[k]);
+    int *active = malloc(sizeof *active * 2 * (size_t)(L->npairs ? L->npairs : 1));
+    int *where = malloc(sizeof *where * (size_t)(L->npairs ? L->npairs : 1));
+    kr_refine_acc *sums = malloc(sizeof *sums * (size_t)(L->npairs ? L->npairs : 1));
+    if (!active || !where || !sums) {
+        free(active);
+        free(where);
+        free(sums);
+        return kr_error(KR_ERR_NOMEM, "refine: no memory for %d pairs", L->npairs);
+    }
+    int n = 0;
+    for (int p = 0; p < L->npairs; p++) {
+        int i = L->pairs[2 * p], j = L->pairs[2 * p + 1];
+        kr_refine_acc_zero(&acc[p]);
+        where[p] = -1;
+        if (!L->pb.star &&
+            !boxes_meet(&L->fields[i], L->all_grid[i], &L->fields[j], &L->fposes[i], &L->fposes[j]))
+            continue;
+        active[2 * n] = i;
+        active[2 * n + 1] = j;
+        where[p] = n++;
+    }
+    double t0 = now_seconds();
+    kr_status s = kr_refine_engine_eval(R->eng, &L->pb, L->fposes, active, n, sums);
+    if (R->cfg->partition && R->cfg->partition->ranks > 1)
+        s = kr_refine_reduce_sums(R->cfg->partition, sums, n, s, &R->bytes);
+    R->sums_seconds += now_seconds() - t0;
+    R->evaluations++;
+    if (s == KR_OK) {
+        double landed = 0, cost = 0, sq = 0;
+        for (int p = 0; p < L->npairs; p++) {
+            if (where[p] < 0) continue;
+            acc[p] = sums[where[p]];
+            landed += acc[p].count;
+            cost += acc[p].cost;
+            sq += acc[p].sq;
+        }
+        t->cost = cost;
+        t->sq = sq;
+        t->count = landed;
+        if (!isfinite(t->cost)) s = kr_error(KR_ERR_NUMERIC, "refine: the objective is not finite");
+    }
+    free(active);
+    free(where);
+    free(sums);
+    return s;
+}
+
+typedef struct {
+    int iterations, accepted;
+} lm_stats;
+
+/* Levenberg–Marquardt on one level, as the thesis adapts λ: solve
+ * (H + λ·diag H) δ = −g, keep the step and divide λ by 10 when the objective
+ * falls, else multiply λ by 10 and try again from the same poses. */
+static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double radius,
+                           const totals *known, totals *out, lm_stats *st)
+{
+    const kr_refine_config *cfg = R->cfg;
+    const kr_refine_partition *part =
+        cfg->partition && cfg->partition->ranks > 1 ? cfg->partition : NULL;
+    int V = L->pb.views, n = 6 * (V - 1);
+    double *x = malloc(sizeof *x * (size_t)n);
+    kr_pose *trial = malloc(sizeof *trial * (size_t)V);
+    kr_refine_normal *ne = NULL;
+    kr_status s = KR_OK;
+    if (!x || !trial) s = kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
+    if (s == KR_OK) s = kr_refine_normal_create(&ne, V, cfg->gauge);
+    totals cur = {0}, next = {0};
+    /* known: L->acc already holds the sums at these poses (an evaluation of
+     * the finest grid costs as much as an LM iteration). */
+    if (s == KR_OK && known)
+        cur = *known;
+    else if (s == KR_OK)
+        s = evaluate(L, R, poses, L->acc, &cur);
+    double lambda = cfg->lambda;
+    for (int it = 0; s == KR_OK && it < cfg->max_iterations; it++) {
+        st->iterations++;
+        double dmax = 0;
+        kr_status solved = KR_OK;
+        /* The sums are the same on every process; only rank 0 solves, and its
+         * step reaches the others exactly. */
+        if (!part || part->rank == 0) {
+            solved = kr_refine_normal_assemble(ne, L->pairs, L->acc, L->npairs, &dmax);
+            if (solved == KR_OK && dmax > 0) solved = kr_refine_normal_solve(ne, lambda, x);
+            if (solved == KR_OK && !(dmax > 0)) memset(x, 0, sizeof *x * (size_t)n);
+        }
+        if (part) solved = kr_refine_broadcast_step(part, x, n, solved, &R->bytes);
+        if (solved == KR_ERR_NUMERIC) {
+            lambda *= 10;
+            if (lambda > 1e12) break;
+            continue;
+        }
+        if (solved != KR_OK) {
+            s = solved;
+            break;
+        }
+        double move = 0;
+        for (int k = 0, m = 0; k < V; k++) {
+            if (k == cfg->gauge) {
+                trial[k] = poses[k];
+                continue;
+            }
+            kr_pose step = kr_pose_exp(x + 6 * m);
+            trial[k] = kr_pose_mul(&step, &poses[k]);
+            kr_pose_orthonormalize(&trial[k]);
+            double rot = sqrt(x[6 * m] * x[6 * m] + x[6 * m + 1] * x[6 * m + 1] +
+                              x[6 * m + 2] * x[6 * m + 2]);
+            double tr = sqrt(x[6 * m + 3] * x[6 * m + 3] + x[6 * m + 4] * x[6 * m + 4] +
+                             x[6 * m + 5] * x[6 * m + 5]);
+            move = fmax(move, tr + rot * radius);
+            m++;
+        }
+        if (move == 0) break; /* nothing overlaps: nothing to move */
+        s = evaluate(L, R, trial, L->trial, &next);
+        if (s != KR_OK) break;
+        if (cfg->progress)
+            cfg->progress(cfg->progress_user, h, st->iterations, fmin(cur.cost, next.cost));
+        if (next.cost < cur.cost) {
+            double gain = (cur.cost - next.cost) / cur.cost;
+            memcpy(poses, trial, sizeof *poses * (size_t)V);
+            kr_refine_acc *swap = L->acc;
+            L->acc = L->trial;
+            L->trial = swap;
+            cur = next;
+            st->accepted++;
+            lambda = fmax(lambda / 10, 1e-7);
+            /* Converged: the step barely moved a view or barely paid. */
+            if (move < cfg->tolerance * h || gain < 1e-4) break;
+        } else {
+            lambda *= 10;
+            /* A step that moves nothing yet fails: this is the minimum. */
+            if (lambda > 1e12 || move < cfg->tolerance * h) break;
+        }
+    }
+    if (s == KR_OK) *out = cur;
+    kr_refine_normal_destroy(&ne);
+    free(x);
+    free(trial);
+    return s;
+}
+
+/* Signed fields: the views' normals, and the views with their points moved
+ * onto their neighbourhoods' planes (pipeline/refine/refine_normals.c). */
+static kr_status signed_views(const kr_refine_view *views, int V, float ***normals, float ***planes,
+                              kr_refine_view **on_planes)
+{
+    kr_status s = kr_refine_normals(views, V, normals, planes);
+    if (s != KR_OK) return s;
+    *on_planes = malloc(sizeof **on_planes * (size_t)V);
+    if (!*on_planes) return kr_error(KR_ERR_NOMEM, "refine: no memory for %d views", V);
+    for (int k = 0; k < V; k++)
+        (*on_planes)[k] = (kr_refine_view){(*planes)[k], views[k].n};
+    return KR_OK;
+}
+
+/* Largest distance of a point from its view's origin: turns rotation steps
+ * into the motion they cause (for the stopping rule). */
+static double views_radius(const kr_refine_view *views, int V, const kr_pose *poses)
+{
+    double r = 0;
+    for (int k = 0; k < V; k++) {
+        size_t stride = views[k].n > 1000 ? views[k].n / 1000 : 1;
+        for (size_t i = 0; i < views[k].n; i += stride) {
+            double p[3] = {views[k].xyz[3 * i], views[k].xyz[3 * i + 1], views[k].xyz[3 * i + 2]},
+                   w[3];
+            kr_pose_apply(&poses[k], p, w);
+            r = fmax(r, sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]));
+        }
+    }
+    return r;
+}
+
+kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine_view *views,
+                    int n_views, kr_pose *poses, kr_refine_result *result)
+{
+    kr_status s = check_args(cfg, views, n_views, poses);
+    if (s != KR_OK) return s;
+    double t0 = now_seconds();
+    kr_refine_engine *eng = NULL;
+    s = kr_refine_engine_create(&eng, dev, cfg->devices, cfg->n_devices);
+    if (s != KR_OK) return s;
+    run R = {.cfg = cfg, .eng = eng};
+    kr_pose *work = malloc(sizeof *work * (size_t)n_views);
+    if (!work) {
+        kr_refine_engine_destroy(&eng);
+        return kr_error(KR_ERR_NOMEM, "refine: no memory for %d poses", n_views);
+    }
+    memcpy(work, poses, sizeof *work * (size_t)n_views);
+    kr_refine_result res = {.backend = kr_refine_engine_backend(eng),
+                            .devices = kr_refine_engine_devices(eng),
+                            .ranks = cfg->partition ? cfg->partition->ranks : 1};
+    double radius = views_radius(views, n_views, poses);
+    level fine = {0};
+    totals before = {0}, after = {0};
+    lm_stats st = {0};
+    float **normals = NULL, **planes = NULL;
+    kr_refine_view *on_planes = NULL;
+    double t_fields = now_seconds(), fields_seconds = 0;
+    if (kr_refine_engine_device_fields(eng))
+        /* Points, normals and planes where the fields are built. */
+        s = kr_refine_engine_prepare(eng, views, n_views, cfg->signed_field);
+    else if (cfg->signed_field)
+        s = signed_views(views, n_views, &normals, &planes, &on_planes);
+    if (on_planes) views = on_planes;
+    /* The finest grid first, for the "before" figures. */
+    if (s == KR_OK)
+        s = level_build(&fine, eng, cfg, views, normals, n_views, cfg->cell, cfg->band, cfg->cap,
+                        0);
+    if (s == KR_OK) s = kr_refine_engine_load(eng, &fine.pb);
+    fields_seconds += now_seconds() - t_fields;
+    if (s == KR_OK) s = evaluate(&fine, &R, work, fine.acc, &before);
+    for (int k = cfg->levels - 1; k >= 1 && s == KR_OK; k--) {
+        level L;
+        double h = cfg->cell * (double)(1 << k);
+        int band = k == cfg->levels - 1 ? cfg->coarse_band : cfg->mid_band;
+        t_fields = now_seconds();
+        s = level_build(&L, eng, cfg, views, normals, n_views, h, band, band, k);
+        if (s != KR_OK) break;
+        totals t;
+        s = kr_refine_engine_load(eng, &L.pb);
+        fields_seconds += now_seconds() - t_fields;
+        if (s == KR_OK) s = run_level(&L, &R, work, h, radius, NULL, &t, &st);
+        level_free(&L);
+    }
+    /* The devices still hold the finest grid unless a coarser one ran. */
+    t_fields = now_seconds();
+    if (s == KR_OK && cfg->levels > 1) s = kr_refine_engine_load(eng, &fine.pb);
+    fields_seconds += now_seconds() - t_fields;
+    /* Without coarser levels the poses are still those of the "before"
+     * evaluation, whose sums fine.acc holds. */
+    if (s == KR_OK)
+        s = run_level(&fine, &R, work, cfg->cell, radius, cfg->levels > 1 ? NULL : &before, &after,
+                      &st);
+    level_free(&fine);
+    kr_refine_normals_free(normals, n_views);
+    kr_refine_normals_free(planes, n_views);
+    free(on_planes);
+    kr_refine_engine_destroy(&eng);
+    if (s == KR_OK) {
+        res.cost_before = before.cost;
+        res.cost_after = after.cost;
+        res.rms_before = before.count > 0 ? sqrt(before.sq / before.count) : 0;
+        res.rms_after = after.count > 0 ? sqrt(after.sq / after.count) : 0;
+        res.residuals_before = (size_t)before.count;
+        res.residuals_after = (size_t)after.count;
+        res.iterations = st.iterations;
+        res.accepted = st.accepted;
+        res.seconds = now_seconds() - t0;
+        res.reduced_bytes = R.bytes;
+        res.evaluations = R.evaluations;
+        res.sums_seconds = R.sums_seconds;
+        res.fields_seconds = fields_seconds;
+        memcpy(poses, work, sizeof *poses * (size_t)n_views);
+        if (result) *result = res;
+    }
+    free(work);
+    return s;
+}
+
+kr_status kr_refine_residual(const kr_refine_config *cfg, const kr_refine_view *views, int n_views,
+                             const kr_pose *poses, double *rms, size_t *count)
+{
+    kr_status s = check_args(cfg, views, n_views, poses);
+    if (s != KR_OK) return s;
+    kr_refine_engine *eng = NULL;
+    s = kr_refine_engine_create(&eng, NULL, NULL, 0);
+    if (s != KR_OK) return s;
+    /* The residual of the whole problem, in this process alone. */
+    kr_refine_config one = *cfg;
+    one.partition = NULL;
+    cfg = &one;
+    run R = {.cfg = cfg, .eng = eng};
+    level L;
+    totals t = {0};
+    float **normals = NULL, **planes = NULL;
+    kr_refine_view *on_planes = NULL;
+    if (cfg->signed_field) s = signed_views(views, n_views, &normals, &planes, &on_planes);
+    if (on_planes) views = on_planes;
+    if (s == KR_OK)
+        s = level_build(&L, eng, cfg, views, normals, n_views, cfg->cell, cfg->band, cfg->cap, 0);
+    if (s == KR_OK) {
+        s = kr_refine_engine_load(eng, &L.pb);
+        if (s == KR_OK) s = evaluate(&L, &R, poses, L.acc, &t);
+        level_free(&L);
+    }
+    kr_refine_normals_free(normals, n_views);
+    kr_refine_normals_free(planes, n_views);
+    free(on_planes);
+    kr_refine_engine_destroy(&eng);
+    if (s != KR_OK) return s;
+    if (rms) *rms = t.count > 0 ? sqrt(t.sq / t.count) : 0;
+    if (count) *count = (size_t)t.count;
+    return KR_OK;
+}

@@ -1,0 +1,268 @@
+/* The refinement's block-sparse normal equations (pipeline/refine/refine_solve.h). H is
+ * kept as its upper-triangle entries (row ≤ column, duplicates allowed: a
+ * block that several pairs fill appears once per pair); CHOLMOD's triplet
+ * form adds duplicates itself, the dense fallback scatters them. */
+#include "pipeline/refine/refine_solve.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef KINREG_HAVE_CHOLMOD
+#include <cholmod.h>
+#endif
+
+struct kr_refine_normal {
+    int views, gauge, n;
+    int *row, *col; /* upper-triangle entries of H */
+    double *val;
+    size_t entries, capacity;
+    double *g, *diag;
+#ifdef KINREG_HAVE_CHOLMOD
+    cholmod_common cm;
+#else
+    double *dense;
+#endif
+};
+
+const char *kr_refine_solver_name(void)
+{
+#ifdef KINREG_HAVE_CHOLMOD
+    return "cholmod";
+#else
+    return "dense";
+#endif
+}
+
+kr_status kr_refine_normal_create(kr_refine_normal **out, int views, int gauge)
+{
+    kr_refine_normal *ne = calloc(1, sizeof *ne);
+    if (!ne) return kr_error(KR_ERR_NOMEM, "refine: no memory for the normal equations");
+    ne->views = views;
+    ne->gauge = gauge;
+    ne->n = 6 * (views - 1);
+    ne->g = calloc((size_t)ne->n, sizeof *ne->g);
+    ne->diag = calloc((size_t)ne->n, sizeof *ne->diag);
+#ifdef KINREG_HAVE_CHOLMOD
+    int ok = ne->g && ne->diag;
+    if (ok) {
+        cholmod_start(&ne->cm);
+        ne->cm.print = 0; /* failures become status codes, not text */
+        ne->cm.error_handler = NULL;
+    }
+#else
+    ne->dense = malloc(sizeof *ne->dense * (size_t)ne->n * (size_t)ne->n);
+    int ok = ne->g && ne->diag && ne->dense;
+#endif
+    if (!ok) {
+        free(ne->g);
+        free(ne->diag);
+#ifndef KINREG_HAVE_CHOLMOD
+        free(ne->dense);
+#endif
+        free(ne);
+        return kr_error(KR_ERR_NOMEM, "refine: no memory for the normal equations of %d views",
+                        views);
+    }
+    *out = ne;
+    return KR_OK;
+}
+
+void kr_refine_normal_destroy(kr_refine_normal **ne)
+{
+    if (!ne || !*ne) return;
+#ifdef KINREG_HAVE_CHOLMOD
+    cholmod_finish(&(*ne)->cm);
+#else
+    free((*ne)->dense);
+#endif
+    free((*ne)->row);
+    free((*ne)->col);
+    free((*ne)->val);
+    free((*ne)->g);
+    free((*ne)->diag);
+    free(*ne);
+    *ne = NULL;
+}
+
+static int reserve(kr_refine_normal *ne, size_t more)
+{
+    if (ne->entries + more <= ne->capacity) return 1;
+    size_t cap = ne->capacity ? ne->capacity : 1024;
+    while (cap < ne->entries + more)
+        cap *= 2;
+    int *r = realloc(ne->row, sizeof *r * cap);
+    if (r) ne->row = r;
+    int *c = realloc(ne->col, sizeof *c * cap);
+    if (c) ne->col = c;
+    double *v = realloc(ne->val, sizeof *v * cap);
+    if (v) ne->val = v;
+    if (!r || !c || !v) return 0;
+    ne->capacity = cap;
+    return 1;
+}
+
+/* Block (a, b) of H gains sign·S (S symmetric 6×6); only the upper triangle
+ * is stored, so a block below the diagonal goes in as its transpose. */
+static void add_block(kr_refine_normal *ne, int a, int b, double sign, const double S[36])
+{
+    for (int r = 0; r < 6; r++)
+        for (int c = 0; c < 6; c++) {
+            int i = a + r, j = b + c;
+            if (i > j) {
+                if (a == b) continue; /* the diagonal block's lower half */
+                int t = i;
+                i = j;
+                j = t;
+            }
+            ne->row[ne->entries] = i;
+            ne->col[ne->entries] = j;
+            ne->val[ne->entries++] = sign * S[6 * r + c];
+        }
+}
+
+kr_status kr_refine_normal_assemble(kr_refine_normal *ne, const int *pairs,
+                                    const kr_refine_acc *acc, int npairs, double *max_diagonal)
+{
+    ne->entries = 0;
+    memset(ne->g, 0, sizeof *ne->g * (size_t)ne->n);
+    memset(ne->diag, 0, sizeof *ne->diag * (size_t)ne->n);
+    for (int p = 0; p < npairs; p++) {
+        if (acc[p].count == 0) continue;
+        int v[2] = {pairs[2 * p], pairs[2 * p + 1]}, m[2];
+        for (int s = 0; s < 2; s++)
+            m[s] = v[s] == ne->gauge ? -1 : 6 * (v[s] < ne->gauge ? v[s] : v[s] - 1);
+        double S[36];
+        int at = 0;
+        for (int r = 0; r < 6; r++)
+            for (int c = r; c < 6; c++)
+                S[6 * r + c] = S[6 * c + r] = acc[p].H[at++];
+        if (!reserve(ne, 36 * 3))
+            return kr_error(KR_ERR_NOMEM, "refine: no memory for the normal equations");
+        for (int a = 0; a < 2; a++) {
+            if (m[a] < 0) continue;
+            double sign = a == 0 ? 1 : -1;
+            for (int r = 0; r < 6; r++) {
+                ne->g[m[a] + r] += sign * acc[p].g[r];
+                ne->diag[m[a] + r] += S[7 * r];
+            }
+            add_block(ne, m[a], m[a], 1, S);
+        }
+        /* Both pairs (i, j) and (j, i) add −S to the block between i and j. */
+        if (m[0] >= 0 && m[1] >= 0) {
+            if (m[0] < m[1])
+                add_block(ne, m[0], m[1], -1, S);
+            else
+                add_block(ne, m[1], m[0], -1, S);
+        }
+    }
+    double dmax = 0;
+    for (int i = 0; i < ne->n; i++)
+        dmax = fmax(dmax, ne->diag[i]);
+    *max_diagonal = dmax;
+    return KR_OK;
+}
+
+/* The damping added to H's diagonal entry i. */
+static double damping(const kr_refine_normal *ne, int i, double lambda, double dmax)
+{
+    double d = fmax(ne->diag[i], 1e-9 * dmax);
+    return d * (1 + lambda) - ne->diag[i];
+}
+
+#ifdef KINREG_HAVE_CHOLMOD
+kr_status kr_refine_normal_solve(kr_refine_normal *ne, double lambda, double *x)
+{
+    int n = ne->n;
+    double dmax = 0;
+    for (int i = 0; i < n; i++)
+        dmax = fmax(dmax, ne->diag[i]);
+    cholmod_common *cm = &ne->cm;
+    cholmod_triplet *T = cholmod_allocate_triplet((size_t)n, (size_t)n, ne->entries + (size_t)n, 1,
+                                                  CHOLMOD_REAL, cm);
+    if (!T)
+        return kr_error(KR_ERR_NOMEM, "refine: CHOLMOD has no memory for %zu entries", ne->entries);
+    int *Ti = T->i, *Tj = T->j;
+    double *Tx = T->x;
+    memcpy(Ti, ne->row, sizeof *Ti * ne->entries);
+    memcpy(Tj, ne->col, sizeof *Tj * ne->entries);
+    memcpy(Tx, ne->val, sizeof *Tx * ne->entries);
+    for (int i = 0; i < n; i++) {
+        Ti[ne->entries + (size_t)i] = Tj[ne->entries + (size_t)i] = i;
+        Tx[ne->entries + (size_t)i] = damping(ne, i, lambda, dmax);
+    }
+    T->nnz = ne->entries + (size_t)n;
+    cholmod_sparse *A = cholmod_triplet_to_sparse(T, T->nnz, cm); /* adds duplicates */
+    cholmod_free_triplet(&T, cm);
+    cholmod_dense *b = cholmod_zeros((size_t)n, 1, CHOLMOD_REAL, cm);
+    kr_status s = KR_OK;
+    cholmod_factor *L = NULL;
+    cholmod_dense *sol = NULL;
+    if (!A || !b) s = kr_error(KR_ERR_NOMEM, "refine: CHOLMOD has no memory for %d unknowns", n);
+    if (s == KR_OK) {
+        double *bx = b->x;
+        for (int i = 0; i < n; i++)
+            bx[i] = -ne->g[i];
+        L = cholmod_analyze(A, cm);
+        if (L) cholmod_factorize(A, L, cm);
+        if (!L || cm->status == CHOLMOD_OUT_OF_MEMORY)
+            s = kr_error(KR_ERR_NOMEM, "refine: CHOLMOD has no memory to factorise %d unknowns", n);
+        else if (cm->status == CHOLMOD_NOT_POSDEF || L->minor < L->n)
+            s = KR_ERR_NUMERIC;
+        else if (!(sol = cholmod_solve(CHOLMOD_A, L, b, cm)))
+            s = kr_error(KR_ERR_NOMEM, "refine: CHOLMOD solve failed (status %d)", cm->status);
+    }
+    if (s == KR_OK) {
+        const double *sx = sol->x;
+        for (int i = 0; i < n; i++)
+            if (!isfinite(sx[i])) s = KR_ERR_NUMERIC;
+        if (s == KR_OK) memcpy(x, sx, sizeof *x * (size_t)n);
+    }
+    cholmod_free_dense(&sol, cm);
+    cholmod_free_factor(&L, cm);
+    cholmod_free_dense(&b, cm);
+    cholmod_free_sparse(&A, cm);
+    return s;
+}
+#else
+kr_status kr_refine_normal_solve(kr_refine_normal *ne, double lambda, double *x)
+{
+    int n = ne->n;
+    double *A = ne->dense, dmax = 0;
+    for (int i = 0; i < n; i++)
+        dmax = fmax(dmax, ne->diag[i]);
+    /* Lower triangle, row-major: the upper entries (i ≤ j) go in as (j, i). */
+    memset(A, 0, sizeof *A * (size_t)n * (size_t)n);
+    for (size_t e = 0; e < ne->entries; e++)
+        A[(size_t)ne->col[e] * n + ne->row[e]] += ne->val[e];
+    for (int i = 0; i < n; i++)
+        A[(size_t)i * n + i] += damping(ne, i, lambda, dmax);
+    for (int j = 0; j < n; j++) {
+        double d = A[(size_t)j * n + j];
+        for (int k = 0; k < j; k++)
+            d -= A[(size_t)j * n + k] * A[(size_t)j * n + k];
+        if (!(d > 0)) return KR_ERR_NUMERIC;
+        d = sqrt(d);
+        A[(size_t)j * n + j] = d;
+        for (int i = j + 1; i < n; i++) {
+            double s = A[(size_t)i * n + j];
+            for (int k = 0; k < j; k++)
+                s -= A[(size_t)i * n + k] * A[(size_t)j * n + k];
+            A[(size_t)i * n + j] = s / d;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        double s = -ne->g[i];
+        for (int k = 0; k < i; k++)
+            s -= A[(size_t)i * n + k] * x[k];
+        x[i] = s / A[(size_t)i * n + i];
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        double s = x[i];
+        for (int k = i + 1; k < n; k++)
+            s -= A[(size_t)k * n + i] * x[k];
+        x[i] = s / A[(size_t)i * n + i];
+    }
+    return KR_OK;
+}
+#endif
