@@ -1,8 +1,11 @@
 /* The layering check (scripts/check_layers.sh, docs/DESIGN.md §3): the real
  * tree passes, and planted violations — an upward include, a sibling include,
- * a public header of a higher layer, CUDA outside gpu/, a call without an
- * include, two files calling each other — each make it fail and name the
- * file. Without the planted failures the check could be a no-op. */
+ * a public header of a higher layer, CUDA outside CUDA sources, another room's
+ * private header, a room calling the room that holds it, two rooms including
+ * each other, the program reaching past the public API, a call without an
+ * include, two files calling each other, the program calling a hidden
+ * function — each make it fail and name the file. Without the planted
+ * failures the check could be a no-op. */
 #include "kr_test.h"
 
 #include <stdlib.h>
@@ -35,8 +38,10 @@ static const char *copy_tree(const char *name)
 KR_TEST(layers, the_tree_and_its_calls_respect_the_layers)
 {
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' --objects '%s/CMakeFiles/kinreg_objects.dir' '%s'", script(),
-             KINREG_BINARY_DIR, KINREG_SOURCE_DIR);
+    snprintf(cmd, sizeof cmd,
+             "'%s' --objects '%s/CMakeFiles/kinreg_objects.dir' --program "
+             "'%s/CMakeFiles/kinreg_tool.dir' --library '%s/libkinreg.so' '%s'",
+             script(), KINREG_BINARY_DIR, KINREG_BINARY_DIR, KINREG_BINARY_DIR, KINREG_SOURCE_DIR);
     CHECK_EQ(sh(cmd), 0);
     CHECK_CONTAINS(out, "check_layers: OK");
     /* It looked at the library's calls, not at an empty directory. */
@@ -54,13 +59,24 @@ KR_TEST(layers, planted_includes_fail_and_name_the_file)
         const char *file, *line, *expect;
     } plants[] = {
         /* the ground floor reaching up into the composing layer */
-        {"core/pose.c", "#include \"pipeline/track_internal.h\"", "core/pose.c:"},
+        {"core/pose.c", "#include \"pipeline/track/track_internal.h\"", "core/pose.c:"},
         /* a sibling: capture/ may use only core/ */
         {"capture/source.c", "#include \"fusion/voxel_map.h\"", "capture/source.c:"},
         /* a public header owned by a higher layer */
         {"transport/wire.c", "#include \"kinreg/pipeline.h\"", "transport/wire.c:"},
-        /* CUDA outside gpu/ */
+        /* CUDA outside CUDA sources */
         {"fusion/model.c", "#include <cuda_runtime.h>", "fusion/model.c:"},
+        {"pipeline/track/track.c", "#include \"gpu/context.cuh\"", "a CUDA header"},
+        /* another room's private header */
+        {"pipeline/recover/recover.c", "#include \"pipeline/track/track_internal.h\"",
+         "private to pipeline/track/"},
+        /* a room calling the room that composes it */
+        {"pipeline/track/track.c", "#include \"pipeline/outbox.h\"", "the room that holds"},
+        /* two rooms including each other (recover already includes register) */
+        {"pipeline/register/subsample.c", "#include \"pipeline/recover/recover.h\"",
+         "rooms include each other in a circle"},
+        /* the program past the public API */
+        {"tools/cmd_eval.c", "#include \"core/pose_kernels.h\"", "only the public API"},
     };
     const size_t n = sizeof plants / sizeof plants[0];
     char cmd[8192];
@@ -121,4 +137,34 @@ KR_TEST(layers, planted_calls_fail_upward_and_in_circles)
              "rm '%s/core/plant_a.c' '%s/core/plant_c.c' && '%s' --objects '%s/obj' '%s'", dir, dir,
              script(), dir, dir);
     CHECK_EQ(sh(cmd), 0);
+}
+
+/* The program calls only what the shared library exports: a call into a
+ * hidden library function is named, an exported one passes. */
+KR_TEST(layers, planted_program_call_to_a_hidden_function_fails)
+{
+    const char *dir = copy_tree("planted_program");
+    REQUIRE(dir != NULL);
+    char cmd[8192];
+    snprintf(
+        cmd, sizeof cmd,
+        "mkdir -p '%s/obj/core' '%s/prog/tools' && cd '%s' && "
+        "echo 'void kr_plant_public(void) {} void kr_plant_hidden(void) {}' > core/plant_lib.c && "
+        "'%s' -c -fPIC core/plant_lib.c -o obj/core/plant_lib.c.o && "
+        "echo '__attribute__((visibility(\"default\"))) void kr_plant_public(void) {} "
+        "__attribute__((visibility(\"hidden\"))) void kr_plant_hidden(void) {}' > lib.c && "
+        "'%s' -shared -fPIC lib.c -o libplant.so && "
+        "echo 'void kr_plant_public(void); void kr_plant_hidden(void); "
+        "void kr_plant_main(void) { kr_plant_public(); kr_plant_hidden(); }' > tools/plant_main.c "
+        "&& "
+        "'%s' -c tools/plant_main.c -o prog/tools/plant_main.c.o",
+        dir, dir, dir, KINREG_C_COMPILER, KINREG_C_COMPILER, KINREG_C_COMPILER);
+    REQUIRE(sh(cmd) == 0);
+    snprintf(cmd, sizeof cmd,
+             "'%s' --objects '%s/obj' --program '%s/prog' --library '%s/libplant.so' '%s'",
+             script(), dir, dir, dir, dir);
+    CHECK_EQ(sh(cmd), 1);
+    CHECK_CONTAINS(out, "tools/plant_main.c calls kr_plant_hidden");
+    CHECK_CONTAINS(out, "1 violation");
+    CHECK(strstr(out, "kr_plant_public") == NULL);
 }
