@@ -133,16 +133,17 @@ for d in */; do
 done
 
 # ---- includes ---------------------------------------------------------------
-# The layer of an included project header, or "" for a system header or one
-# beside the including file.
+# The layer of an included project header in $target, or "" for a system
+# header or one beside the including file (no subshell: this runs for every
+# include line).
 header_layer() { # header_layer INCLUDED_PATH
     case "$1" in
     kinreg/*)
         local h=${1#kinreg/}
-        echo "${public_layer[$h]-?}"
+        target=${public_layer[$h]-?}
         ;;
-    */*) echo "${1%%/*}" ;;
-    *) echo "" ;;
+    */*) target=${1%%/*} ;;
+    *) target="" ;;
     esac
 }
 
@@ -150,10 +151,11 @@ files=0
 include_lines=0
 room_edges=$(mktemp)
 trap 'rm -f "$room_edges"' EXIT
+include_re='^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]*)"'
 check_file() { # check_file PATH LAYER
-    local path=$1 layer=$2 line n inc target room inc_room cuda_source=false
+    local path=$1 layer=$2 line n inc room inc_room cuda_source=false
     case "$path" in *.cu | *.cuh) cuda_source=true ;; esac
-    room=$(dirname "$path")
+    room=${path%/*}
     files=$((files + 1))
     while IFS=: read -r n line; do
         include_lines=$((include_lines + 1))
@@ -164,8 +166,8 @@ check_file() { # check_file PATH LAYER
             continue
             ;;
         esac
-        inc=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' <<<"$line")
-        [ -n "$inc" ] || continue
+        [[ $line =~ $include_re ]] || continue
+        inc=${BASH_REMATCH[1]}
         case "$inc" in
         *.cuh) $cuda_source || say "$path:$n includes $inc, a CUDA header; only .cu and .cuh files may" ;;
         esac
@@ -175,7 +177,7 @@ check_file() { # check_file PATH LAYER
             */*) say "$path:$n includes $inc; the program uses only the public API (include/kinreg/*.h)" ;;
             esac
         fi
-        target=$(header_layer "$inc")
+        header_layer "$inc"
         if [ "$target" = "?" ]; then
             say "$path:$n includes $inc, a public header with no layer: add it to public_layer in scripts/check_layers.sh"
             continue
@@ -188,7 +190,7 @@ check_file() { # check_file PATH LAYER
         fi
         # Rooms: only project headers named by their path.
         case "$inc" in kinreg/*) continue ;; */*) ;; *) continue ;; esac
-        inc_room=$(dirname "$inc")
+        inc_room=${inc%/*}
         [ "$inc_room" = "$room" ] && continue
         case "$inc" in
         *_internal.h) say "$path:$n includes $inc, private to $inc_room/; use that room's own header" ;;
@@ -196,10 +198,11 @@ check_file() { # check_file PATH LAYER
         case "$room/" in
         "$inc_room"/*) say "$path:$n includes $inc from $inc_room/, the room that holds $room/; a room does not call its composer" ;;
         esac
-        [ "$layer" = tools ] || printf '%s %s\n' "$room" "$inc_room" >>"$room_edges"
+        [ "$layer" = tools ] || room_edge_list+="$room $inc_room"$'\n'
     done < <(grep -n '^[[:space:]]*#[[:space:]]*include' "$path" || true)
 }
 
+room_edge_list=""
 for d in $layer_folders; do
     [ -d "$d" ] || continue
     while IFS= read -r f; do
@@ -216,6 +219,7 @@ for f in include/kinreg/*.h; do
     check_file "$f" "${public_layer[$h]}"
 done
 # tsort names the rooms of a cycle on stderr and fails.
+printf '%s' "$room_edge_list" >"$room_edges"
 if ! sort -u "$room_edges" | tsort >/dev/null 2>"$room_edges.loop"; then
     loop=$(grep -v 'input contains a loop' "$room_edges.loop" | sed 's/^tsort: //' | tr '\n' ' ')
     say "rooms include each other in a circle: $loop"
