@@ -14,7 +14,7 @@
 #include "capture/fakenect_name.h"
 #include "capture/intrinsics_file.h"
 #include "capture/pgm_depth.h"
-#include "capture/regular_file.h"
+#include "core/files.h"
 #include "capture/source_impl.h"
 
 #include <ctype.h>

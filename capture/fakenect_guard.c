@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "capture/regular_file.h"
+#include "core/files.h"
 
 /* fakenect loops unless FAKENECT_LOOP is 0, false, no or off (any case). */
 static bool loop_from_env(const char *v)

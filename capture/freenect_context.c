@@ -1,6 +1,6 @@
 /* libfreenect context set-up, the fakenect safety checks and device listing. */
 #include "capture/freenect_context.h"
-#include "capture/regular_file.h"
+#include "core/files.h"
 
 #include <dlfcn.h>
 #include <errno.h>

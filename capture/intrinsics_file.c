@@ -1,6 +1,6 @@
 /* Reading and writing kinreg-intrinsics.txt (format in intrinsics_file.h). */
 #include "capture/intrinsics_file.h"
-#include "capture/regular_file.h"
+#include "core/files.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* fakenect's depth PGM files: a tolerant header parser, a strict sample
  * check, and a writer that matches fakenect-record byte for byte. */
 #include "capture/pgm_depth.h"
-#include "capture/regular_file.h"
+#include "core/files.h"
 
 #include <ctype.h>
 #include <stdbool.h>

@@ -2,7 +2,7 @@
  * buffer and decoded straight into the frame's sample buffer, so the only
  * per-frame allocation besides libpng's own structs is the frame itself. */
 #include "capture/png_depth.h"
-#include "capture/regular_file.h"
+#include "core/files.h"
 
 #include <errno.h>
 #include <png.h>

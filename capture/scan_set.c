@@ -1,12 +1,16 @@
 /* Stanford-style .conf scan sets (capture/scan_conf.h). */
 #include "kinreg/scan.h"
 
+#include <stdbool.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/files.h"
 
 kr_pose kr_scan_set_pose(const double t[3], kr_quat q)
 {
@@ -52,8 +56,9 @@ static char *resolve(const char *conf_path, const char *file)
 kr_status kr_scan_set_read(const char *path, kr_scan_set *out)
 {
     if (!path || !out) return kr_error(KR_ERR_INVALID_ARG, "scan conf: needs a path and an output");
-    FILE *f = fopen(path, "r");
-    if (!f) return kr_error(KR_ERR_IO, "cannot open scan set %s: %s", path, strerror(errno));
+    FILE *f = NULL;
+    kr_status os = kr_open_input(path, "the scan set", &f);
+    if (os != KR_OK) return os;
     kr_scan_set c = {0};
     kr_status s = KR_OK;
     char line[4096];
@@ -63,18 +68,45 @@ kr_status kr_scan_set_read(const char *path, kr_scan_set *out)
         char *p = line;
         while (isspace((unsigned char)*p))
             p++;
-        if (!*p || *p == '#') continue;
-        if (!strncmp(p, "camera", 6) && isspace((unsigned char)p[6])) {
-            p[strcspn(p, "\r\n")] = 0;
-            free(c.camera);
-            if (!(c.camera = dup_string(p + 7))) s = kr_error(KR_ERR_NOMEM, "scan conf: no memory");
+        if (!*p) continue;
+        if (strlen(line) == sizeof line - 1 && line[sizeof line - 2] != '\n') {
+            s = kr_error(KR_ERR_FORMAT, "%s:%d: line longer than %zu characters", path, lineno,
+                         sizeof line - 2);
+            break;
+        }
+        p[strcspn(p, "\r\n")] = 0;
+        bool camera = !strncmp(p, "camera", 6) && isspace((unsigned char)p[6]);
+        if (*p == '#' || camera || (!strncmp(p, "mesh", 4) && isspace((unsigned char)p[4]))) {
+            /* Kept as they are, for rewriting; a mesh line names a
+             * reconstruction's pose, not a scan. */
+            if (camera) {
+                free(c.camera);
+                if (!(c.camera = dup_string(p + 7)))
+                    s = kr_error(KR_ERR_NOMEM, "scan conf: no memory");
+            }
+            char **grown = realloc(c.lines, sizeof *grown * (size_t)(c.n_lines + 1));
+            if (grown) c.lines = grown;
+            if (!grown || !(c.lines[c.n_lines] = dup_string(p)))
+                s = kr_error(KR_ERR_NOMEM, "scan conf: no memory");
+            else
+                c.n_lines++;
             continue;
         }
         char file[2048];
         double t[3];
         kr_quat q;
-        if (strncmp(p, "bmesh", 5) || sscanf(p + 5, "%2047s %lf %lf %lf %lf %lf %lf %lf", file,
-                                             &t[0], &t[1], &t[2], &q.x, &q.y, &q.z, &q.w) != 8) {
+        if (strncmp(p, "bmesh", 5) || !isspace((unsigned char)p[5])) {
+            char kw[32];
+            sscanf(p, "%31s", kw);
+            s = kr_error(KR_ERR_FORMAT,
+                         "%s:%d: unknown line '%s' (a .conf holds bmesh, mesh and camera lines and "
+                         "# comments)",
+                         path, lineno, kw);
+            break;
+        }
+        char extra[2];
+        if (sscanf(p + 5, "%2047s %lf %lf %lf %lf %lf %lf %lf %1s", file, &t[0], &t[1], &t[2], &q.x,
+                   &q.y, &q.z, &q.w, extra) != 8) {
             s = kr_error(KR_ERR_FORMAT, "%s:%d: expected `bmesh FILE tx ty tz qx qy qz qw`", path,
                          lineno);
             break;
@@ -115,9 +147,15 @@ kr_status kr_scan_set_read(const char *path, kr_scan_set *out)
 
 kr_status kr_scan_set_write(const char *path, const kr_scan_set *conf, const kr_pose *poses)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) return kr_error(KR_ERR_IO, "cannot write scan set %s: %s", path, strerror(errno));
-    if (conf->camera) fprintf(f, "camera %s\n", conf->camera);
+    kr_output o;
+    kr_status s = kr_output_open(&o, path, "the scan set", false);
+    if (s != KR_OK) return s;
+    FILE *f = o.f;
+    if (conf->n_lines)
+        for (int k = 0; k < conf->n_lines; k++)
+            fprintf(f, "%s\n", conf->lines[k]);
+    else if (conf->camera)
+        fprintf(f, "camera %s\n", conf->camera);
     for (int k = 0; k < conf->n; k++) {
         double t[3];
         kr_quat q;
@@ -125,9 +163,7 @@ kr_status kr_scan_set_write(const char *path, const kr_scan_set *conf, const kr_
         fprintf(f, "bmesh %s %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", conf->scans[k].file, t[0], t[1],
                 t[2], q.x, q.y, q.z, q.w);
     }
-    if (fclose(f) != 0)
-        return kr_error(KR_ERR_IO, "cannot write scan set %s: %s", path, strerror(errno));
-    return KR_OK;
+    return kr_output_commit(&o);
 }
 
 void kr_scan_set_free(kr_scan_set *conf)
@@ -139,5 +175,8 @@ void kr_scan_set_free(kr_scan_set *conf)
     }
     free(conf->scans);
     free(conf->camera);
+    for (int k = 0; k < conf->n_lines; k++)
+        free(conf->lines[k]);
+    free(conf->lines);
     memset(conf, 0, sizeof *conf);
 }

@@ -8,7 +8,7 @@
 #include "capture/png_depth.h"
 #include "capture/intrinsics_file.h"
 #include "capture/prefetch.h"
-#include "capture/regular_file.h"
+#include "core/files.h"
 #include "capture/source_impl.h"
 
 #include <ctype.h>

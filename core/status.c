@@ -19,6 +19,16 @@ const char *kr_strerror(kr_status status)
 
 static _Thread_local char last_error[1024];
 
+/* Messages quote what files and peers said (a line of a .conf, a file name
+ * from depth.txt): their control characters (an escape sequence that would
+ * retitle or clear the user's terminal, a newline that would forge a second
+ * message) become '?'. UTF-8 text passes unchanged. */
+static void printable(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 const char *kr_last_error(void)
 {
     return last_error;
@@ -30,6 +40,7 @@ kr_status kr_error(kr_status status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    printable(last_error);
     return status;
 }
 
@@ -57,6 +68,7 @@ void kr_log(kr_log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    printable(msg);
     if (log_fn) {
         log_fn(level, msg, log_user);
         return;

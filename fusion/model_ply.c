@@ -1,20 +1,12 @@
 /* Model export: every voxel's mean point and unit normal as a binary
- * little-endian PLY, which MeshLab, CloudCompare and Open3D read directly. */
+ * little-endian PLY (core/ply.h), which MeshLab, CloudCompare and Open3D
+ * read directly; written whole or not at all. */
 #include "fusion/model_internal.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-/* Floats are written byte by byte in little-endian order so the file is the
- * same whatever the host's byte order. */
-static void put_float_le(unsigned char *out, float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    for (int b = 0; b < 4; b++) out[b] = (unsigned char)(u >> (8 * b));
-}
+#include "core/ply.h"
 
 kr_status kr_model_save_ply(const kr_model *m, const char *path)
 {
@@ -35,47 +27,27 @@ kr_status kr_model_save_ply(const kr_model *m, const char *path)
         }
         records = down;
     }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
+    float *xyz = malloc(6 * (n ? n : 1) * sizeof *xyz);
+    if (!xyz) {
         free(down);
-        return kr_error(KR_ERR_IO, "cannot write model to %s: %s", path, strerror(errno));
+        return kr_error(KR_ERR_NOMEM, "cannot allocate %zu voxels to save the model", n);
     }
-
-    fprintf(f,
-            "ply\n"
-            "format binary_little_endian 1.0\n"
-            "comment kinreg running model: voxel mean points and normals, voxel size %g m\n"
-            "element vertex %zu\n"
-            "property float x\nproperty float y\nproperty float z\n"
-            "property float nx\nproperty float ny\nproperty float nz\n"
-            "end_header\n",
-            (double)m->cfg.voxel_size, n);
-
-    enum { CHUNK = 4096, VERTEX_BYTES = 24 };
-    static _Thread_local unsigned char buf[CHUNK * VERTEX_BYTES];
-    size_t filled = 0;
-    bool ok = true;
-    for (size_t i = 0; i < n && ok; i++) {
-        const kr_voxel *v = &records[i];
+    float *nrm = xyz + 3 * n;
+    for (size_t i = 0; i < n; i++) {
         float normal[3] = {0, 0, 0};
-        kr_voxel_unit_normal(v, normal); /* stays zero when the normals cancel */
-        unsigned char *o = buf + filled * VERTEX_BYTES;
+        kr_voxel_unit_normal(&records[i], normal); /* stays zero when the normals cancel */
         for (int k = 0; k < 3; k++) {
-            put_float_le(o + 4 * k, v->point[k]);
-            put_float_le(o + 12 + 4 * k, normal[k]);
-        }
-        if (++filled == CHUNK) {
-            ok = fwrite(buf, VERTEX_BYTES, filled, f) == filled;
-            filled = 0;
+            xyz[3 * i + k] = records[i].point[k];
+            nrm[3 * i + k] = normal[k];
         }
     }
-    if (ok && filled) ok = fwrite(buf, VERTEX_BYTES, filled, f) == filled;
     free(down);
-    int err = ok ? 0 : errno;
-    if (fclose(f) != 0 && ok) {
-        ok = false;
-        err = errno;
-    }
-    if (!ok) return kr_error(KR_ERR_IO, "cannot write model to %s: %s", path, strerror(err ? err : EIO));
-    return KR_OK;
+    char comment[128];
+    snprintf(comment, sizeof comment,
+             "kinreg running model: voxel mean points and normals, voxel size %g m",
+             (double)m->cfg.voxel_size);
+    kr_ply_data d = {.n = n, .xyz = xyz, .normals = nrm, .comment = comment};
+    kr_status s = kr_ply_write(path, "the model", &d);
+    free(xyz);
+    return s;
 }

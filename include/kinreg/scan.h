@@ -17,15 +17,21 @@
 extern "C" {
 #endif
 
-/* Reads the x, y, z properties of every vertex of an ASCII PLY (the Stanford
- * range scans: `element vertex N` with float x y z and maybe more scalar
- * properties, followed by other elements such as a range_grid, which are
- * skipped) into a new malloc'd array of 3·n floats. Errors name the file and
- * line: KR_ERR_IO (cannot open or read), KR_ERR_FORMAT (not a PLY, malformed
- * header or data, no x/y/z, too few vertices, non-finite values),
- * KR_ERR_UNSUPPORTED (binary PLY, list properties in the vertex element). On
- * error the outputs are untouched. */
+/* Reads the x, y, z properties of every vertex of a PLY file into a new
+ * malloc'd array of 3·n floats: ASCII or binary (either byte order), any
+ * scalar types, extra vertex properties, and other elements (faces, the
+ * Stanford scans' range_grid), which are skipped. Errors name the file (and
+ * the line, in ASCII): KR_ERR_IO (cannot open or read; not a regular file),
+ * KR_ERR_FORMAT (not a PLY, malformed header or data, no x/y/z, too few
+ * vertices, non-finite values). On error the outputs are untouched. */
 KR_API kr_status kr_scan_read_ply(const char *path, float **xyz, size_t *n);
+
+/* Writes n points (and their normals, may be NULL) as binary little-endian
+ * PLY, with an optional header comment, through a temporary beside `path`:
+ * on failure (KR_ERR_IO naming the path and cause) an existing file there is
+ * left as it was. */
+KR_API kr_status kr_scan_write_ply(const char *path, const float *xyz, const float *normals,
+                                   size_t n, const char *comment);
 
 typedef struct {
     char *file;   /* as written in the .conf */
@@ -37,11 +43,19 @@ typedef struct {
     kr_scan_set_entry *scans;
     int n;
     char *camera; /* the `camera` line without its keyword, or NULL */
+    /* Every other line that is not a scan (`camera`, `mesh` lines naming a
+     * reconstruction rather than a scan, `#` comments), as read, in order:
+     * written back before the scans. */
+    char **lines;
+    int n_lines;
 } kr_scan_set;
 
-/* Reads a .conf (a `camera` line and blank lines are kept for rewriting).
- * KR_ERR_IO when it cannot be opened, KR_ERR_FORMAT (naming the line) for a
- * malformed bmesh line, KR_ERR_EMPTY when it lists no scan. */
+/* Reads a .conf as the Stanford repository writes them: `bmesh` lines (the
+ * scans; FILE relative to the .conf's folder unless absolute), `camera` and
+ * `mesh` lines and `#` comments (kept for rewriting), blank lines. KR_ERR_IO
+ * when it cannot be opened or is not a regular file, KR_ERR_FORMAT (naming
+ * the line) for a malformed bmesh line or an unknown keyword, KR_ERR_EMPTY
+ * when it lists no scan. */
 KR_API kr_status kr_scan_set_read(const char *path, kr_scan_set *out);
 /* Writes the set with the given poses (one per scan) in the same format. */
 KR_API kr_status kr_scan_set_write(const char *path, const kr_scan_set *set, const kr_pose *poses);
