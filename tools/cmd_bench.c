@@ -8,8 +8,8 @@
 #include "cli.h"
 #include "fusion/model_gpu.h"
 #include "gpu/device_internal.h"
-#include "output_path.h"
-#include "pipeline_options.h"
+#include "tools/cli/output_path.h"
+#include "tools/cli/pipeline_options.h"
 
 enum {
     ST_READ, ST_UPLOAD, ST_PREPROCESS, ST_DOWNLOAD, ST_TRACK, ST_ITERATION, ST_FUSE, ST_FUSE_DEVICE, ST_SNAPSHOT,

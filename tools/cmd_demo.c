@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "kinreg/eval.h"
-#include "pipeline_options.h"
+#include "tools/cli/pipeline_options.h"
 
 static void help(FILE *out)
 {

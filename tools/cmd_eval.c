@@ -10,8 +10,8 @@
 
 #include "cli.h"
 #include "kinreg/eval.h"
-#include "option_error.h"
-#include "output_path.h"
+#include "tools/cli/option_error.h"
+#include "tools/cli/output_path.h"
 
 static void help(FILE *out)
 {

@@ -4,9 +4,9 @@
 #include <stdio.h>
 
 #include "cli.h"
-#include "output_path.h"
+#include "tools/cli/output_path.h"
 #include "record_loop.h"
-#include "record_options.h"
+#include "tools/cli/record_options.h"
 
 static void help(FILE *out)
 {

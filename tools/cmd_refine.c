@@ -15,9 +15,9 @@
 #include "capture/synthetic_object.h"
 #include "capture/synthetic_room.h"
 #include "cli.h"
-#include "number_option.h"
+#include "tools/cli/number_option.h"
 #include "kinreg/refine.h"
-#include "refine_mpi.h"
+#include "tools/mpi/refine_mpi.h"
 #include "gpu/gpu.h"
 #include "refine_sequence.h"
 

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "number_option.h"
-#include "pipeline_options.h"
+#include "tools/cli/number_option.h"
+#include "tools/cli/pipeline_options.h"
 #include "register_input.h"
 #include "kinreg/register.h"
 #include "kinreg/source.h"

@@ -5,12 +5,12 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "number_option.h"
-#include "output_path.h"
-#include "pipeline_options.h"
-#include "status_line.h"
-#include "stop_signals.h"
-#include "view.h"
+#include "tools/cli/number_option.h"
+#include "tools/cli/output_path.h"
+#include "tools/cli/pipeline_options.h"
+#include "tools/cli/status_line.h"
+#include "tools/cli/stop_signals.h"
+#include "tools/view/view.h"
 
 double kr_progress_interval_s = KR_PROGRESS_INTERVAL_S;
 

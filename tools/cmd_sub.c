@@ -11,9 +11,9 @@
 #include <time.h>
 
 #include "cli.h"
-#include "option_error.h"
+#include "tools/cli/option_error.h"
 #include "sub_final.h"
-#include "terminal_text.h"
+#include "tools/cli/terminal_text.h"
 #include "kinreg/transport.h"
 
 /* Receive in slices so a signal that lands just before a wait is noticed

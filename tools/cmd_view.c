@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "option_error.h"
-#include "view.h"
+#include "tools/cli/option_error.h"
+#include "tools/view/view.h"
 
 static volatile sig_atomic_t stop_requested;
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "tools/cli.h"
 #include "number_option.h"
 #include "option_error.h"
 
@@ -253,7 +253,7 @@ int kr_intrinsics_option(kr_source_config *src, const char *arg)
 
 int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
 {
-    int curve = kr_curve_option(cfg, opt, arg); /* tools/curve_options.c */
+    int curve = kr_curve_option(cfg, opt, arg); /* tools/cli/curve_options.c */
     if (curve) return curve;
     double v;
     switch (opt) {

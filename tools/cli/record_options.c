@@ -6,7 +6,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
-#include "cli.h"
+#include "tools/cli.h"
 #include "number_option.h"
 #include "option_error.h"
 #include "pipeline_options.h"
