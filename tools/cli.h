@@ -1,5 +1,5 @@
-/* The kinreg program's subcommands. Each parses its own options (getopt_long),
- * prints --help, and returns the process exit code:
+/* The kinreg program's subcommands. Each parses its options with its option
+ * table (tools/cli/options.h), prints --help, and returns the process exit code:
  * 0 success, 1 runtime failure, 2 usage error, 3 sensor stalled, 4 an output
  * file could not be written (see KR_EXIT_* below). */
 #ifndef KINREG_TOOLS_CLI_H
@@ -18,14 +18,11 @@ enum {
 /* Shared by run and demo (tools/cmd_run.c). */
 #include <stdbool.h>
 #include "kinreg/pipeline.h"
+#include "tools/cli/status_options.h"
 int kr_exit_code(kr_status s);
-kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, bool quiet, kr_pipeline **out,
-                          kr_pipeline_stats *stats);
-/* Seconds between progress lines when stderr is not a terminal (--progress),
- * 0 for none. */
-extern double kr_progress_interval_s;
-/* Parses --progress SEC; returns 0, or -1 after printing one line. */
-int kr_progress_option(const char *arg);
+/* Runs the pipeline with the status line `status` asks for (-q, --progress). */
+kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, const kr_status_options *status,
+                          kr_pipeline **out, kr_pipeline_stats *stats);
 
 int kr_cmd_run(int argc, char **argv);
 int kr_cmd_demo(int argc, char **argv);

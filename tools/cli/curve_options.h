@@ -1,22 +1,13 @@
-/* The publisher's CURVE and limit options of `kinreg run` (and demo): a
- * block of its own beside the shared pipeline options. */
+/* The publisher's CURVE and limit options of `kinreg run` (and demo):
+ * --curve-secret, --curve-allow and --max-subscribers, a table of their own
+ * (options.h) that the pipeline's includes; they fill a kr_publisher_config.
+ * Key files are read as the options are parsed, so a bad one stops the
+ * command before anything starts. */
 #ifndef KINREG_TOOLS_CURVE_OPTIONS_H
 #define KINREG_TOOLS_CURVE_OPTIONS_H
 
-#include <stdio.h>
+#include "options.h"
 
-#include "kinreg/pipeline.h"
-
-#define KR_CURVE_LONG_OPTIONS                                                                      \
-    {"curve-secret", required_argument, 0, 1100}, {"curve-allow", required_argument, 0, 1101},     \
-    {                                                                                              \
-        "max-subscribers", required_argument, 0, 1102                                              \
-    }
-
-/* Applies one of them: 1 handled, 0 not one of these, -1 bad value (one
- * line printed). Key files are read here, so a bad one stops the command
- * before anything starts. */
-int kr_curve_option(kr_pipeline_config *cfg, int opt, const char *arg);
-void kr_curve_options_help(FILE *out);
+extern const kr_option_table kr_curve_option_table;
 
 #endif

@@ -1,189 +1,24 @@
-/* Parsing of the options shared by run, demo and bench. */
+/* The options shared by run, demo and bench (pipeline_options.h). */
 #include "pipeline_options.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/cli.h"
+#include "common_options.h"
+#include "curve_options.h"
 #include "number_option.h"
-#include "option_error.h"
 
-void kr_pipeline_options_help(FILE *out)
+/* The defaults the help text names. */
+static const kr_pipeline_config *def(void)
 {
-    kr_pipeline_options_help_for(out, true);
+    static kr_pipeline_config d;
+    static bool filled;
+    if (!filled) kr_pipeline_config_default(&d);
+    filled = true;
+    return &d;
 }
-
-void kr_pipeline_options_help_for(FILE *out, bool outputs)
-{
-    kr_pipeline_config d;
-    kr_pipeline_config_default(&d);
-    fprintf(out, "%s", outputs ? "source and output:\n" : "source:\n");
-    fprintf(out, "  -s, --source URI        synthetic[:SEED] | tum:DIR | fakenect:DIR | DIR (TUM "
-                 "or fakenect)\n"
-                 "                          | kinect[:N|:SERIAL] live sensor (default synthetic)\n"
-                 "  -n, --frames N          stop after N frames (default: the whole source; alias "
-                 "--max-frames)\n");
-    if (outputs)
-        fprintf(
-            out,
-            "  -r, --rate max|FACTOR   max = as fast as possible (default); 1.0 = recorded timing\n"
-            "                          (replays only: a sensor sets its own pace)\n");
-    fprintf(out,
-            "      --intrinsics NAME|fx,fy,cx,cy[,k1,k2,p1,p2,k3]\n"
-            "                          preset fr1 fr2 fr3 default kinect, or explicit pinhole "
-            "values with\n"
-            "                          optional Brown-Conrady distortion (OpenCV order)\n"
-            "      --depth-scale S     raw units per metre for 16-bit PNG depth (TUM: 5000)\n"
-            "      --skip-bad          skip and count corrupt frames instead of stopping\n"
-            "      --seed N            synthetic scene and trajectory seed (default 1)\n"
-            "      --duration SEC      synthetic sequence length (default 30)\n"
-            "      --every K           deliver only every K-th frame of any source (alias --stride):\n"
-            "                          a camera moving K times faster\n"
-            "      --jumps N           synthetic: N sudden camera jumps, seeded, spread through the\n"
-            "                          sequence (away from the path, back at the next jump)\n"
-            "      --jump-angle DEG    synthetic: a jump turns by half to all of DEG (default %g)\n"
-            "      --jump-distance M   synthetic: and moves by half to all of M metres (default %g)\n"
-            "      --covered N         synthetic: N covered-sensor stretches (no valid depth)\n"
-            "      --covered-frames K  synthetic: frames per covered stretch (default %d)\n"
-            "      --depth-mode M      kinect: 11bit (raw disparity, default) | mm | registered\n"
-            "      --stall-timeout SEC kinect: a sensor silent this long ends the run with exit\n"
-            "                          status 3 (default %g)\n",
-            d.source.jump_angle_deg, d.source.jump_distance_m, d.source.covered_frames,
-            d.source.stall_timeout_s);
-    if (outputs)
-        fprintf(
-            out,
-            "  -t, --trajectory FILE   write poses as a TUM trajectory while tracking\n"
-            "  -m, --save-model FILE   write the model (PLY, points and normals) at the end\n"
-            "  -p, --publish ENDPOINT  ZeroMQ PUB endpoint, e.g. tcp://*:5555 (default: none)\n"
-            "      --wait-subscriber SEC  before the first frame, wait up to SEC for a subscriber\n"
-            "                          (ZeroMQ drops what is sent before one has joined)\n"
-            "      --model-period SEC  publish a model snapshot for viewers every SEC seconds, "
-            "only\n"
-            "                          while one subscribes to `model` (default %g; 0 = never)\n"
-            "      --model-points N    at most N points per model snapshot (default %d)\n"
-            "      --trajectory-refined FILE  with --refine on: every frame's pose corrected by "
-            "its\n"
-            "                          keyframe's refined motion (TUM), written when the run ends\n"
-            "      --trajectory-final FILE  the trajectory as known when the run ends (TUM): LOST\n"
-            "                          frames before a recovery tracked backwards from it against\n"
-            "                          the final model, covered ones interpolated; the rest keep\n"
-            "                          their published pose; the poses it changes go to\n"
-            "                          subscribers on the topic 'final' (docs/PROTOCOL.md)\n"
-            "      --fill off|on       the final trajectory's filling and its 'final' messages\n"
-            "                          without a file (default off; on with --trajectory-final)\n"
-            "      --fill-frames N     for the filling, keep the depth of at most N LOST frames,\n"
-            "                          the oldest dropped first (default %zu, about 0.6 MB each\n"
-            "                          at 640x480)\n",
-            d.model_period_s, d.model_points, d.fill_frames);
-    if (outputs) kr_curve_options_help(out);
-    fprintf(
-        out,
-        "compute:\n"
-        "  -b, --backend B         auto | cpu | cuda (default auto: CUDA when a GPU is present)\n"
-        "      --threads N         OpenMP threads (default: all cores)\n"
-        "      --deterministic     repeatable runs: bit-identical poses for the same source,\n"
-        "                          options and --threads (snapshots built in step, fixed\n"
-        "                          reduction order; a little slower)\n"
-        "      --finest-level L    finest pyramid level tracked, 0 = 640x480 (default %d)\n"
-        "      --voxel M           model voxel size in metres (default %g)\n"
-        "      --exact-nn          exact nearest neighbours instead of k-d cell descent\n"
-        "      --iterations N,N,..  Newton steps per level, finest first (default %d,%d,%d)\n"
-        "      --gate M            reject pairs farther apart than M metres at the finest level "
-        "(default %g)\n"
-        "      --active-window N   model voxels seen in the last N frames are tracked against "
-        "(default %d)\n"
-        "      --rebuild-every N   frames between model snapshot rebuilds (default %d)\n",
-        d.track.finest_level, (double)d.model.voxel_size, d.track.iterations[0],
-        d.track.iterations[1], d.track.iterations[2], (double)d.track.gate, d.model.active_window,
-        d.rebuild_every);
-    fprintf(out,
-            "      --model-memory MIB  cap on the model's voxel map (default %g MiB, 0 = none): past it\n"
-            "                          voxels unseen for %d frames and over %g m from the camera\n"
-            "                          are evicted, oldest first (--save-model has what is left)\n",
-            d.model.memory_mib, d.model.evict_after, (double)d.model.evict_distance);
-    fprintf(out,
-            "      --recover M         after a loss: emicp (EM-ICP of the frame against the model\n"
-            "                          near the last good pose, then the newton search, default)\n"
-            "                          | newton (wide-basin search from the last good pose and\n"
-            "                          rotated seeds) | softassign | off\n"
-            "      --recover-after N   N POOR frames in a row count as a loss (default %d)\n"
-            "      --recover-radius M  emicp / softassign register the frame's and the model's\n"
-            "                          points within M metres of the camera (default %g; raise it\n"
-            "                          for a scene seen mostly beyond it)\n",
-            d.recover.after_poor, (double)d.recover.model_radius);
-    fprintf(
-        out,
-        "      --refine off|on     live refiner: keyframes every %g m or %g deg while tracking is\n"
-        "                          GOOD, refined jointly with distance fields on a thread of\n"
-        "                          its own; refined keyframe poses on the topic 'refine'\n"
-        "                          (default off: on 2 cores it takes a core from tracking)\n"
-        "      --refine-window K   keyframes refined together, the oldest fixed (default %d, "
-        "2..64)\n"
-        "      --refine-every M    a refinement every M new keyframes (default %d, 1..K)\n"
-        "      --refine-refuse D   re-fuse the model from the newest 32 keyframes at their\n"
-        "                          refined poses when a refinement moves one by D m or more\n"
-        "                          (default %g = never; the model then holds only what those\n"
-        "                          keyframes saw)\n",
-        d.refine.keyframe_distance, d.refine.keyframe_angle_deg, d.refine.window, d.refine.every,
-        d.refine.refuse_distance);
-    fprintf(
-        out,
-        "      --depth-step A      depth noise that grows as z^2: the sensor's depth step at z is\n"
-        "                          A*z^2 (default %g, Kinect v1); normals take wider baselines "
-        "and\n"
-        "                          far points wider gates and less weight; 0 turns this off\n",
-        (double)d.track.depth_step);
-}
-
-/* Range-checked before any conversion (number_option.h); one line names the
- * option, the value and the allowed range. */
-static int parse_number(const kr_number_rule *r, const char *arg, double *out)
-{
-    return kr_number_option("kinreg", r, arg, out) ? 1 : -1;
-}
-
-static const kr_number_rule
-    rule_every = {"--every", 1, 100000, false, true, "K (every K-th frame)", NULL},
-    rule_jumps = {"--jumps", 0, 100000, false, true, "jumps", NULL},
-    rule_jump_angle = {"--jump-angle", 0, 180, false, false, "degrees", NULL},
-    rule_jump_distance = {"--jump-distance", 0, 100, false, false, "metres", NULL},
-    rule_covered = {"--covered", 0, 100000, false, true, "stretches", NULL},
-    rule_covered_frames = {"--covered-frames", 1, 100000, false, true, "frames", NULL},
-    rule_recover_after = {"--recover-after",     0, 100000, false, true, "POOR frames",
-                          "0 = only LOST frames"},
-    rule_recover_radius = {"--recover-radius", 0.1, 100, false, false, "metres", NULL},
-    rule_frames = {"--frames", 1, INT_MAX, false, true, "frames", NULL},
-    /* below a millimetre the voxel map cannot hold a scene (and 1e-30 empties it) */
-    rule_voxel = {"--voxel", 0.001, 10, false, false, "a voxel size in metres", NULL},
-    rule_depth_scale = {"--depth-scale",       0.001,      1e9, false, false,
-                        "raw units per metre", "TUM: 5000"},
-    rule_seed = {"--seed", 0, 4294967295.0, false, true, "a seed", NULL},
-    rule_duration = {"--duration", 0, 86400, true, false, "seconds", NULL},
-    rule_threads = {"--threads", 0, 4096, false, true, "threads", "0 = all cores"},
-    rule_active_window = {"--active-window", 1, INT_MAX, false, true, "frames", NULL},
-    rule_rebuild = {"--rebuild-every", 1, INT_MAX, false, true, "frames", NULL},
-    rule_gate = {"--gate", 0, 100, true, false, "a distance in metres", NULL},
-    rule_depth_step =
-        {"--depth-step", 0, 1, false, false, "a coefficient", "0 turns the noise model off"},
-    rule_stall = {"--stall-timeout", 0.01, 86400, false, false, "seconds", NULL},
-    rule_wait = {"--wait-subscriber", 0, 86400, false, false, "seconds", NULL},
-    /* a factor below 1e-3 turns a 1 s gap into more than 15 minutes (and 1e-300 overflowed the
-       pacing) */
-    rule_model_period = {"--model-period",        0, 86400, false, false, "seconds",
-                         "0 = no model snapshots"},
-    rule_model_points = {"--model-points", 1, 100000000, false, true, "points", NULL},
-    rule_refine_every = {"--refine-every",         1, 64, false, true, "keyframes",
-                         "at most --refine-window"},
-    rule_refine_window = {"--refine-window", 2, 64, false, true, "keyframes", NULL},
-    rule_fill_frames = {"--fill-frames", 0, 1000000, false, true, "frames", NULL},
-    rule_refine_refuse = {"--refine-refuse", 0, 100, false, false, "metres", "0 = never"},
-    rule_model_memory = {"--model-memory", 0, 1048576, false, false, "MiB", "0 = no cap"},
-    rule_rate = {
-        "--rate", 0.001, 1000, false, false, "a speed factor", "or max; 1.0 = recorded timing"};
 
 /* Explicit intrinsics: pixels for a sensor of at most 8192x8192 and distortion
  * coefficients of real lenses, so no value overflows the float it fills (1e30
@@ -251,258 +86,248 @@ int kr_intrinsics_option(kr_source_config *src, const char *arg)
     return -1;
 }
 
-int kr_pipeline_option(kr_pipeline_config *cfg, int opt, const char *arg)
+/* --finest-level L: the range depends on the pyramid's levels. */
+static bool finest_level_option(kr_pipeline_config *cfg, const char *who, const char *name,
+                                const char *arg)
 {
-    int curve = kr_curve_option(cfg, opt, arg); /* tools/cli/curve_options.c */
-    if (curve) return curve;
+    kr_number_rule r = {name, 0, cfg->preprocess.levels - 1, false, true, "a pyramid level", NULL};
     double v;
-    switch (opt) {
-    case 's':
-        cfg->source.uri = arg;
-        return 1;
-    case 'b':
-        if (kr_backend_parse(arg, &cfg->device.backend) != KR_OK) {
-            fprintf(stderr, "kinreg: --backend '%s' is not allowed: expected auto, cpu or cuda\n", arg);
-            return -1;
-        }
-        return 1;
-    case 'p':
-        cfg->publish.endpoint = arg;
-        return 1;
-    case 't':
-        cfg->trajectory_path = arg;
-        return 1;
-    case 'm':
-        cfg->model_path = arg;
-        return 1;
-    case 'r':
-        if (!strcmp(arg, "max")) {
-            cfg->rate = 0;
-            return 1;
-        }
-        if (parse_number(&rule_rate, arg, &v) < 0) return -1;
-        cfg->rate = v;
-        return 1;
-    case 'n':
-        if (parse_number(&rule_frames, arg, &v) < 0) return -1;
-        cfg->source.max_frames = (int)v;
-        return 1;
-    case 1001:
-        return kr_intrinsics_option(&cfg->source, arg);
-    case 1002:
-        if (parse_number(&rule_depth_scale, arg, &v) < 0) return -1;
-        cfg->source.depth_scale = (float)v;
-        return 1;
-    case 1003:
-        cfg->source.skip_bad = true;
-        return 1;
-    case 1004: {
-        kr_number_rule r = {"--finest-level",  0,   cfg->preprocess.levels - 1, false, true,
-                            "a pyramid level", NULL};
-        if (parse_number(&r, arg, &v) < 0) return -1;
-        cfg->track.finest_level = (int)v;
-        cfg->fuse_level = (int)v;
-        return 1;
-    }
-    case 1005:
-        if (parse_number(&rule_voxel, arg, &v) < 0) return -1;
-        cfg->model.voxel_size = (float)v;
-        return 1;
-    case 1006:
-        if (parse_number(&rule_seed, arg, &v) < 0) return -1;
-        cfg->source.seed = (unsigned)v;
-        return 1;
-    case 1007:
-        if (parse_number(&rule_duration, arg, &v) < 0) return -1;
-        cfg->source.duration_s = v;
-        return 1;
-    case 1008:
-        if (parse_number(&rule_threads, arg, &v) < 0) return -1;
-        cfg->device.cpu_threads = (int)v;
-        return 1;
-    case 1009:
-        cfg->track.exact_nn = true;
-        return 1;
-    case 1023:
-        cfg->deterministic = true;
-        return 1;
-    case 1060:
-        if (parse_number(&rule_model_memory, arg, &v) < 0) return -1;
-        cfg->model.memory_mib = v;
-        return 1;
-    case 1010:
-        if (parse_number(&rule_active_window, arg, &v) < 0) return -1;
-        cfg->model.active_window = (int)v;
-        return 1;
-    case 1012:
-        if (parse_number(&rule_gate, arg, &v) < 0) return -1;
-        cfg->track.gate = (float)v;
-        return 1;
-    case 1013: {
-        int it[KR_MAX_LEVELS] = {0};
-        int n = 0;
-        const char *p = arg;
-        bool ok = true;
-        while (ok && n < KR_MAX_LEVELS) {
-            char *end;
-            errno = 0;
-            long c = strtol(p, &end, 10);
-            ok = end != p && errno != ERANGE && c >= 0 && c <= 1000 && (*end == ',' || !*end);
-            if (!ok) break;
-            it[n++] = (int)c;
-            if (!*end) break;
-            p = end + 1;
-        }
-        if (!ok || n == 0 || (n == KR_MAX_LEVELS && strchr(p, ','))) {
-            fprintf(stderr,
-                    "kinreg: --iterations '%s' is not allowed: expected up to %d counts 0..1000 "
-                    "separated by commas, finest level first, like 6,5,4\n",
-                    arg, KR_MAX_LEVELS);
-            return -1;
-        }
-        for (int i = 0; i < KR_MAX_LEVELS; i++) cfg->track.iterations[i] = i < n ? it[i] : it[n - 1];
-        return 1;
-    }
-    case 1011:
-        if (parse_number(&rule_rebuild, arg, &v) < 0) return -1;
-        cfg->rebuild_every = (int)v;
-        return 1;
-    case 1014:
-        if (parse_number(&rule_depth_step, arg, &v) < 0) return -1;
-        cfg->preprocess.depth_step = (float)v;
-        cfg->track.depth_step = (float)v;
-        return 1;
-    case 1030:
-        if (parse_number(&rule_every, arg, &v) < 0) return -1;
-        cfg->source.stride = (int)v;
-        return 1;
-    case 1031:
-        if (parse_number(&rule_jumps, arg, &v) < 0) return -1;
-        cfg->source.jumps = (int)v;
-        return 1;
-    case 1032:
-        if (parse_number(&rule_jump_angle, arg, &v) < 0) return -1;
-        cfg->source.jump_angle_deg = v;
-        return 1;
-    case 1033:
-        if (parse_number(&rule_jump_distance, arg, &v) < 0) return -1;
-        cfg->source.jump_distance_m = v;
-        return 1;
-    case 1034:
-        if (parse_number(&rule_covered, arg, &v) < 0) return -1;
-        cfg->source.covered = (int)v;
-        return 1;
-    case 1035:
-        if (parse_number(&rule_covered_frames, arg, &v) < 0) return -1;
-        cfg->source.covered_frames = (int)v;
-        return 1;
-    case 1036:
-        if (kr_recover_method_parse(arg, &cfg->recover.method) != KR_OK) {
-            fprintf(stderr,
-                    "kinreg: --recover '%s' is not allowed: expected emicp, newton, softassign or "
-                    "off\n",
-                    arg);
-            return -1;
-        }
-        return 1;
-    case 1037:
-        if (parse_number(&rule_recover_after, arg, &v) < 0) return -1;
-        cfg->recover.after_poor = (int)v;
-        return 1;
-    case 1038:
-        if (parse_number(&rule_recover_radius, arg, &v) < 0) return -1;
-        cfg->recover.model_radius = (float)v;
-        return 1;
-    case 1050:
-        if (strcmp(arg, "on") && strcmp(arg, "off")) {
-            fprintf(stderr, "kinreg: --refine '%s' is not allowed: expected on or off\n", arg);
-            return -1;
-        }
-        cfg->refine.enabled = !strcmp(arg, "on");
-        return 1;
-    case 1051:
-        if (parse_number(&rule_refine_window, arg, &v) < 0) return -1;
-        cfg->refine.window = (int)v;
-        return 1;
-    case 1052:
-        /* The pair (every <= window) is checked when the pipeline is created. */
-        if (parse_number(&rule_refine_every, arg, &v) < 0) return -1;
-        cfg->refine.every = (int)v;
-        return 1;
-    case 1053:
-        cfg->trajectory_refined_path = arg;
-        return 1;
-    case 1055:
-        cfg->trajectory_final_path = arg;
-        return 1;
-    case 1056:
-        if (parse_number(&rule_fill_frames, arg, &v) < 0) return -1;
-        cfg->fill_frames = (size_t)v;
-        return 1;
-    case 1057:
-        if (strcmp(arg, "on") && strcmp(arg, "off")) {
-            fprintf(stderr, "kinreg: --fill '%s' is not allowed: expected on or off\n", arg);
-            return -1;
-        }
-        cfg->fill_lost = !strcmp(arg, "on");
-        return 1;
-    case 1054:
-        if (parse_number(&rule_refine_refuse, arg, &v) < 0) return -1;
-        cfg->refine.refuse_distance = v;
-        return 1;
-    case 1020:
-        if (kr_kinect_depth_mode_parse(arg, &cfg->source.depth_mode) != KR_OK) {
-            fprintf(stderr, "kinreg: --depth-mode '%s' is not allowed: expected 11bit, mm or registered\n",
-                    arg);
-            return -1;
-        }
-        return 1;
-    case 1021:
-        if (parse_number(&rule_stall, arg, &v) < 0) return -1;
-        cfg->source.stall_timeout_s = v;
-        return 1;
-    case 1022:
-        if (parse_number(&rule_wait, arg, &v) < 0) return -1;
-        cfg->publish_wait_s = v;
-        return 1;
-    case 1040:
-        if (parse_number(&rule_model_period, arg, &v) < 0) return -1;
-        cfg->model_period_s = v;
-        return 1;
-    case 1041:
-        if (parse_number(&rule_model_points, arg, &v) < 0) return -1;
-        cfg->model_points = (int)v;
-        return 1;
-    }
-    return 0;
+    if (!kr_number_option(who, &r, arg, &v)) return false;
+    cfg->track.finest_level = (int)v;
+    cfg->fuse_level = (int)v;
+    return true;
 }
 
-int kr_parse_command(int argc, char **argv, kr_pipeline_config *cfg, const kr_command_options *own)
+/* --iterations N,N,..: up to KR_MAX_LEVELS counts, the last repeated. */
+static bool iterations_option(kr_pipeline_config *cfg, const char *who, const char *name,
+                              const char *arg)
 {
-    static const struct option shared[] = {KR_PIPELINE_LONG_OPTIONS};
-    enum { MAX_OPTIONS = 64 };
-    struct option longopts[MAX_OPTIONS];
-    size_t n = 0;
-    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++) longopts[n++] = shared[i];
-    for (const struct option *o = own->longopts; o && o->name && n < MAX_OPTIONS - 2; o++) longopts[n++] = *o;
-    longopts[n++] = (struct option){"help", no_argument, 0, 'h'};
-    longopts[n] = (struct option){0, 0, 0, 0};
-    char shortopts[64];
-    snprintf(shortopts, sizeof shortopts, ":%s%sh", KR_PIPELINE_SHORT_OPTIONS, own->shortopts ? own->shortopts : "");
-
-    int opt;
-    optind = 1;
-    opterr = 0; /* kr_option_error prints one line instead */
-    while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
-        if (opt == '?' || opt == ':') return kr_option_error(argv[0], argc, argv, opt);
-        int handled = kr_pipeline_option(cfg, opt, optarg);
-        if (handled < 0) return KR_EXIT_USAGE;
-        if (handled) continue;
-        if (opt == 'h') {
-            own->help(stdout);
-            return KR_EXIT_OK;
-        }
-        if (!own->apply || own->apply(opt, optarg, own->user) < 0) return KR_EXIT_USAGE;
+    int it[KR_MAX_LEVELS] = {0};
+    int n = 0;
+    const char *p = arg;
+    bool ok = true;
+    while (ok && n < KR_MAX_LEVELS) {
+        char *end;
+        errno = 0;
+        long c = strtol(p, &end, 10);
+        ok = end != p && errno != ERANGE && c >= 0 && c <= 1000 && (*end == ',' || !*end);
+        if (!ok) break;
+        it[n++] = (int)c;
+        if (!*end) break;
+        p = end + 1;
     }
-    return -1;
+    if (!ok || n == 0 || (n == KR_MAX_LEVELS && strchr(p, ','))) {
+        fprintf(stderr,
+                "%s: %s '%s' is not allowed: expected up to %d counts 0..1000 separated by "
+                "commas, finest level first, like 6,5,4\n",
+                who, name, arg, KR_MAX_LEVELS);
+        return false;
+    }
+    for (int i = 0; i < KR_MAX_LEVELS; i++)
+        cfg->track.iterations[i] = i < n ? it[i] : it[n - 1];
+    return true;
 }
+
+/* The synthetic source's: record and convert take them too. */
+#define SYNTHETIC_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                           \
+    OPT(DURATION, KR_OPT_DURATION, src->duration_s = v, KR_NO_HELP)                                \
+    OPT(JUMPS, KR_OPT_JUMPS, src->jumps = (int)v, KR_NO_HELP)                                      \
+    OPT(JUMP_ANGLE, KR_OPT_JUMP_ANGLE, src->jump_angle_deg = v, KR_NO_HELP)                        \
+    OPT(JUMP_DISTANCE, KR_OPT_JUMP_DISTANCE, src->jump_distance_m = v, KR_NO_HELP)                 \
+    OPT(COVERED, KR_OPT_COVERED, src->covered = (int)v, KR_NO_HELP)                                \
+    OPT(COVERED_FRAMES, KR_OPT_COVERED_FRAMES, src->covered_frames = (int)v, KR_NO_HELP)
+KR_OPTION_TABLE(kr_synthetic_option_table, SYNTHETIC_OPTIONS, kr_source_config, src, "kinreg");
+
+#define OUTPUTS KR_PIPELINE_HELP_OUTPUTS
+#define PIPELINE_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                            \
+    TEXT(KR_HELP_IF(OUTPUTS, "source and output:\n"))                                              \
+    TEXT(KR_HELP_IF(KR_PIPELINE_HELP_NO_OUTPUTS, "source:\n"))                                     \
+    OPT(SOURCE, ('s', "source", "URI", KR_TEXT), cfg->source.uri = arg,                            \
+        KR_HELP("synthetic[:SEED] | tum:DIR | fakenect:DIR | DIR (TUM or fakenect)\n"              \
+                "| kinect[:N|:SERIAL] live sensor (default synthetic)"))                           \
+    OPT(FRAMES, KR_OPT_FRAMES, cfg->source.max_frames = (int)v,                                    \
+        KR_HELP("stop after N frames (default: the whole source; alias --max-frames)"))            \
+    ALIAS(FRAMES, "max-frames")                                                                    \
+    /* a factor below 1e-3 turns a 1 s gap into more than 15 minutes (and 1e-300 overflowed the    \
+       pacing) */                                                                                  \
+    OPT(RATE,                                                                                      \
+        ('r', "rate", "max|FACTOR",                                                                \
+         KR_REAL_OR("max", 0, 0.001, 1000, "a speed factor", "or max; 1.0 = recorded timing")),    \
+        cfg->rate = v,                                                                             \
+        KR_HELP_IF(OUTPUTS, "max = as fast as possible (default); 1.0 = recorded timing\n"         \
+                            "(replays only: a sensor sets its own pace)"))                         \
+    OPT(INTRINSICS, KR_OPT_INTRINSICS,                                                             \
+        KR_FAIL_UNLESS(kr_intrinsics_option(&cfg->source, arg) > 0),                               \
+        KR_HELP("\npreset fr1 fr2 fr3 default kinect, or explicit pinhole values with\n"           \
+                "optional Brown-Conrady distortion (OpenCV order)"))                               \
+    OPT(DEPTH_SCALE,                                                                               \
+        (0, "depth-scale", "S", KR_REAL(0.001, 1e9, "raw units per metre", "TUM: 5000")),          \
+        cfg->source.depth_scale = (float)v,                                                        \
+        KR_HELP("raw units per metre for 16-bit PNG depth (TUM: 5000)"))                           \
+    OPT(SKIP_BAD, KR_OPT_SKIP_BAD, cfg->source.skip_bad = true,                                    \
+        KR_HELP("skip and count corrupt frames instead of stopping"))                              \
+    OPT(SEED, (0, "seed", "N", KR_WHOLE(0, 4294967295.0, "a seed", NULL)),                         \
+        cfg->source.seed = (unsigned)v,                                                            \
+        KR_HELP("synthetic scene and trajectory seed (default 1)"))                                \
+    GROUP(kr_synthetic_option_table, source, KR_SHOW_NEVER)                                        \
+    MORE(KR_OPT_DURATION, KR_HELP("synthetic sequence length (default 30)"))                       \
+    OPT(EVERY, (0, "every", "K", KR_WHOLE(1, 100000, "K (every K-th frame)", NULL)),               \
+        cfg->source.stride = (int)v,                                                               \
+        KR_HELP("deliver only every K-th frame of any source (alias --stride):\n"                  \
+                "a camera moving K times faster"))                                                 \
+    ALIAS(EVERY, "stride")                                                                         \
+    MORE(KR_OPT_JUMPS, KR_HELP("synthetic: N sudden camera jumps, seeded, spread through the\n"    \
+                               "sequence (away from the path, back at the next jump)"))            \
+    MORE(KR_OPT_JUMP_ANGLE, KR_HELP("synthetic: a jump turns by half to all of DEG (default %g)",  \
+                                    def()->source.jump_angle_deg))                                 \
+    MORE(KR_OPT_JUMP_DISTANCE,                                                                     \
+         KR_HELP("synthetic: and moves by half to all of M metres (default %g)",                   \
+                 def()->source.jump_distance_m))                                                   \
+    MORE(KR_OPT_COVERED, KR_HELP("synthetic: N covered-sensor stretches (no valid depth)"))        \
+    MORE(KR_OPT_COVERED_FRAMES, KR_HELP("synthetic: frames per covered stretch (default %d)",      \
+                                        def()->source.covered_frames))                             \
+    OPT(DEPTH_MODE, (0, "depth-mode", "M", KR_CHOICE("expected 11bit, mm or registered")),         \
+        KR_REFUSE_UNLESS(kr_kinect_depth_mode_parse(arg, &cfg->source.depth_mode) == KR_OK),       \
+        KR_HELP("kinect: 11bit (raw disparity, default) | mm | registered"))                       \
+    OPT(STALL_TIMEOUT, (0, "stall-timeout", "SEC", KR_REAL(0.01, 86400, "seconds", NULL)),         \
+        cfg->source.stall_timeout_s = v,                                                           \
+        KR_HELP("kinect: a sensor silent this long ends the run with exit\n"                       \
+                "status 3 (default %g)",                                                           \
+                def()->source.stall_timeout_s))                                                    \
+    OPT(TRAJECTORY, ('t', "trajectory", "FILE", KR_TEXT), cfg->trajectory_path = arg,              \
+        KR_HELP_IF(OUTPUTS, "write poses as a TUM trajectory while tracking"))                     \
+    OPT(SAVE_MODEL, ('m', "save-model", "FILE", KR_TEXT), cfg->model_path = arg,                   \
+        KR_HELP_IF(OUTPUTS, "write the model (PLY, points and normals) at the end"))               \
+    OPT(PUBLISH, ('p', "publish", "ENDPOINT", KR_TEXT), cfg->publish.endpoint = arg,               \
+        KR_HELP_IF(OUTPUTS, "ZeroMQ PUB endpoint, e.g. tcp://*:5555 (default: none)"))             \
+    OPT(WAIT_SUBSCRIBER, (0, "wait-subscriber", "SEC", KR_REAL(0, 86400, "seconds", NULL)),        \
+        cfg->publish_wait_s = v,                                                                   \
+        KR_HELP_IF(OUTPUTS, "before the first frame, wait up to SEC for a subscriber\n"            \
+                            "(ZeroMQ drops what is sent before one has joined)"))                  \
+    OPT(MODEL_PERIOD,                                                                              \
+        (0, "model-period", "SEC", KR_REAL(0, 86400, "seconds", "0 = no model snapshots")),        \
+        cfg->model_period_s = v,                                                                   \
+        KR_HELP_IF(OUTPUTS,                                                                        \
+                   "publish a model snapshot for viewers every SEC seconds, only\n"                \
+                   "while one subscribes to `model` (default %g; 0 = never)",                      \
+                   def()->model_period_s))                                                         \
+    OPT(MODEL_POINTS, (0, "model-points", "N", KR_WHOLE(1, 100000000, "points", NULL)),            \
+        cfg->model_points = (int)v,                                                                \
+        KR_HELP_IF(OUTPUTS, "at most N points per model snapshot (default %d)",                    \
+                   def()->model_points))                                                           \
+    OPT(TRAJECTORY_REFINED, (0, "trajectory-refined", "FILE", KR_TEXT),                            \
+        cfg->trajectory_refined_path = arg,                                                        \
+        KR_HELP_IF(OUTPUTS, "with --refine on: every frame's pose corrected by its\n"              \
+                            "keyframe's refined motion (TUM), written when the run ends"))         \
+    OPT(TRAJECTORY_FINAL, (0, "trajectory-final", "FILE", KR_TEXT),                                \
+        cfg->trajectory_final_path = arg,                                                          \
+        KR_HELP_IF(OUTPUTS, "the trajectory as known when the run ends (TUM): LOST\n"              \
+                            "frames before a recovery tracked backwards from it against\n"         \
+                            "the final model, covered ones interpolated; the rest keep\n"          \
+                            "their published pose; the poses it changes go to\n"                   \
+                            "subscribers on the topic 'final' (docs/PROTOCOL.md)"))                \
+    OPT(FILL, (0, "fill", "off|on", KR_CHOICE("expected on or off")),                              \
+        KR_REFUSE_UNLESS(kr_option_on_off(arg, &cfg->fill_lost)),                                  \
+        KR_HELP_IF(OUTPUTS, "the final trajectory's filling and its 'final' messages\n"            \
+                            "without a file (default off; on with --trajectory-final)"))           \
+    OPT(FILL_FRAMES, (0, "fill-frames", "N", KR_WHOLE(0, 1000000, "frames", NULL)),                \
+        cfg->fill_frames = (size_t)v,                                                              \
+        KR_HELP_IF(OUTPUTS,                                                                        \
+                   "for the filling, keep the depth of at most N LOST frames,\n"                   \
+                   "the oldest dropped first (default %zu, about 0.6 MB each\n"                    \
+                   "at 640x480)",                                                                  \
+                   def()->fill_frames))                                                            \
+    GROUP(kr_curve_option_table, publish, OUTPUTS)                                                 \
+    TEXT(KR_HELP("compute:\n"))                                                                    \
+    OPT(BACKEND, ('b', "backend", "B", KR_CHOICE("expected auto, cpu or cuda")),                   \
+        KR_REFUSE_UNLESS(kr_backend_parse(arg, &cfg->device.backend) == KR_OK),                    \
+        KR_HELP("auto | cpu | cuda (default auto: CUDA when a GPU is present)"))                   \
+    OPT(THREADS, (0, "threads", "N", KR_WHOLE(0, 4096, "threads", "0 = all cores")),               \
+        cfg->device.cpu_threads = (int)v, KR_HELP("OpenMP threads (default: all cores)"))          \
+    OPT(DETERMINISTIC, KR_OPT_DETERMINISTIC, cfg->deterministic = true,                            \
+        KR_HELP("repeatable runs: bit-identical poses for the same source,\n"                      \
+                "options and --threads (snapshots built in step, fixed\n"                          \
+                "reduction order; a little slower)"))                                              \
+    OPT(FINEST_LEVEL, (0, "finest-level", "L", KR_CUSTOM),                                         \
+        KR_FAIL_UNLESS(finest_level_option(cfg, who, name, arg)),                                  \
+        KR_HELP("finest pyramid level tracked, 0 = 640x480 (default %d)",                          \
+                def()->track.finest_level))                                                        \
+    /* below a millimetre the voxel map cannot hold a scene (and 1e-30 empties it) */              \
+    OPT(VOXEL, (0, "voxel", "M", KR_REAL(0.001, 10, "a voxel size in metres", NULL)),              \
+        cfg->model.voxel_size = (float)v,                                                          \
+        KR_HELP("model voxel size in metres (default %g)", (double)def()->model.voxel_size))       \
+    OPT(EXACT_NN, (0, "exact-nn", NULL, KR_FLAG), cfg->track.exact_nn = true,                      \
+        KR_HELP("exact nearest neighbours instead of k-d cell descent"))                           \
+    OPT(ITERATIONS, (0, "iterations", "N,N,..", KR_CUSTOM),                                        \
+        KR_FAIL_UNLESS(iterations_option(                                                          \
+            cfg, who, name,                                                                        \
+            arg)), /* a space more than the column asks for, as this line always had */            \
+        KR_HELP(" Newton steps per level, finest first (default %d,%d,%d)",                        \
+                def()->track.iterations[0], def()->track.iterations[1],                            \
+                def()->track.iterations[2]))                                                       \
+    OPT(GATE, (0, "gate", "M", KR_ABOVE(0, 100, "a distance in metres", NULL)),                    \
+        cfg->track.gate = (float)v,                                                                \
+        KR_HELP("reject pairs farther apart than M metres at the finest level (default %g)",       \
+                (double)def()->track.gate))                                                        \
+    OPT(ACTIVE_WINDOW, (0, "active-window", "N", KR_WHOLE(1, INT_MAX, "frames", NULL)),            \
+        cfg->model.active_window = (int)v,                                                         \
+        KR_HELP("model voxels seen in the last N frames are tracked against (default %d)",         \
+                def()->model.active_window))                                                       \
+    OPT(REBUILD_EVERY, (0, "rebuild-every", "N", KR_WHOLE(1, INT_MAX, "frames", NULL)),            \
+        cfg->rebuild_every = (int)v,                                                               \
+        KR_HELP("frames between model snapshot rebuilds (default %d)", def()->rebuild_every))      \
+    OPT(MODEL_MEMORY, (0, "model-memory", "MIB", KR_REAL(0, 1048576, "MiB", "0 = no cap")),        \
+        cfg->model.memory_mib = v,                                                                 \
+        KR_HELP("cap on the model's voxel map (default %g MiB, 0 = none): past it\n"               \
+                "voxels unseen for %d frames and over %g m from the camera\n"                      \
+                "are evicted, oldest first (--save-model has what is left)",                       \
+                def()->model.memory_mib, def()->model.evict_after,                                 \
+                (double)def()->model.evict_distance))                                              \
+    OPT(RECOVER, (0, "recover", "M", KR_CHOICE("expected emicp, newton, softassign or off")),      \
+        KR_REFUSE_UNLESS(kr_recover_method_parse(arg, &cfg->recover.method) == KR_OK),             \
+        KR_HELP("after a loss: emicp (EM-ICP of the frame against the model\n"                     \
+                "near the last good pose, then the newton search, default)\n"                      \
+                "| newton (wide-basin search from the last good pose and\n"                        \
+                "rotated seeds) | softassign | off"))                                              \
+    OPT(RECOVER_AFTER,                                                                             \
+        (0, "recover-after", "N", KR_WHOLE(0, 100000, "POOR frames", "0 = only LOST frames")),     \
+        cfg->recover.after_poor = (int)v,                                                          \
+        KR_HELP("N POOR frames in a row count as a loss (default %d)", def()->recover.after_poor)) \
+    OPT(RECOVER_RADIUS, (0, "recover-radius", "M", KR_REAL(0.1, 100, "metres", NULL)),             \
+        cfg->recover.model_radius = (float)v,                                                      \
+        KR_HELP("emicp / softassign register the frame's and the model's\n"                        \
+                "points within M metres of the camera (default %g; raise it\n"                     \
+                "for a scene seen mostly beyond it)",                                              \
+                (double)def()->recover.model_radius))                                              \
+    OPT(REFINE, (0, "refine", "off|on", KR_CHOICE("expected on or off")),                          \
+        KR_REFUSE_UNLESS(kr_option_on_off(arg, &cfg->refine.enabled)),                             \
+        KR_HELP("live refiner: keyframes every %g m or %g deg while tracking is\n"                 \
+                "GOOD, refined jointly with distance fields on a thread of\n"                      \
+                "its own; refined keyframe poses on the topic 'refine'\n"                          \
+                "(default off: on 2 cores it takes a core from tracking)",                         \
+                def()->refine.keyframe_distance, def()->refine.keyframe_angle_deg))                \
+    OPT(REFINE_WINDOW, (0, "refine-window", "K", KR_WHOLE(2, 64, "keyframes", NULL)),              \
+        cfg->refine.window = (int)v,                                                               \
+        KR_HELP("keyframes refined together, the oldest fixed (default %d, 2..64)",                \
+                def()->refine.window))                                                             \
+    /* The pair (every <= window) is checked when the pipeline is created. */                      \
+    OPT(REFINE_EVERY,                                                                              \
+        (0, "refine-every", "M", KR_WHOLE(1, 64, "keyframes", "at most --refine-window")),         \
+        cfg->refine.every = (int)v,                                                                \
+        KR_HELP("a refinement every M new keyframes (default %d, 1..K)", def()->refine.every))     \
+    OPT(REFINE_REFUSE, (0, "refine-refuse", "D", KR_REAL(0, 100, "metres", "0 = never")),          \
+        cfg->refine.refuse_distance = v,                                                           \
+        KR_HELP("re-fuse the model from the newest 32 keyframes at their\n"                        \
+                "refined poses when a refinement moves one by D m or more\n"                       \
+                "(default %g = never; the model then holds only what those\n"                      \
+                "keyframes saw)",                                                                  \
+                def()->refine.refuse_distance))                                                    \
+    OPT(DEPTH_STEP,                                                                                \
+        (0, "depth-step", "A", KR_REAL(0, 1, "a coefficient", "0 turns the noise model off")),     \
+        cfg->preprocess.depth_step = (float)v;                                                     \
+        cfg->track.depth_step = (float)v,                                                          \
+        KR_HELP("depth noise that grows as z^2: the sensor's depth step at z is\n"                 \
+                "A*z^2 (default %g, Kinect v1); normals take wider baselines and\n"                \
+                "far points wider gates and less weight; 0 turns this off",                        \
+                (double)def()->track.depth_step))
+KR_OPTION_TABLE(kr_pipeline_option_table, PIPELINE_OPTIONS, kr_pipeline_config, cfg, "kinreg");
