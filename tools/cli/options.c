@@ -28,33 +28,44 @@ typedef struct {
     size_t n_short;
 } option_set;
 
+/* Whether `name` or the letter `short_name` is taken already. */
+static bool taken(const option_set *s, const char *name, char short_name)
+{
+    for (size_t i = 0; i < s->n_long; i++)
+        if (!strcmp(s->longopts[i].name, name)) return true;
+    return short_name && memchr(s->shortopts, short_name, s->n_short) != NULL;
+}
+
 /* Pass 0 adds the options, pass 1 their aliases: longopts then begins with
- * the options in the order of options[]. */
-static bool collect(option_set *s, const kr_option_table *t, char *target, int pass)
+ * the options in the order of options[]. NULL, or what is wrong with the
+ * tables (a programming error). */
+static const char *collect(option_set *s, const kr_option_table *t, char *target, int pass)
 {
     size_t count;
     const kr_option_row *rows = t->rows(&count);
     for (size_t i = 0; i < count; i++) {
         const kr_option_row *r = &rows[i];
         if (r->row == KR_ROW_GROUP) {
-            if (!collect(s, r->group, target ? target + r->offset : NULL, pass)) return false;
+            const char *wrong = collect(s, r->group, target ? target + r->offset : NULL, pass);
+            if (wrong) return wrong;
             continue;
         }
-        if (s->n_long == MAX_OPTIONS) return false;
+        if (pass != (r->row == KR_ROW_ALIAS)) continue;
+        if (s->n_long == MAX_OPTIONS) return "too many options";
+        if (taken(s, r->name, r->row == KR_ROW_OPTION ? r->short_name : 0))
+            return "an option name or letter twice";
         if (r->row == KR_ROW_ALIAS) {
-            if (pass != 1) continue;
             /* The same val and argument as its option: getopt_long then
              * takes an abbreviation both names share for that option. */
             size_t k = 0;
             while (k < s->n_options &&
                    !(s->options[k].table == t && s->options[k].row->id == r->id))
                 k++;
-            if (k == s->n_options) return false;
+            if (k == s->n_options) return "an alias of no option";
             s->longopts[s->n_long] = s->longopts[k];
             s->longopts[s->n_long++].name = r->name;
             continue;
         }
-        if (pass != 0) continue;
         bool takes_value = r->value != KR_VALUE_NONE;
         int val = r->short_name ? (unsigned char)r->short_name : 256 + (int)s->n_options;
         s->options[s->n_options++] = (entry){t, r, target, val};
@@ -65,16 +76,18 @@ static bool collect(option_set *s, const kr_option_table *t, char *target, int p
             if (takes_value) s->shortopts[s->n_short++] = ':';
         }
     }
-    return true;
+    return NULL;
 }
 
 static bool build(option_set *s, const kr_command *c, void *target)
 {
     memset(s, 0, sizeof *s);
     if (!c->getopt_errors) s->shortopts[s->n_short++] = ':'; /* ':' for a missing value */
-    if (!collect(s, c->options, target, 0) || !collect(s, c->options, target, 1)) {
-        fprintf(stderr, "kinreg %s: too many options for one command (tools/cli/options.c)\n",
-                c->name);
+    const char *wrong = collect(s, c->options, target, 0);
+    if (!wrong) wrong = collect(s, c->options, target, 1);
+    if (wrong) {
+        fprintf(stderr, "kinreg %s: the option table has %s (tools/cli/options.h)\n", c->name,
+                wrong);
         return false;
     }
     return true;
