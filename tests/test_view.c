@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 /* The hub has no library home (it is the program's); compile it in here. */
-#include "../tools/view_hub.c"
+#include "../tools/view/view_hub.c"
 
 /* Everything a page can read now, as one string. */
 static size_t drain(kr_view_hub *h, kr_view_client *c, char *out, size_t cap)

@@ -5,24 +5,56 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "output_path.h"
-#include "pipeline_options.h"
+#include "tools/commands.h"
+#include "tools/cli/output_path.h"
+#include "tools/cli/common_options.h"
+#include "tools/cli/pipeline_options.h"
 
 enum {
-    ST_READ, ST_UPLOAD, ST_PREPROCESS, ST_DOWNLOAD, ST_TRACK, ST_ITERATION, ST_FUSE, ST_FUSE_DEVICE, ST_SNAPSHOT,
-    ST_GATHER_DEVICE, ST_TREE_DEVICE,
-    ST_TREE_500K, ST_POSE, ST_FRAME, ST_COUNT
+    ST_READ,
+    ST_UPLOAD,
+    ST_PREPROCESS,
+    ST_DOWNLOAD,
+    ST_TRACK,
+    ST_ITERATION,
+    ST_FUSE,
+    ST_FUSE_DEVICE,
+    ST_SNAPSHOT,
+    ST_GATHER_DEVICE,
+    ST_TREE_DEVICE,
+    ST_TREE_500K,
+    ST_POSE,
+    ST_FRAME,
+    ST_COUNT
 };
-static const char *const stage_names[ST_COUNT] = {
-    "source read", "  upload (device)", "preprocess", "  download (device)", "track (whole frame)", "one Newton iteration",
-    "fuse into model", "  fusion kernels (device)", "tree build (snapshot)", "  gather (device)",
-    "  tree kernels (device)", "tree 500k pts (device)", "frame to pose",
-    "frame total"};
-static const char *const stage_keys[ST_COUNT] = {"read", "upload", "preprocess", "download", "track", "newton_iteration",
-                                                 "fuse", "fuse_device", "tree_build", "gather_device",
-                                                 "tree_build_device", "tree_build_device_500k",
-                                                 "frame_to_pose", "frame"};
+static const char *const stage_names[ST_COUNT] = {"source read",
+                                                  "  upload (device)",
+                                                  "preprocess",
+                                                  "  download (device)",
+                                                  "track (whole frame)",
+                                                  "one Newton iteration",
+                                                  "fuse into model",
+                                                  "  fusion kernels (device)",
+                                                  "tree build (snapshot)",
+                                                  "  gather (device)",
+                                                  "  tree kernels (device)",
+                                                  "tree 500k pts (device)",
+                                                  "frame to pose",
+                                                  "frame total"};
+static const char *const stage_keys[ST_COUNT] = {"read",
+                                                 "upload",
+                                                 "preprocess",
+                                                 "download",
+                                                 "track",
+                                                 "newton_iteration",
+                                                 "fuse",
+                                                 "fuse_device",
+                                                 "tree_build",
+                                                 "gather_device",
+                                                 "tree_build_device",
+                                                 "tree_build_device_500k",
+                                                 "frame_to_pose",
+                                                 "frame"};
 
 typedef struct {
     double *v;
@@ -59,19 +91,6 @@ static double p99(const samples *s)
     return s->v[(k ? k : 1) - 1];
 }
 
-static void help(FILE *out)
-{
-    fprintf(out,
-            "usage: kinreg bench [OPTIONS] [SOURCE]\n\n"
-            "Times each stage per frame (median over frames) on SOURCE with the chosen backend;\n"
-            "the first 300 frames unless -n says otherwise.\n\n"
-            "      --json FILE         also write the results as JSON (- for stdout)\n"
-            "      --pipeline          also run the threaded pipeline for end-to-end frames/s\n");
-    kr_pipeline_options_help_for(out, false);
-    fprintf(out, "  -q, --quiet             no progress line (bench prints only its results)\n"
-                 "  -h, --help              this text\n");
-}
-
 /* The device tree build at the issue's target size: 500k points (a
  * room-sized model) with normals, 20 builds; the build kernels' device time
  * (the points' upload and the tree's download are not included). */
@@ -106,8 +125,8 @@ static kr_status bench_tree_500k(const kr_device *dev, samples *out)
     return s;
 }
 
-static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT], int *frames, int *lost,
-                              char *device_name, size_t device_size)
+static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT], int *frames,
+                              int *lost, char *device_name, size_t device_size)
 {
     kr_source *src = NULL;
     kr_device *dev = NULL;
@@ -173,8 +192,8 @@ static kr_status bench_stages(const kr_pipeline_config *cfg, samples st[ST_COUNT
             add(&st[ST_TRACK], 1e3 * (t4 - t3));
             kr_newton_sums sums;
             double t5 = kr_now();
-            kr_newton_linearize_on(dev, kr_model_snapshot_tree(snap), &pyr, cfg->track.finest_level, &r.pose,
-                                   &cfg->track, cfg->track.gate, &sums);
+            kr_newton_linearize_on(dev, kr_model_snapshot_tree(snap), &pyr, cfg->track.finest_level,
+                                   &r.pose, &cfg->track, cfg->track.gate, &sums);
             add(&st[ST_ITERATION], 1e3 * (kr_now() - t5));
             good = r.state != KR_TRACK_LOST;
             if (good) {
@@ -220,23 +239,29 @@ done:
 }
 
 typedef struct {
+    kr_pipeline_config cfg;
     const char *json_path;
     bool run_pipeline, quiet;
 } bench_options;
 
-static int bench_option(int opt, const char *arg, void *user)
-{
-    bench_options *o = user;
-    if (opt == 'j')
-        o->json_path = arg;
-    else if (opt == 'P')
-        o->run_pipeline = true;
-    else if (opt == 'q')
-        o->quiet = true;
-    else
-        return -1;
-    return 0;
-}
+#define BENCH_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                               \
+    TEXT(KR_HELP("usage: kinreg bench [OPTIONS] [SOURCE]\n\n"                                      \
+                 "Times each stage per frame (median over frames) on SOURCE with the chosen "      \
+                 "backend;\n"                                                                      \
+                 "the first 300 frames unless -n says otherwise.\n\n"))                            \
+    OPT(JSON, (0, "json", "FILE", KR_TEXT), o->json_path = arg,                                    \
+        KR_HELP("also write the results as JSON (- for stdout)"))                                  \
+    OPT(PIPELINE, (0, "pipeline", NULL, KR_FLAG), o->run_pipeline = true,                          \
+        KR_HELP("also run the threaded pipeline for end-to-end frames/s"))                         \
+    GROUP(kr_pipeline_option_table, cfg, KR_SHOW_ALL)                                              \
+    OPT(QUIET, KR_OPT_QUIET, o->quiet = true,                                                      \
+        KR_HELP("no progress line (bench prints only its results)"))                               \
+    OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_HELP("this text"))
+KR_OPTION_TABLE(bench_option_table, BENCH_OPTIONS, bench_options, o, NULL);
+
+/* The pipeline's help without the output options, which bench does not use. */
+static const kr_command bench_command = {"bench", &bench_option_table, KR_HELP_LAYOUT_DEFAULT,
+                                         KR_PIPELINE_HELP_NO_OUTPUTS, false};
 
 /* Options run and demo take that bench would silently ignore. */
 static bool refuse_unused(const kr_pipeline_config *cfg, const kr_pipeline_config *def)
@@ -257,17 +282,12 @@ static bool refuse_unused(const kr_pipeline_config *cfg, const kr_pipeline_confi
 
 int kr_cmd_bench(int argc, char **argv)
 {
-    kr_pipeline_config cfg;
-    kr_pipeline_config_default(&cfg);
-    cfg.source.max_frames = 300;
-    bench_options o = {NULL, false, false};
-    static const struct option own[] = {{"json", required_argument, 0, 'j'},
-                                        {"pipeline", no_argument, 0, 'P'},
-                                        {"quiet", no_argument, 0, 'q'},
-                                        {0, 0, 0, 0}};
-    const kr_command_options opts = {own, "q", bench_option, &o, help};
-    int rc = kr_parse_command(argc, argv, &cfg, &opts);
+    bench_options o = {.json_path = NULL};
+    kr_pipeline_config_default(&o.cfg);
+    o.cfg.source.max_frames = 300;
+    int rc = kr_command_parse(&bench_command, argc, argv, &o);
     if (rc >= 0) return rc;
+    kr_pipeline_config cfg = o.cfg;
     kr_pipeline_config def;
     kr_pipeline_config_default(&def);
     if (!refuse_unused(&cfg, &def)) return KR_EXIT_USAGE;
@@ -316,7 +336,8 @@ int kr_cmd_bench(int argc, char **argv)
     }
 
     const char *src_name = cfg.source.uri ? cfg.source.uri : "synthetic";
-    printf("kinreg bench: source %s, %d frames (%d lost), backend %s\n", src_name, frames, lost, device_name);
+    printf("kinreg bench: source %s, %d frames (%d lost), backend %s\n", src_name, frames, lost,
+           device_name);
     printf("%-24s %10s %10s %8s\n", "stage", "median ms", "p99 ms", "samples");
     for (int i = 0; i < ST_COUNT; i++)
         printf("%-24s %10.3f %10.3f %8zu\n", stage_names[i], med[i], tail[i], st[i].n);
@@ -326,8 +347,10 @@ int kr_cmd_bench(int argc, char **argv)
     double per_attempt = attempts ? ps.recovery_ms_total / (double)attempts : 0;
     if (run_pipeline) {
         printf("%-24s %10.1f\n", "pipeline frames/s", pipeline_fps);
-        printf("%-24s %10.3f %8llu\n", "recovery (per attempt)", per_attempt, (unsigned long long)attempts);
-        printf("pipeline: lost %llu times, found again %llu (%llu within 3 frames), recoveries %llu, failed %llu\n",
+        printf("%-24s %10.3f %8llu\n", "recovery (per attempt)", per_attempt,
+               (unsigned long long)attempts);
+        printf("pipeline: lost %llu times, found again %llu (%llu within 3 frames), recoveries "
+               "%llu, failed %llu\n",
                (unsigned long long)ps.losses, (unsigned long long)ps.losses_ended,
                (unsigned long long)ps.losses_ended_fast, (unsigned long long)ps.recoveries,
                (unsigned long long)ps.recovery_failures);
@@ -339,23 +362,29 @@ int kr_cmd_bench(int argc, char **argv)
             fprintf(stderr, "kinreg bench: cannot write %s\n", json_path);
             return KR_EXIT_FAILURE;
         }
-        fprintf(f, "{\"source\": \"%s\", \"device\": \"%s\", \"frames\": %d, \"lost\": %d, \"median_ms\": {", src_name,
-                device_name, frames, lost);
-        for (int i = 0; i < ST_COUNT; i++) fprintf(f, "%s\"%s\": %.4f", i ? ", " : "", stage_keys[i], med[i]);
+        fprintf(f,
+                "{\"source\": \"%s\", \"device\": \"%s\", \"frames\": %d, \"lost\": %d, "
+                "\"median_ms\": {",
+                src_name, device_name, frames, lost);
+        for (int i = 0; i < ST_COUNT; i++)
+            fprintf(f, "%s\"%s\": %.4f", i ? ", " : "", stage_keys[i], med[i]);
         fprintf(f, "}, \"p99_ms\": {");
-        for (int i = 0; i < ST_COUNT; i++) fprintf(f, "%s\"%s\": %.4f", i ? ", " : "", stage_keys[i], tail[i]);
+        for (int i = 0; i < ST_COUNT; i++)
+            fprintf(f, "%s\"%s\": %.4f", i ? ", " : "", stage_keys[i], tail[i]);
         fprintf(f, "}, \"tracker_fps\": %.2f", med[ST_FRAME] > 0 ? 1e3 / med[ST_FRAME] : 0);
         if (run_pipeline)
-            fprintf(f,
-                    ", \"pipeline_fps\": %.2f, \"recovery_ms_mean\": %.3f, \"losses\": %llu, "
-                    "\"losses_ended\": %llu, \"losses_ended_within_3\": %llu, \"recoveries\": %llu, "
-                    "\"recovery_failures\": %llu",
-                    pipeline_fps, per_attempt, (unsigned long long)ps.losses,
-                    (unsigned long long)ps.losses_ended, (unsigned long long)ps.losses_ended_fast,
-                    (unsigned long long)ps.recoveries, (unsigned long long)ps.recovery_failures);
+            fprintf(
+                f,
+                ", \"pipeline_fps\": %.2f, \"recovery_ms_mean\": %.3f, \"losses\": %llu, "
+                "\"losses_ended\": %llu, \"losses_ended_within_3\": %llu, \"recoveries\": %llu, "
+                "\"recovery_failures\": %llu",
+                pipeline_fps, per_attempt, (unsigned long long)ps.losses,
+                (unsigned long long)ps.losses_ended, (unsigned long long)ps.losses_ended_fast,
+                (unsigned long long)ps.recoveries, (unsigned long long)ps.recovery_failures);
         fprintf(f, "}\n");
         if (f != stdout) fclose(f);
     }
-    for (int i = 0; i < ST_COUNT; i++) free(st[i].v);
+    for (int i = 0; i < ST_COUNT; i++)
+        free(st[i].v);
     return KR_EXIT_OK;
 }

@@ -1,30 +1,36 @@
 /* kinreg convert — rewrite a recording in the other format: a TUM sequence
  * as a fakenect dump or a fakenect dump as a TUM sequence. */
-#include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "output_path.h"
+#include "tools/commands.h"
+#include "tools/cli/output_path.h"
 #include "record_loop.h"
-#include "record_options.h"
+#include "tools/cli/record_options.h"
 
-static void help(FILE *out)
-{
-    fprintf(out,
-            "usage: kinreg convert [OPTIONS] INPUT OUTPUT\n\n"
-            "Reads every depth frame of INPUT (tum:DIR, fakenect:DIR, a directory holding\n"
-            "depth.txt or INDEX.txt, or any other source) and writes it to the directory OUTPUT,\n"
-            "with INPUT's intrinsics and ground truth. The output format defaults to the other\n"
-            "kind: TUM input becomes a fakenect dump, a fakenect dump becomes TUM; other\n"
-            "sources need -f. Depth converts through the Kinect v1 disparity model\n"
-            "z = 1 / (3.3309495161 - 0.0030711016 d): to disparity and back, a depth moves by\n"
-            "at most half a disparity step (1.5 mm at 1 m, 25 mm at 4 m).\n\n");
-    kr_record_options_help(out);
-    fprintf(out, "\nexample: kinreg convert -n 100 tum:../shared/data/tum/fr1_xyz_head fr1_dump\n"
-                 "         kinreg convert fakenect:fr1_dump fr1_again   (back to TUM)\n");
-}
+typedef struct {
+    kr_record_options rec;
+} convert_args;
+
+#define CONVERT_COMMAND(OPT, ALIAS, GROUP, TEXT, MORE)                                             \
+    TEXT(KR_HELP(                                                                                  \
+        "usage: kinreg convert [OPTIONS] INPUT OUTPUT\n\n"                                         \
+        "Reads every depth frame of INPUT (tum:DIR, fakenect:DIR, a directory holding\n"           \
+        "depth.txt or INDEX.txt, or any other source) and writes it to the directory OUTPUT,\n"    \
+        "with INPUT's intrinsics and ground truth. The output format defaults to the other\n"      \
+        "kind: TUM input becomes a fakenect dump, a fakenect dump becomes TUM; other\n"            \
+        "sources need -f. Depth converts through the Kinect v1 disparity model\n"                  \
+        "z = 1 / (3.3309495161 - 0.0030711016 d): to disparity and back, a depth moves by\n"       \
+        "at most half a disparity step (1.5 mm at 1 m, 25 mm at 4 m).\n\n"))                       \
+    GROUP(kr_record_option_table, rec, KR_SHOW_ALL)                                                \
+    TEXT(KR_HELP("\nexample: kinreg convert -n 100 tum:../shared/data/tum/fr1_xyz_head "           \
+                 "fr1_dump\n"                                                                      \
+                 "         kinreg convert fakenect:fr1_dump fr1_again   (back to TUM)\n"))
+KR_OPTION_TABLE(convert_option_table, CONVERT_COMMAND, convert_args, a, NULL);
+
+static const kr_command convert_command = {"convert", &convert_option_table, KR_HELP_LAYOUT_DEFAULT,
+                                           0, false};
 
 /* The input's kind, from its description ("tum:DIR (N frames)"), which names
  * what the URI dispatch chose even for a bare directory. */
@@ -53,12 +59,14 @@ static bool same_directory(const char *input, const char *output)
 int kr_cmd_convert(int argc, char **argv)
 {
     const char *who = "kinreg convert";
-    kr_record_options o;
-    int rc = kr_record_parse_options(argc, argv, who, help, &o);
+    convert_args args;
+    kr_record_options_default(&args.rec);
+    int rc = kr_command_parse(&convert_command, argc, argv, &args);
     if (rc >= 0) return rc;
+    kr_record_options o = args.rec;
     if (argc - optind != 2) {
         fprintf(stderr, "%s: expected INPUT and OUTPUT (got %d arguments)\n", who, argc - optind);
-        help(stderr);
+        kr_command_help(&convert_command, stderr);
         return KR_EXIT_USAGE;
     }
     const char *input = argv[optind], *output = argv[optind + 1];

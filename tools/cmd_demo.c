@@ -5,29 +5,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli.h"
+#include "tools/commands.h"
 #include "kinreg/eval.h"
-#include "pipeline_options.h"
-
-static void help(FILE *out)
-{
-    fprintf(out,
-            "usage: kinreg demo [OPTIONS]\n\n"
-            "Generates kinreg's synthetic indoor scan (Kinect v1 sensor model, handheld\n"
-            "trajectory, 30 s at 30 Hz), tracks it, and writes into DIR:\n"
-            "  trajectory.txt  estimated poses (TUM)     groundtruth.txt  true poses (TUM)\n"
-            "  model.ply       fused model               trajectory.svg   plot of both\n"
-            "  trajectory_final.txt  the poses with LOST stretches filled in (--trajectory-final)\n"
-            "then prints the ATE against the ground truth (of the final trajectory too, when\n"
-            "frames were lost) and the frames per second.\n"
-            "Poses are published on ipc://DIR/poses.ipc unless -p names an endpoint.\n\n"
-            "  -o, --out DIR           output directory (default kinreg-demo)\n");
-    kr_pipeline_options_help(out);
-    fprintf(out, "  -q, --quiet             no status line\n"
-                 "      --progress SEC      when stderr is not a terminal, a progress line every SEC\n"
-                 "                          seconds (default 5; 0 = none)\n"
-                 "  -h, --help              this text\n");
-}
+#include "tools/cli/common_options.h"
+#include "tools/cli/pipeline_options.h"
 
 static char *join(char *buf, size_t size, const char *dir, const char *name)
 {
@@ -36,39 +17,48 @@ static char *join(char *buf, size_t size, const char *dir, const char *name)
 }
 
 typedef struct {
+    kr_pipeline_config cfg;
+    kr_status_options status;
     const char *out_dir;
-    bool quiet;
 } demo_options;
 
-static int demo_option(int opt, const char *arg, void *user)
-{
-    demo_options *o = user;
-    if (opt == 'o') o->out_dir = arg;
-    else if (opt == 'q') o->quiet = true;
-    else if (opt == 'P') return kr_progress_option(arg);
-    else return -1;
-    return 0;
-}
+#define DEMO_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                                \
+    TEXT(KR_HELP(                                                                                  \
+        "usage: kinreg demo [OPTIONS]\n\n"                                                         \
+        "Generates kinreg's synthetic indoor scan (Kinect v1 sensor model, handheld\n"             \
+        "trajectory, 30 s at 30 Hz), tracks it, and writes into DIR:\n"                            \
+        "  trajectory.txt  estimated poses (TUM)     groundtruth.txt  true poses (TUM)\n"          \
+        "  model.ply       fused model               trajectory.svg   plot of both\n"              \
+        "  trajectory_final.txt  the poses with LOST stretches filled in (--trajectory-final)\n"   \
+        "then prints the ATE against the ground truth (of the final trajectory too, when\n"        \
+        "frames were lost) and the frames per second.\n"                                           \
+        "Poses are published on ipc://DIR/poses.ipc unless -p names an endpoint.\n\n"))            \
+    OPT(OUT, ('o', "out", "DIR", KR_TEXT), o->out_dir = arg,                                       \
+        KR_HELP("output directory (default kinreg-demo)"))                                         \
+    GROUP(kr_pipeline_option_table, cfg, KR_SHOW_ALL)                                              \
+    GROUP(kr_status_option_table, status, KR_SHOW_ALL)                                             \
+    OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_HELP("this text"))
+KR_OPTION_TABLE(demo_option_table, DEMO_OPTIONS, demo_options, o, NULL);
+
+static const kr_command demo_command = {"demo", &demo_option_table, KR_HELP_LAYOUT_DEFAULT, 0,
+                                        false};
 
 int kr_cmd_demo(int argc, char **argv)
 {
-    kr_pipeline_config cfg;
-    kr_pipeline_config_default(&cfg);
-    cfg.source.uri = "synthetic";
-    demo_options o = {"kinreg-demo", false};
-    static const struct option own[] = {{"out", required_argument, 0, 'o'}, {"quiet", no_argument, 0, 'q'},
-                                        {"progress", required_argument, 0, 'P'}, {0, 0, 0, 0}};
-    const kr_command_options opts = {own, "o:q", demo_option, &o, help};
-    int rc = kr_parse_command(argc, argv, &cfg, &opts);
+    demo_options o = {.status = KR_STATUS_OPTIONS_DEFAULT, .out_dir = "kinreg-demo"};
+    kr_pipeline_config_default(&o.cfg);
+    o.cfg.source.uri = "synthetic";
+    int rc = kr_command_parse(&demo_command, argc, argv, &o);
     if (rc >= 0) return rc;
+    kr_pipeline_config cfg = o.cfg;
     const char *out_dir = o.out_dir;
-    bool quiet = o.quiet;
     if (optind < argc) {
         fprintf(stderr, "kinreg demo: unexpected argument '%s'\n", argv[optind]);
         return KR_EXIT_USAGE;
     }
     if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "kinreg demo: cannot create output directory %s: %s\n", out_dir, strerror(errno));
+        fprintf(stderr, "kinreg demo: cannot create output directory %s: %s\n", out_dir,
+                strerror(errno));
         return KR_EXIT_FAILURE;
     }
     char traj_path[1024], final_path[1024], model_path[1024], gt_path[1024], plot_path[1024];
@@ -90,7 +80,7 @@ int kr_cmd_demo(int argc, char **argv)
 
     kr_pipeline *p = NULL;
     kr_pipeline_stats stats;
-    kr_status s = kr_run_pipeline(&cfg, "kinreg demo", quiet, &p, &stats);
+    kr_status s = kr_run_pipeline(&cfg, "kinreg demo", &o.status, &p, &stats);
     if (!p) return KR_EXIT_FAILURE;
 
     const kr_trajectory *gt = kr_source_groundtruth(kr_pipeline_source(p));
@@ -100,8 +90,10 @@ int kr_cmd_demo(int argc, char **argv)
     if (gt && kr_trajectory_write_tum(gt_path, gt) != KR_OK)
         fprintf(stderr, "kinreg demo: %s\n", kr_last_error());
     if (es == KR_OK) {
-        if (kr_eval_plot(plot_path, gt, est, &ate) != KR_OK) fprintf(stderr, "kinreg demo: %s\n", kr_last_error());
-        printf("ATE RMSE %.2f cm (median %.2f cm, max %.2f cm) over %zu frames; %.1f frames/s; lost %llu\n",
+        if (kr_eval_plot(plot_path, gt, est, &ate) != KR_OK)
+            fprintf(stderr, "kinreg demo: %s\n", kr_last_error());
+        printf("ATE RMSE %.2f cm (median %.2f cm, max %.2f cm) over %zu frames; %.1f frames/s; "
+               "lost %llu\n",
                100 * ate.rmse, 100 * ate.median, 100 * ate.max, ate.pairs, stats.fps,
                (unsigned long long)stats.frames_lost);
         kr_ate fin;

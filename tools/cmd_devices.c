@@ -2,26 +2,31 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "tools/commands.h"
+#include "tools/cli/common_options.h"
 #include "kinreg/kinect.h"
 
-static void help(FILE *out)
-{
-    fprintf(out, "usage: kinreg devices\n\n"
-                 "Lists the Kinect v1 sensors attached through libfreenect, one per line:\n"
-                 "  kinect:INDEX  serial SERIAL\n"
-                 "Either form (kinect:0, kinect:SERIAL) is a source for run and record.\n"
-                 "Under libfreenect's fakenect (LD_LIBRARY_PATH=/usr/lib/<arch>/fakenect,\n"
-                 "FAKENECT_PATH=DIR) it shows the recording being replayed instead.\n\n"
-                 "Exit status: 0 when at least one sensor is found, 1 when none is (with what\n"
-                 "to check), 2 usage error.\n");
-}
+/* No options but -h/--help, taken only alone and spelt out (no abbreviation). */
+#define DEVICES_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                             \
+    TEXT(KR_HELP("usage: kinreg devices\n\n"                                                       \
+                 "Lists the Kinect v1 sensors attached through libfreenect, one per line:\n"       \
+                 "  kinect:INDEX  serial SERIAL\n"                                                 \
+                 "Either form (kinect:0, kinect:SERIAL) is a source for run and record.\n"         \
+                 "Under libfreenect's fakenect (LD_LIBRARY_PATH=/usr/lib/<arch>/fakenect,\n"       \
+                 "FAKENECT_PATH=DIR) it shows the recording being replayed instead.\n\n"           \
+                 "Exit status: 0 when at least one sensor is found, 1 when none is (with what\n"   \
+                 "to check), 2 usage error.\n"))                                                   \
+    OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_NO_HELP)
+KR_OPTION_TABLE(devices_option_table, DEVICES_OPTIONS, void, none, NULL);
+
+static const kr_command devices_command = {"devices", &devices_option_table, KR_HELP_LAYOUT_DEFAULT,
+                                           0, false};
 
 int kr_cmd_devices(int argc, char **argv)
 {
-    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        help(stdout);
-        return KR_EXIT_OK;
+    if (argc == 2) {
+        int rc = kr_command_parse_word(&devices_command, argv[1], NULL);
+        if (rc >= 0) return rc;
     }
     if (argc > 1) {
         fprintf(stderr, "kinreg devices: unexpected %s '%s' (see 'kinreg devices --help')\n",

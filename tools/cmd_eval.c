@@ -1,6 +1,5 @@
 /* kinreg eval — ATE and RPE of an estimated TUM trajectory against ground
  * truth, as a table or JSON, with an optional plot. */
-#include <getopt.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -8,49 +7,74 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cli.h"
+#include "tools/commands.h"
 #include "kinreg/eval.h"
-#include "option_error.h"
-#include "output_path.h"
+#include "tools/cli/common_options.h"
+#include "tools/cli/output_path.h"
 
-static void help(FILE *out)
-{
-    fprintf(out,
-            "usage: kinreg eval [OPTIONS] GT EST\n\n"
-            "Compares the estimated trajectory EST with the ground truth GT (both TUM files:\n"
-            "'timestamp tx ty tz qx qy qz qw', camera-to-world). Each estimate is paired with\n"
-            "the nearest ground-truth stamp within --max-dt. Prints:\n"
-            "  ATE  absolute trajectory error after rigid alignment of the estimate onto the\n"
-            "       ground truth (Horn's method, no scale): RMSE, mean, median, max in cm\n"
-            "  RPE  relative pose error over --delta seconds: translational RMSE in cm and\n"
-            "       rotational RMSE in degrees (drift per interval, no alignment)\n\n"
-            "options:\n"
-            "  --max-dt S        association window in seconds (default 0.02)\n"
-            "  --delta S         RPE interval in seconds (default 1.0)\n"
-            "  --plot FILE       write a plot of both trajectories (top and side view);\n"
-            "                    the format follows the extension: .svg or .png\n"
-            "  --t-offset SEC    add SEC to every estimate stamp before association (evo's\n"
-            "                    --t_offset): for an estimate on a shifted clock\n"
-            "  --align-start     align by the first associated pose pair instead of Horn's\n"
-            "                    best fit over all (evo's --align_origin): ATE then shows drift\n"
-            "  --json            print one JSON object (metres and degrees) instead of text\n"
-            "  -h, --help        this text\n\n"
-            "example: kinreg eval ../shared/data/tum/fr1_xyz_head/groundtruth.txt traj.txt --plot "
-            "traj.svg\n");
-}
-
-static bool parse_seconds(const char *name, const char *arg, bool allow_zero, double *out)
+/* --max-dt and --delta: a number of seconds greater than 0. */
+static bool positive_seconds(const char *arg, double *out)
 {
     char *end;
     double v = strtod(arg, &end);
-    if (end == arg || *end != '\0' || !isfinite(v) || v < 0 || (!allow_zero && v == 0)) {
-        fprintf(stderr, "kinreg eval: %s '%s' is not a %s number of seconds\n", name, arg,
-                allow_zero ? "non-negative" : "positive");
-        return false;
-    }
+    if (end == arg || *end != '\0' || !isfinite(v) || v <= 0) return false;
     *out = v;
     return true;
 }
+
+/* --t-offset SEC: any finite number of seconds up to 1e9 either way. */
+static bool offset_seconds(const char *arg, double *out)
+{
+    char *end;
+    *out = strtod(arg, &end);
+    return end != arg && !*end && isfinite(*out) && fabs(*out) <= 1e9;
+}
+
+typedef struct {
+    double max_dt, delta, t_offset;
+    const char *plot;
+    bool json, align_start;
+} eval_options;
+
+#define SECONDS_REFUSAL KR_REFUSAL("%s: %s '%s' is not a positive number of seconds")
+#define EVAL_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                                \
+    TEXT(KR_HELP(                                                                                  \
+        "usage: kinreg eval [OPTIONS] GT EST\n\n"                                                  \
+        "Compares the estimated trajectory EST with the ground truth GT (both TUM files:\n"        \
+        "'timestamp tx ty tz qx qy qz qw', camera-to-world). Each estimate is paired with\n"       \
+        "the nearest ground-truth stamp within --max-dt. Prints:\n"                                \
+        "  ATE  absolute trajectory error after rigid alignment of the estimate onto the\n"        \
+        "       ground truth (Horn's method, no scale): RMSE, mean, median, max in cm\n"           \
+        "  RPE  relative pose error over --delta seconds: translational RMSE in cm and\n"          \
+        "       rotational RMSE in degrees (drift per interval, no alignment)\n\n"                 \
+        "options:\n"))                                                                             \
+    OPT(MAX_DT, (0, "max-dt", "S", SECONDS_REFUSAL),                                               \
+        KR_REFUSE_UNLESS(positive_seconds(arg, &o->max_dt)),                                       \
+        KR_HELP("association window in seconds (default 0.02)"))                                   \
+    OPT(DELTA, (0, "delta", "S", SECONDS_REFUSAL),                                                 \
+        KR_REFUSE_UNLESS(positive_seconds(arg, &o->delta)),                                        \
+        KR_HELP("RPE interval in seconds (default 1.0)"))                                          \
+    OPT(PLOT, (0, "plot", "FILE", KR_TEXT), o->plot = arg,                                         \
+        KR_HELP("write a plot of both trajectories (top and side view);\n"                         \
+                "the format follows the extension: .svg or .png"))                                 \
+    OPT(T_OFFSET, (0, "t-offset", "SEC", KR_CHOICE("expected seconds, e.g. -0.25")),               \
+        KR_REFUSE_UNLESS(offset_seconds(arg, &o->t_offset)),                                       \
+        KR_HELP("add SEC to every estimate stamp before association (evo's\n"                      \
+                "--t_offset): for an estimate on a shifted clock"))                                \
+    ALIAS(T_OFFSET, "t_offset")                                                                    \
+    OPT(ALIGN_START, (0, "align-start", NULL, KR_FLAG), o->align_start = true,                     \
+        KR_HELP("align by the first associated pose pair instead of Horn's\n"                      \
+                "best fit over all (evo's --align_origin): ATE then shows drift"))                 \
+    ALIAS(ALIGN_START, "align_origin")                                                             \
+    OPT(JSON, KR_OPT_JSON, o->json = true,                                                         \
+        KR_HELP("print one JSON object (metres and degrees) instead of text"))                     \
+    OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_HELP("this text"))                                     \
+    TEXT(KR_HELP("\nexample: kinreg eval ../shared/data/tum/fr1_xyz_head/groundtruth.txt "         \
+                 "traj.txt --plot traj.svg\n"))
+KR_OPTION_TABLE(eval_option_table, EVAL_OPTIONS, eval_options, o, NULL);
+
+/* Descriptions in column 20, "  --long" not lined up under "  -h, --help". */
+static const kr_command eval_command = {"eval", &eval_option_table, {20, 2, 2}, 0, false};
 
 /* JSON string literal (paths may hold quotes, backslashes or controls). */
 static void json_string(FILE *out, const char *s)
@@ -70,61 +94,15 @@ static void json_string(FILE *out, const char *s)
 
 int kr_cmd_eval(int argc, char **argv)
 {
-    enum { OPT_MAX_DT = 256, OPT_DELTA, OPT_PLOT, OPT_JSON, OPT_T_OFFSET, OPT_ALIGN_START };
-    static const struct option longopts[] = {{"max-dt", required_argument, 0, OPT_MAX_DT},
-                                             {"delta", required_argument, 0, OPT_DELTA},
-                                             {"plot", required_argument, 0, OPT_PLOT},
-                                             {"json", no_argument, 0, OPT_JSON},
-                                             {"t-offset", required_argument, 0, OPT_T_OFFSET},
-                                             {"t_offset", required_argument, 0, OPT_T_OFFSET},
-                                             {"align-start", no_argument, 0, OPT_ALIGN_START},
-                                             {"align_origin", no_argument, 0, OPT_ALIGN_START},
-                                             {"help", no_argument, 0, 'h'},
-                                             {0, 0, 0, 0}};
-    double max_dt = 0.02, delta = 1.0;
-    const char *plot = NULL;
-    bool json = false, align_start = false;
-    double t_offset = 0;
-    int opt;
-    optind = 1;
-    opterr = 0; /* kr_option_error prints one line instead */
-    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (opt) {
-        case OPT_T_OFFSET: {
-            char *end;
-            t_offset = strtod(optarg, &end);
-            if (end == optarg || *end || !isfinite(t_offset) || fabs(t_offset) > 1e9) {
-                fprintf(stderr, "kinreg eval: --t-offset '%s' is not allowed: expected seconds, e.g. -0.25\n",
-                        optarg);
-                return KR_EXIT_USAGE;
-            }
-            break;
-        }
-        case OPT_ALIGN_START:
-            align_start = true;
-            break;
-        case OPT_MAX_DT:
-            if (!parse_seconds("--max-dt", optarg, false, &max_dt)) return KR_EXIT_USAGE;
-            break;
-        case OPT_DELTA:
-            if (!parse_seconds("--delta", optarg, false, &delta)) return KR_EXIT_USAGE;
-            break;
-        case OPT_PLOT:
-            plot = optarg;
-            break;
-        case OPT_JSON:
-            json = true;
-            break;
-        case 'h':
-            help(stdout);
-            return KR_EXIT_OK;
-        default:
-            return kr_option_error("eval", argc, argv, opt);
-        }
-    }
+    eval_options o = {.max_dt = 0.02, .delta = 1.0};
+    int prc = kr_command_parse(&eval_command, argc, argv, &o);
+    if (prc >= 0) return prc;
+    double max_dt = o.max_dt, delta = o.delta, t_offset = o.t_offset;
+    const char *plot = o.plot;
+    bool json = o.json, align_start = o.align_start;
     if (argc - optind != 2) {
         fprintf(stderr, "kinreg eval: expected two files, GT and EST (got %d)\n", argc - optind);
-        help(stderr);
+        kr_command_help(&eval_command, stderr);
         return KR_EXIT_USAGE;
     }
     const char *gt_path = argv[optind], *est_path = argv[optind + 1];
@@ -155,10 +133,12 @@ int kr_cmd_eval(int argc, char **argv)
         goto done;
     }
 
-    for (size_t i = 0; i < est.count; i++) est.stamps[i] += t_offset;
+    for (size_t i = 0; i < est.count; i++)
+        est.stamps[i] += t_offset;
 
     kr_ate ate;
-    st = align_start ? kr_eval_ate_start(&gt, &est, max_dt, &ate) : kr_eval_ate(&gt, &est, max_dt, &ate);
+    st = align_start ? kr_eval_ate_start(&gt, &est, max_dt, &ate)
+                     : kr_eval_ate(&gt, &est, max_dt, &ate);
     if (st != KR_OK) {
         fprintf(stderr, "kinreg eval: %s\n", kr_last_error());
         goto done;

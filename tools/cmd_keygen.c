@@ -3,36 +3,41 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "tools/commands.h"
+#include "tools/cli/common_options.h"
 #include "kinreg/transport.h"
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: kinreg keygen NAME\n"
-            "\n"
-            "Writes a new CURVE key pair for publishing over ZeroMQ with encryption and\n"
-            "authentication (docs/SECURITY.md):\n"
-            "  NAME.key         the public key: give it to the other side\n"
-            "  NAME.key_secret  the public and the secret key, mode 0600: keep it private\n"
-            "Both are czmq certificate text (lines public-key = \"...\" in Z85). Existing\n"
-            "files are never overwritten.\n"
-            "\n"
-            "The publisher: kinreg run --curve-secret server.key_secret --curve-allow allowed ...\n"
-            "  where allowed lists the subscribers' keys: cat alice.key bob.key > allowed\n"
-            "A subscriber: kinreg sub --curve-server server.key --curve-secret alice.key_secret "
-            "ENDPOINT\n");
-}
+/* No options but -h/--help, taken only alone and spelt out (no abbreviation). */
+#define KEYGEN_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                              \
+    TEXT(KR_HELP(                                                                                  \
+        "usage: kinreg keygen NAME\n"                                                              \
+        "\n"                                                                                       \
+        "Writes a new CURVE key pair for publishing over ZeroMQ with encryption and\n"             \
+        "authentication (docs/SECURITY.md):\n"                                                     \
+        "  NAME.key         the public key: give it to the other side\n"                           \
+        "  NAME.key_secret  the public and the secret key, mode 0600: keep it private\n"           \
+        "Both are czmq certificate text (lines public-key = \"...\" in Z85). Existing\n"           \
+        "files are never overwritten.\n"                                                           \
+        "\n"                                                                                       \
+        "The publisher: kinreg run --curve-secret server.key_secret --curve-allow allowed ...\n"   \
+        "  where allowed lists the subscribers' keys: cat alice.key bob.key > allowed\n"           \
+        "A subscriber: kinreg sub --curve-server server.key --curve-secret alice.key_secret "      \
+        "ENDPOINT\n"))                                                                             \
+    OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_NO_HELP)
+KR_OPTION_TABLE(keygen_option_table, KEYGEN_OPTIONS, void, none, NULL);
+
+static const kr_command keygen_command = {"keygen", &keygen_option_table, KR_HELP_LAYOUT_DEFAULT, 0,
+                                          false};
 
 int kr_cmd_keygen(int argc, char **argv)
 {
-    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        usage(stdout);
-        return KR_EXIT_OK;
+    if (argc == 2) {
+        int rc = kr_command_parse_word(&keygen_command, argv[1], NULL);
+        if (rc >= 0) return rc;
     }
     if (argc != 2 || argv[1][0] == '-' || !argv[1][0]) {
         fprintf(stderr, "kinreg keygen: expected one NAME (writes NAME.key and NAME.key_secret)\n");
-        usage(stderr);
+        kr_command_help(&keygen_command, stderr);
         return KR_EXIT_USAGE;
     }
     kr_curve_keypair kp;

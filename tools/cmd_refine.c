@@ -2,7 +2,6 @@
  * range scans (a Stanford-style .conf): refined poses in the same format, the
  * merged model as PLY, before/after residuals, optionally from a seeded
  * perturbation of the input (to measure how well it returns). */
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
@@ -11,74 +10,11 @@
 #include <string.h>
 
 #include "kinreg/scan.h"
-#include "cli.h"
-#include "number_option.h"
+#include "tools/commands.h"
+#include "tools/cli/common_options.h"
+#include "tools/cli/number_option.h"
 #include "kinreg/refine.h"
-#include "refine_mpi.h"
-
-static void help(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: kinreg refine [OPTIONS] SCANS.conf\n\n"
-        "Registers the range scans listed in SCANS.conf ('bmesh FILE tx ty tz qx qy qz qw',\n"
-        "Stanford style: a scan point p maps to R(q)^T p + t; FILE is an ASCII PLY) jointly,\n"
-        "with multi-view distance fields and Levenberg-Marquardt (DESIGN.md §5). The first\n"
-        "scan (--gauge) stays fixed. Prints the RMS residual before and after.\n\n"
-        "options:\n"
-        "  -o, --output FILE     write the refined poses as a .conf\n"
-        "  --model FILE          write the merged, refined scans as one binary PLY\n"
-        "  --cell M              finest grid spacing in metres (default 0.0015)\n"
-        "  --levels N            grids cell*2^k, coarse first (default 3)\n"
-        "  --band B              influence band of the finest grid in cells (default 2)\n"
-        "  --coarse-band B       band of the coarsest grid (default 3)\n"
-        "  --mid-band B          band of the grids between coarsest and finest (default 2)\n"
-        "  --points N            points per scan on the finest grid at most (default 0: "
-        "all)\n"
-        "  --iterations N        LM iterations per level at most (default 30; 0 = only the\n"
-        "                        residual figures)\n"
-        "  --huber C             Huber loss with threshold C cells (default 0: squares)\n"
-        "  --cap C               finest grid: residuals beyond C cells weigh 0 (default 0.3)\n"
-        "  --subset F            fraction of grid points used (thesis: 0.4; default 0.2)\n"
-        "  --signed              signed fields: distance to each point's tangent plane (normals\n"
-        "                        by PCA, towards the sensor at the scan's origin); exact on\n"
-        "                        planes, for long scans of rooms (default: unsigned)\n"
-        "  --star                the thesis's form: pairs (gauge, j) only, grid points inside\n"
-        "                        every other scan's field\n"
-        "  --gauge K             index of the fixed scan (default 0)\n"
-        "  --backend B           auto, cpu or cuda (default cpu)\n"
-        "  --perturb A1:A2,C1:C2 first move every scan but the gauge by a random rotation of\n"
-        "                        A1..A2 degrees about its centre and a translation of C1..C2 cm,\n"
-        "                        then report each scan's error against the input poses\n"
-        "  --seed S              seed of --perturb and --subset (default 1)\n"
-        "  --sequence URI        instead of SCANS.conf: a depth sequence (e.g. tum:DIR) whose\n"
-        "  --trajectory FILE     poses are in this TUM file: keyframes every --min-move, refined\n"
-        "                        jointly (grid 1 cm unless --cell); -o writes them as TUM\n"
-        "  --intrinsics NAME     the sequence's intrinsics preset (fr1, fr2, fr3)\n"
-        "  --min-move M,DEG      keyframe spacing: metres or degrees since the last (0.15,15)\n"
-        "  --every-frame FILE    with --sequence: every pose of --trajectory moved by the\n"
-        "                        refinement of the keyframes around it, interpolated between\n"
-        "                        them in time; a step the tracker's motion check refuses (a\n"
-        "                        jump) starts a stretch that follows its own keyframes only\n"
-        "                        (TUM). After a run with lost stretches, --signed --min-move\n"
-        "                        0.02,2 (docs/BENCHMARKS.md, issue 13 session 13)\n"
-        "  --synthetic N         instead of SCANS.conf: N views of a synthetic bumpy object\n"
-        "                        (about 0.2 m across, cameras 0.5 m away; exact poses)\n"
-        "  --synthetic room:N[:WxH] a long scan instead: N depth views (W x H, default\n"
-        "                        160x120) from a loop\n"
-        "                        inside a 4 x 3 m room with bumpy walls (exact poses; each view\n"
-        "                        overlaps its neighbours); use a cm grid, e.g. --cell 0.02\n"
-        "  --noise M             --synthetic room: Gaussian depth noise of M metres along\n"
-        "                        each ray (default 0)\n"
-        "  --devices LIST        cuda backend: split the sums over these GPUs ('all', '0,1');\n"
-        "                        default one device (under mpirun: the rank's by local rank)\n"
-        "  --mpi                 insist on MPI (mpirun -np N kinreg refine ... shares the sums\n"
-        "                        over N ranks; started by mpirun this is implied)\n"
-        "  --json                print one JSON object instead of text\n"
-        "  -q, --quiet           no progress line\n"
-        "  -h, --help            this text\n\n"
-        "example: kinreg refine ../shared/data/bunny/bun.conf -o refined.conf --model bunny.ply\n");
-}
+#include "tools/mpi/refine_mpi.h"
 
 static unsigned rng_state;
 static double urand(void)
@@ -147,28 +83,28 @@ static void progress(void *user, double cell, int iteration, double cost)
     fflush(stderr);
 }
 
+/* The scans merged in the common frame at their poses, one PLY. */
 static kr_status write_model(const char *path, float **xyz, const size_t *n, const kr_pose *poses,
                              int scans)
 {
     size_t total = 0;
     for (int k = 0; k < scans; k++)
         total += n[k];
-    FILE *f = fopen(path, "wb");
-    if (!f) return kr_error(KR_ERR_IO, "cannot write model %s", path);
-    fprintf(f,
-            "ply\nformat binary_little_endian 1.0\ncomment kinreg refine: %d scans\nelement vertex "
-            "%zu\n"
-            "property float x\nproperty float y\nproperty float z\nend_header\n",
-            scans, total);
+    float *all = malloc(3 * (total ? total : 1) * sizeof *all);
+    if (!all) return kr_error(KR_ERR_NOMEM, "no memory for the merged model (%zu points)", total);
+    size_t at = 0;
     for (int k = 0; k < scans; k++)
-        for (size_t i = 0; i < n[k]; i++) {
+        for (size_t i = 0; i < n[k]; i++, at++) {
             double p[3] = {xyz[k][3 * i], xyz[k][3 * i + 1], xyz[k][3 * i + 2]}, w[3];
             kr_pose_apply(&poses[k], p, w);
-            float v[3] = {(float)w[0], (float)w[1], (float)w[2]};
-            fwrite(v, sizeof v, 1, f); /* x86 and ARM hosts are little-endian */
+            for (int a = 0; a < 3; a++)
+                all[3 * at + a] = (float)w[a];
         }
-    if (fclose(f) != 0) return kr_error(KR_ERR_IO, "cannot write model %s", path);
-    return KR_OK;
+    char comment[64];
+    snprintf(comment, sizeof comment, "kinreg refine: %d scans", scans);
+    kr_status s = kr_scan_write_ply(path, all, NULL, total, comment);
+    free(all);
+    return s;
 }
 
 /* Error of scan k against the reference, both relative to the gauge. */
@@ -182,8 +118,8 @@ static void relative_error(const kr_pose *est, const kr_pose *ref, int gauge, in
     *mm = kr_pose_translation_norm(&d) * 1000;
 }
 
-/* N views of the synthetic object (capture/synthetic_object.h), or with
- * room set of the synthetic room (capture/synthetic_room.h), as a scan set
+/* N views of the synthetic object (kr_scan_synthetic_object, kinreg/scan.h), or with
+ * room set of the synthetic room (kr_scan_synthetic_room), as a scan set
  * whose poses are exact. */
 static kr_status make_synthetic(int n, bool room, int width, int height, double noise,
                                 kr_scan_set *conf, float ***xyz, size_t **count)
@@ -268,15 +204,13 @@ static int refine_sequence(kr_refine_sequence_config *seq, kr_refine_config *cfg
     if (cfg->cell == 0.0015) cfg->cell = 0.01;
     seq->output = output;
     bool verbose = !quiet && !json;
-    if (verbose) {
-        cfg->progress = progress;
-        seq->on_keyframes = say_keyframes;
-    }
+    if (verbose) seq->on_keyframes = say_keyframes;
+    if (!quiet && !json) cfg->progress = progress;
     kr_refine_result res = {0};
     kr_refine_sequence_result counts = {0};
-    if (verbose) fprintf(stderr, "refine: reading %s\n", seq->uri);
+    if (!quiet && !json) fprintf(stderr, "refine: reading %s\n", seq->uri);
     if (s == KR_OK) s = kr_refine_sequence(seq, cfg, dev, &res, &counts);
-    if (verbose) fprintf(stderr, "\r%-70s\r", "");
+    if (!quiet && !json) fprintf(stderr, "\r%-70s\r", "");
     if (s == KR_OK && verbose && seq->every_frame)
         fprintf(stderr,
                 "refine: %zu frames corrected by their keyframes, %zu in stretches "
@@ -303,293 +237,201 @@ static int refine_sequence(kr_refine_sequence_config *seq, kr_refine_config *cfg
     return KR_EXIT_OK;
 }
 
-/* Every numeric option's range, checked before conversion (number_option.h). */
-static const kr_number_rule rule_cell = {"--cell", 1e-5, 10, false, false, "metres", NULL};
-static const kr_number_rule rule_levels = {"--levels", 1, 12, false, true, "grid levels", NULL};
-static const kr_number_rule rule_band = {"--band", 1, 100, false, true, "cells", NULL};
-static const kr_number_rule rule_coarse_band = {"--coarse-band", 1,   100, false, true,
-                                                "cells",         NULL};
-static const kr_number_rule rule_mid_band = {"--mid-band", 1, 100, false, true, "cells", NULL};
-static const kr_number_rule rule_points = {"--points", 0,        INT_MAX,  false,
-                                           true,       "points", "0 = all"};
-static const kr_number_rule rule_iterations = {
-    "--iterations", 0, 100000, false, true, "LM iterations", "0 = only the residual figures"};
-static const kr_number_rule rule_huber = {"--huber", 0, 1000, false, false, "cells", "0 = squares"};
-static const kr_number_rule rule_cap = {"--cap", 0, 1000, false, false, "cells", NULL};
-static const kr_number_rule rule_noise = {"--noise", 0, 0.1, false, false, "metres", "0 = none"};
-static const kr_number_rule rule_subset = {"--subset", 0, 1, true, false, "a fraction", NULL};
-static const kr_number_rule rule_gauge = {"--gauge", 0, INT_MAX, false, true, "a scan index", NULL};
-static const kr_number_rule rule_seed = {"--seed", 0, 4294967295.0, false, true, "a seed", NULL};
-static const kr_number_rule rule_synthetic = {"--synthetic", 2, 10000, false, true, "views", NULL};
-static const kr_number_rule rule_min_metres = {"--min-move", 0, 100, false, false, "metres", NULL};
-static const kr_number_rule rule_min_degrees = {"--min-move", 0,         180, false,
-                                                false,        "degrees", NULL};
-
-static bool refine_number(const kr_number_rule *r, const char *arg, double *v)
+/* METRES,DEGREES, each range-checked (a value out of range says so first). */
+static bool parse_min_move(const char *who, const char *name, const char *arg,
+                           kr_refine_sequence_config *seq)
 {
-    return kr_number_option("kinreg refine", r, arg, v);
-}
-
-/* METRES,DEGREES, each range-checked. */
-static bool parse_min_move(const char *arg, kr_refine_sequence_config *seq)
-{
+    const kr_number_rule metres = {name, 0, 100, false, false, "metres", NULL},
+                         degrees = {name, 0, 180, false, false, "degrees", NULL};
     char buf[128];
     const char *comma = strchr(arg, ',');
     if (!comma || strlen(arg) >= sizeof buf) return false;
     snprintf(buf, sizeof buf, "%.*s", (int)(comma - arg), arg);
     double m, d;
-    if (!refine_number(&rule_min_metres, buf, &m) ||
-        !refine_number(&rule_min_degrees, comma + 1, &d))
+    if (!kr_number_option(who, &metres, buf, &m) || !kr_number_option(who, &degrees, comma + 1, &d))
         return false;
     seq->min_translation = m;
     seq->min_angle_deg = d;
     return true;
 }
 
+typedef struct {
+    kr_refine_config cfg;
+    kr_refine_sequence_config seq;
+    const char *output, *model, *devices;
+    kr_backend backend;
+    bool json, quiet, perturbing, room, want_mpi;
+    int room_width, room_height, synthetic;
+    double room_noise;
+    double deg[2], cm[2];
+    unsigned seed;
+} refine_options;
+
+/* --synthetic N or room:N[:WIDTHxHEIGHT]; N from 2 to 10000. */
+static bool synthetic_option(refine_options *o, const char *who, const char *name, const char *arg)
+{
+    const kr_number_rule views = {name, 2, 10000, false, true, "views", NULL};
+    o->room = strncmp(arg, "room:", 5) == 0;
+    const char *count = arg + (o->room ? 5 : 0);
+    char head[32];
+    size_t len = strcspn(count, ":");
+    if (len >= sizeof head) len = sizeof head - 1;
+    memcpy(head, count, len);
+    head[len] = 0;
+    double v;
+    if (!kr_number_option(who, &views, head, &v)) return false;
+    o->synthetic = (int)v;
+    const char *rest = count + strcspn(count, ":");
+    if (*rest && !o->room) {
+        fprintf(stderr, "%s: %s '%s': expected N or room:N[:WxH]\n", who, name, arg);
+        return false;
+    }
+    if (*rest) {
+        char *end;
+        const char *size = rest + 1;
+        long w = strtol(size, &end, 10), h = o->room_height;
+        if (*end == 'x') h = strtol(end + 1, &end, 10);
+        if (end == size || *end || w < 8 || h < 8 || w > 4096 || h > 4096) {
+            fprintf(stderr,
+                    "%s: %s '%s': expected room:N or room:N:WIDTHxHEIGHT with 8..4096 pixels a "
+                    "side (e.g. room:200:160x120)\n",
+                    who, name, arg);
+            return false;
+        }
+        o->room_width = (int)w;
+        o->room_height = (int)h;
+    }
+    return true;
+}
+
+#define SPEC_SYNTHETIC (0, "synthetic", "N", KR_CUSTOM)
+#define REFINE_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                              \
+    TEXT(KR_HELP(                                                                                  \
+        "usage: kinreg refine [OPTIONS] SCANS.conf\n\n"                                            \
+        "Registers the range scans listed in SCANS.conf ('bmesh FILE tx ty tz qx qy qz qw',\n"     \
+        "Stanford style: a scan point p maps to R(q)^T p + t; FILE is a PLY) jointly,\n"           \
+        "with multi-view distance fields and Levenberg-Marquardt (DESIGN.md §5). The first\n"     \
+        "scan (--gauge) stays fixed. Prints the RMS residual before and after.\n\n"                \
+        "options:\n"))                                                                             \
+    OPT(OUTPUT, ('o', "output", "FILE", KR_TEXT), o->output = arg,                                 \
+        KR_HELP("write the refined poses as a .conf"))                                             \
+    OPT(MODEL, (0, "model", "FILE", KR_TEXT), o->model = arg,                                      \
+        KR_HELP("write the merged, refined scans as one binary PLY"))                              \
+    OPT(CELL, (0, "cell", "M", KR_REAL(1e-5, 10, "metres", NULL)), o->cfg.cell = v,                \
+        KR_HELP("finest grid spacing in metres (default 0.0015)"))                                 \
+    OPT(LEVELS, (0, "levels", "N", KR_WHOLE(1, 12, "grid levels", NULL)), o->cfg.levels = (int)v,  \
+        KR_HELP("grids cell*2^k, coarse first (default 3)"))                                       \
+    OPT(BAND, (0, "band", "B", KR_WHOLE(1, 100, "cells", NULL)), o->cfg.band = (int)v,             \
+        KR_HELP("influence band of the finest grid in cells (default 2)"))                         \
+    OPT(COARSE_BAND, (0, "coarse-band", "B", KR_WHOLE(1, 100, "cells", NULL)),                     \
+        o->cfg.coarse_band = (int)v, KR_HELP("band of the coarsest grid (default 3)"))             \
+    OPT(MID_BAND, (0, "mid-band", "B", KR_WHOLE(1, 100, "cells", NULL)), o->cfg.mid_band = (int)v, \
+        KR_HELP("band of the grids between coarsest and finest (default 2)"))                      \
+    OPT(POINTS, (0, "points", "N", KR_WHOLE(0, INT_MAX, "points", "0 = all")),                     \
+        o->cfg.max_points = (int)v,                                                                \
+        KR_HELP("points per scan on the finest grid at most (default 0: all)"))                    \
+    OPT(ITERATIONS,                                                                                \
+        (0, "iterations", "N",                                                                     \
+         KR_WHOLE(0, 100000, "LM iterations", "0 = only the residual figures")),                   \
+        o->cfg.max_iterations = (int)v,                                                            \
+        KR_HELP("LM iterations per level at most (default 30; 0 = only the\n"                      \
+                "residual figures)"))                                                              \
+    OPT(HUBER, (0, "huber", "C", KR_REAL(0, 1000, "cells", "0 = squares")), o->cfg.huber = v,      \
+        KR_HELP("Huber loss with threshold C cells (default 0: squares)"))                         \
+    OPT(CAP, (0, "cap", "C", KR_REAL(0, 1000, "cells", NULL)), o->cfg.cap = v,                     \
+        KR_HELP("finest grid: residuals beyond C cells weigh 0 (default 0.3)"))                    \
+    OPT(SUBSET, (0, "subset", "F", KR_ABOVE(0, 1, "a fraction", NULL)), o->cfg.subset = v,         \
+        KR_HELP("fraction of grid points used (thesis: 0.4; default 0.2)"))                        \
+    OPT(SIGNED, (0, "signed", NULL, KR_FLAG), o->cfg.signed_field = true,                          \
+        KR_HELP("signed fields: distance to each point's tangent plane (normals\n"                 \
+                "by PCA, towards the sensor at the scan's origin); exact on\n"                     \
+                "planes, for long scans of rooms (default: unsigned)"))                            \
+    OPT(STAR, (0, "star", NULL, KR_FLAG), o->cfg.star = true,                                      \
+        KR_HELP("the thesis's form: pairs (gauge, j) only, grid points inside\n"                   \
+                "every other scan's field"))                                                       \
+    OPT(GAUGE, (0, "gauge", "K", KR_WHOLE(0, INT_MAX, "a scan index", NULL)),                      \
+        o->cfg.gauge = (int)v, KR_HELP("index of the fixed scan (default 0)"))                     \
+    OPT(BACKEND, (0, "backend", "B", KR_REFUSAL("%s: %s '%s': use auto, cpu or cuda")),            \
+        KR_REFUSE_UNLESS(kr_backend_parse(arg, &o->backend) == KR_OK),                             \
+        KR_HELP("auto, cpu or cuda (default cpu)"))                                                \
+    OPT(PERTURB,                                                                                   \
+        (0, "perturb", "A1:A2,C1:C2",                                                              \
+         KR_REFUSAL("%s: %s '%s': expected DEG1:DEG2,CM1:CM2 (e.g. 3:5,1:2)")),                    \
+        KR_REFUSE_UNLESS(parse_perturb(arg, o->deg, o->cm));                                       \
+        o->perturbing = true,                                                                      \
+        KR_HELP("first move every scan but the gauge by a random rotation of\n"                    \
+                "A1..A2 degrees about its centre and a translation of C1..C2 cm,\n"                \
+                "then report each scan's error against the input poses"))                          \
+    OPT(SEED, (0, "seed", "S", KR_WHOLE(0, 4294967295.0, "a seed", NULL)), o->seed = (unsigned)v,  \
+        KR_HELP("seed of --perturb and --subset (default 1)"))                                     \
+    OPT(SEQUENCE, (0, "sequence", "URI", KR_TEXT), o->seq.uri = arg,                               \
+        KR_HELP("instead of SCANS.conf: a depth sequence (e.g. tum:DIR) whose"))                   \
+    OPT(TRAJECTORY, (0, "trajectory", "FILE", KR_TEXT), o->seq.trajectory = arg,                   \
+        KR_HELP("poses are in this TUM file: keyframes every --min-move, refined\n"                \
+                "jointly (grid 1 cm unless --cell); -o writes them as TUM"))                       \
+    OPT(INTRINSICS, (0, "intrinsics", "NAME", KR_TEXT), o->seq.intrinsics = arg,                   \
+        KR_HELP("the sequence's intrinsics preset (fr1, fr2, fr3)"))                               \
+    OPT(MIN_MOVE,                                                                                  \
+        (0, "min-move", "M,DEG",                                                                   \
+         KR_REFUSAL("%s: %s '%s': expected METRES,DEGREES (e.g. 0.05,5)")),                        \
+        KR_REFUSE_UNLESS(parse_min_move(who, name, arg, &o->seq)),                                 \
+        KR_HELP("keyframe spacing: metres or degrees since the last (0.15,15)"))                   \
+    OPT(EVERY_FRAME, (0, "every-frame", "FILE", KR_TEXT), o->seq.every_frame = arg,                \
+        KR_HELP("with --sequence: every pose of --trajectory moved by the\n"                       \
+                "refinement of the keyframes around it, interpolated between\n"                    \
+                "them in time; a step the tracker's motion check refuses (a\n"                     \
+                "jump) starts a stretch that follows its own keyframes only\n"                     \
+                "(TUM). After a run with lost stretches, --signed --min-move\n"                    \
+                "0.02,2 (docs/BENCHMARKS.md, issue 13 session 13)"))                               \
+    OPT(SYNTHETIC, SPEC_SYNTHETIC, KR_FAIL_UNLESS(synthetic_option(o, who, name, arg)),            \
+        KR_HELP("instead of SCANS.conf: N views of a synthetic bumpy object\n"                     \
+                "(about 0.2 m across, cameras 0.5 m away; exact poses)"))                          \
+    MORE(KR_SPEC_WITH_META(SPEC_SYNTHETIC, "room:N[:WxH]"),                                        \
+         KR_HELP("a long scan instead: N depth views (W x H, default\n"                            \
+                 "160x120) from a loop\n"                                                          \
+                 "inside a 4 x 3 m room with bumpy walls (exact poses; each view\n"                \
+                 "overlaps its neighbours); use a cm grid, e.g. --cell 0.02"))                     \
+    OPT(NOISE, (0, "noise", "M", KR_REAL(0, 0.1, "metres", "0 = none")), o->room_noise = v,        \
+        KR_HELP("--synthetic room: Gaussian depth noise of M metres along\n"                       \
+                "each ray (default 0)"))                                                           \
+    OPT(DEVICES, (0, "devices", "LIST", KR_TEXT), o->devices = arg,                                \
+        KR_HELP("cuda backend: split the sums over these GPUs ('all', '0,1');\n"                   \
+                "default one device (under mpirun: the rank's by local rank)"))                    \
+    OPT(MPI, (0, "mpi", NULL, KR_FLAG), o->want_mpi = true,                                        \
+        KR_HELP("insist on MPI (mpirun -np N kinreg refine ... shares the sums\n"                  \
+                "over N ranks; started by mpirun this is implied)"))                               \
+    OPT(JSON, KR_OPT_JSON, o->json = true, KR_HELP("print one JSON object instead of text"))       \
+    OPT(QUIET, KR_OPT_QUIET, o->quiet = true, KR_HELP("no progress line"))                         \
+    OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_HELP("this text"))                                     \
+    TEXT(KR_HELP("\nexample: kinreg refine ../shared/data/bunny/bun.conf -o refined.conf "         \
+                 "--model bunny.ply\n"))
+KR_OPTION_TABLE(refine_option_table, REFINE_OPTIONS, refine_options, o, NULL);
+
+/* Descriptions in column 24, one space after a longer option; getopt's own
+ * messages and the help on a bad option. */
+static const kr_command refine_command = {"refine", &refine_option_table, {24, 2, 1}, 0, true};
+
 int kr_cmd_refine(int argc, char **argv)
 {
-    enum {
-        OPT_MODEL = 256,
-        OPT_CELL,
-        OPT_LEVELS,
-        OPT_BAND,
-        OPT_COARSE_BAND,
-        OPT_MID_BAND,
-        OPT_POINTS,
-        OPT_ITER,
-        OPT_HUBER,
-        OPT_CAP,
-        OPT_SUBSET,
-        OPT_STAR,
-        OPT_SIGNED,
-        OPT_NOISE,
-        OPT_GAUGE,
-        OPT_BACKEND,
-        OPT_PERTURB,
-        OPT_SEED,
-        OPT_JSON,
-        OPT_SYNTHETIC,
-        OPT_SEQUENCE,
-        OPT_TRAJECTORY,
-        OPT_INTRINSICS,
-        OPT_MIN_MOVE,
-        OPT_EVERY_FRAME,
-        OPT_DEVICES,
-        OPT_MPI
-    };
-    static const struct option longopts[] = {{"output", required_argument, 0, 'o'},
-                                             {"model", required_argument, 0, OPT_MODEL},
-                                             {"cell", required_argument, 0, OPT_CELL},
-                                             {"levels", required_argument, 0, OPT_LEVELS},
-                                             {"band", required_argument, 0, OPT_BAND},
-                                             {"coarse-band", required_argument, 0, OPT_COARSE_BAND},
-                                             {"mid-band", required_argument, 0, OPT_MID_BAND},
-                                             {"points", required_argument, 0, OPT_POINTS},
-                                             {"iterations", required_argument, 0, OPT_ITER},
-                                             {"huber", required_argument, 0, OPT_HUBER},
-                                             {"cap", required_argument, 0, OPT_CAP},
-                                             {"subset", required_argument, 0, OPT_SUBSET},
-                                             {"star", no_argument, 0, OPT_STAR},
-                                             {"signed", no_argument, 0, OPT_SIGNED},
-                                             {"noise", required_argument, 0, OPT_NOISE},
-                                             {"gauge", required_argument, 0, OPT_GAUGE},
-                                             {"backend", required_argument, 0, OPT_BACKEND},
-                                             {"perturb", required_argument, 0, OPT_PERTURB},
-                                             {"seed", required_argument, 0, OPT_SEED},
-                                             {"json", no_argument, 0, OPT_JSON},
-                                             {"synthetic", required_argument, 0, OPT_SYNTHETIC},
-                                             {"sequence", required_argument, 0, OPT_SEQUENCE},
-                                             {"trajectory", required_argument, 0, OPT_TRAJECTORY},
-                                             {"intrinsics", required_argument, 0, OPT_INTRINSICS},
-                                             {"min-move", required_argument, 0, OPT_MIN_MOVE},
-                                             {"every-frame", required_argument, 0, OPT_EVERY_FRAME},
-                                             {"devices", required_argument, 0, OPT_DEVICES},
-                                             {"mpi", no_argument, 0, OPT_MPI},
-                                             {"quiet", no_argument, 0, 'q'},
-                                             {"help", no_argument, 0, 'h'},
-                                             {0, 0, 0, 0}};
-    kr_refine_config cfg;
-    kr_refine_config_default(&cfg);
-    const char *output = NULL, *model = NULL;
-    kr_backend backend = KR_BACKEND_CPU;
-    bool json = false, quiet = false, perturbing = false, room = false, want_mpi = false;
-    const char *devices = NULL;
-    int room_width = 160, room_height = 120;
-    double room_noise = 0;
-    double deg[2] = {0, 0}, cm[2] = {0, 0};
-    unsigned seed = 1;
-    int opt, synthetic = 0;
-    kr_refine_sequence_config seq = {.min_translation = 0.15, .min_angle_deg = 15};
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "o:qh", longopts, NULL)) != -1) {
-        double v;
-        switch (opt) {
-        case 'o':
-            output = optarg;
-            break;
-        case OPT_MODEL:
-            model = optarg;
-            break;
-        case OPT_CELL:
-            if (!refine_number(&rule_cell, optarg, &v)) return KR_EXIT_USAGE;
-            cfg.cell = v;
-            break;
-        case OPT_LEVELS:
-            if (!refine_number(&rule_levels, optarg, &v)) return KR_EXIT_USAGE;
-            cfg.levels = (int)v;
-            break;
-        case OPT_BAND:
-            if (!refine_number(&rule_band, optarg, &v)) return KR_EXIT_USAGE;
-            cfg.band = (int)v;
-            break;
-        case OPT_COARSE_BAND:
-            if (!refine_number(&rule_coarse_band, optarg, &v)) return KR_EXIT_USAGE;
-            cfg.coarse_band = (int)v;
-            break;
-        case OPT_MID_BAND:
-            if (!refine_number(&rule_mid_band, optarg, &v)) return KR_EXIT_USAGE;
-            cfg.mid_band = (int)v;
-            break;
-        case OPT_POINTS:
-            if (!refine_number(&rule_points, optarg, &v)) return KR_EXIT_USAGE;
-            cfg.max_points = (int)v;
-            break;
-        case OPT_ITER:
-            if (!refine_number(&rule_iterations, optarg, &v)) return KR_EXIT_USAGE;
-            cfg.max_iterations = (int)v;
-            break;
-        case OPT_HUBER:
-            if (!refine_number(&rule_huber, optarg, &v)) return KR_EXIT_USAGE;
-            cfg.huber = v;
-            break;
-        case OPT_CAP:
-            if (!refine_number(&rule_cap, optarg, &v)) return KR_EXIT_USAGE;
-            cfg.cap = v;
-            break;
-        case OPT_SUBSET:
-            if (!refine_number(&rule_subset, optarg, &v)) return KR_EXIT_USAGE;
-            cfg.subset = v;
-            break;
-        case OPT_SIGNED:
-            cfg.signed_field = true;
-            break;
-        case OPT_NOISE:
-            if (!refine_number(&rule_noise, optarg, &v)) return KR_EXIT_USAGE;
-            room_noise = v;
-            break;
-        case OPT_STAR:
-            cfg.star = true;
-            break;
-        case OPT_GAUGE:
-            if (!refine_number(&rule_gauge, optarg, &v)) return KR_EXIT_USAGE;
-            cfg.gauge = (int)v;
-            break;
-        case OPT_SEED:
-            if (!refine_number(&rule_seed, optarg, &v)) return KR_EXIT_USAGE;
-            seed = (unsigned)v;
-            break;
-        case OPT_SEQUENCE:
-            seq.uri = optarg;
-            break;
-        case OPT_TRAJECTORY:
-            seq.trajectory = optarg;
-            break;
-        case OPT_INTRINSICS:
-            seq.intrinsics = optarg;
-            break;
-        case OPT_EVERY_FRAME:
-            seq.every_frame = optarg;
-            break;
-        case OPT_MIN_MOVE:
-            if (!parse_min_move(optarg, &seq)) {
-                fprintf(stderr,
-                        "kinreg refine: --min-move '%s': expected METRES,DEGREES (e.g. 0.05,5)\n",
-                        optarg);
-                return KR_EXIT_USAGE;
-            }
-            break;
-        case OPT_SYNTHETIC: {
-            /* N views, or room:N[:WIDTHxHEIGHT]; N checked by rule_synthetic. */
-            room = strncmp(optarg, "room:", 5) == 0;
-            const char *count = optarg + (room ? 5 : 0);
-            char head[32];
-            size_t len = strcspn(count, ":");
-            if (len >= sizeof head) len = sizeof head - 1;
-            memcpy(head, count, len);
-            head[len] = 0;
-            if (!refine_number(&rule_synthetic, head, &v)) return KR_EXIT_USAGE;
-            synthetic = (int)v;
-            const char *rest = count + strcspn(count, ":");
-            if (*rest && !room) {
-                fprintf(stderr, "kinreg refine: --synthetic '%s': expected N or room:N[:WxH]\n",
-                        optarg);
-                return KR_EXIT_USAGE;
-            }
-            if (*rest) {
-                char *end;
-                const char *size = rest + 1;
-                long w = strtol(size, &end, 10), h = room_height;
-                if (*end == 'x') h = strtol(end + 1, &end, 10);
-                if (end == size || *end || w < 8 || h < 8 || w > 4096 || h > 4096) {
-                    fprintf(stderr,
-                            "kinreg refine: --synthetic '%s': expected room:N or "
-                            "room:N:WIDTHxHEIGHT with 8..4096 pixels a side (e.g. "
-                            "room:200:160x120)\n",
-                            optarg);
-                    return KR_EXIT_USAGE;
-                }
-                room_width = (int)w;
-                room_height = (int)h;
-            }
-            break;
-        }
-        case OPT_DEVICES:
-            devices = optarg;
-            break;
-        case OPT_MPI:
-            want_mpi = true;
-            break;
-        case OPT_JSON:
-            json = true;
-            break;
-        case 'q':
-            quiet = true;
-            break;
-        case OPT_BACKEND:
-            if (kr_backend_parse(optarg, &backend) != KR_OK) {
-                fprintf(stderr, "kinreg refine: --backend '%s': use auto, cpu or cuda\n", optarg);
-                return KR_EXIT_USAGE;
-            }
-            break;
-        case OPT_PERTURB:
-            if (!parse_perturb(optarg, deg, cm)) {
-                fprintf(
-                    stderr,
-                    "kinreg refine: --perturb '%s': expected DEG1:DEG2,CM1:CM2 (e.g. 3:5,1:2)\n",
-                    optarg);
-                return KR_EXIT_USAGE;
-            }
-            perturbing = true;
-            break;
-        case 'h':
-            help(stdout);
-            return KR_EXIT_OK;
-        default:
-            help(stderr);
-            return KR_EXIT_USAGE;
-        }
-    }
+    refine_options o = {.backend = KR_BACKEND_CPU,
+                        .room_width = 160,
+                        .room_height = 120,
+                        .seed = 1,
+                        .seq = {.min_translation = 0.15, .min_angle_deg = 15}};
+    kr_refine_config_default(&o.cfg);
+    int prc = kr_command_parse(&refine_command, argc, argv, &o);
+    if (prc >= 0) return prc;
     kr_mpi_session mpi = {.ranks = 1, .local_ranks = 1};
-    if (want_mpi || kr_mpi_launched()) {
+    if (o.want_mpi || kr_mpi_launched()) {
         kr_status ms = kr_mpi_begin(&mpi, &argc, &argv);
         if (ms != KR_OK) {
             fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
             return kr_exit_code(ms);
         }
     }
-    int rc = refine_scans(&mpi, argc, argv, &cfg, &seq, output, model, backend, devices, json,
-                          quiet, perturbing, deg, cm, seed, synthetic, room, room_width,
-                          room_height, room_noise);
+    int rc = refine_scans(&mpi, argc, argv, &o.cfg, &o.seq, o.output, o.model, o.backend, o.devices,
+                          o.json, o.quiet, o.perturbing, o.deg, o.cm, o.seed, o.synthetic, o.room,
+                          o.room_width, o.room_height, o.room_noise);
     kr_mpi_end(&mpi);
     return rc;
 }

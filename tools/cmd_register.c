@@ -2,7 +2,6 @@
  * Softassign (kr_register), printing the transform and its quality. Also the
  * registration benchmark: --synthetic N registers the CuPy anchor's bumpy
  * surface, --repeat K reports the median time of K runs. */
-#include <getopt.h>
 #include <errno.h>
 #include <ctype.h>
 #include <math.h>
@@ -10,64 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "number_option.h"
-#include "pipeline_options.h"
-#include "kinreg/register.h"
+#include "tools/commands.h"
+#include "tools/cli/common_options.h"
+#include "tools/cli/number_option.h"
+#include "tools/cli/pipeline_options.h"
 #include "kinreg/register.h"
 #include "kinreg/source.h"
-
-static void help(FILE *out)
-{
-    fprintf(out,
-            "usage: kinreg register [OPTIONS] SOURCE DEST\n"
-            "       kinreg register [OPTIONS] --synthetic N\n\n"
-            "Finds the rigid motion T that maps SOURCE's points onto DEST's (dest ~ R src + t)\n"
-            "with soft correspondences: EM-ICP or Softassign (Tamaki et al.), which need no\n"
-            "good initial pose; or with the k-d tree Newton method (point-to-plane, normals\n"
-            "from each point's neighbours), which refines a close one to the scans' noise.\n"
-            "SOURCE and DEST are ASCII PLY files (x y z, other vertex properties such as\n"
-            "normals are ignored; the Stanford range scans work as is) or single depth\n"
-            "frames: FILE.png (16-bit depth, TUM's format) or FILE.pgm (a fakenect dump's\n"
-            "raw disparity), preprocessed as kinreg tracks them; T then maps SOURCE's\n"
-            "camera frame into DEST's.\n"
-            "Prints T as a 4x4 matrix and as a TUM line (tx ty tz qx qy qz qw), the RMS\n"
-            "distance from each moved source point to its nearest DEST point (capped at\n"
-            "the extent; over at most 20 000 source points) and the share of inliers.\n\n"
-            "  --method M        emicp (default), softassign, or newton: from --init (or\n"
-            "                    identity) within about 10 deg and a tenth of the scan's\n"
-            "                    size; emicp+newton or softassign+newton: Newton from the\n"
-            "                    soft method's answer, on --newton-subsample points\n"
-            "  --engine E        auto (default: fused on a CUDA device, else cpu), cpu,\n"
-            "                    cublas (the seed's N x M matrix; not newton) or fused\n"
-            "                    (CUDA, memory N + M; newton: the GPU tracker)\n"
-            "  --init POSE       initial T as 'tx ty tz qx qy qz qw' (default identity)\n"
-            "  --intrinsics NAME|fx,fy,cx,cy[,k1,k2,p1,p2,k3]\n"
-            "                    depth frames' camera: fr1 fr2 fr3 default kinect (default:\n"
-            "                    default, 525 px at 640x480)\n"
-            "  --depth-scale S   units per metre of .png depth (default 5000, TUM's)\n"
-            "  --subsample N     use at most N random points of each set (default 5000;\n"
-            "                    0 = all: the soft methods' cost grows as N x M, Newton's\n"
-            "                    as (N + M) log M; on whole Kinect depth frames Newton does\n"
-            "                    better with 60000 than with all, whose normals are noisier)\n"
-            "  --newton-subsample N  points of each set for a chain's Newton stage\n"
-            "                    (default 60000; 0 = all)\n"
-            "  --extent METRES   size the schedule is scaled to (default: the RMS radius of\n"
-            "                    DEST; 0.1 runs the seed's constants unscaled)\n"
-            "  --full-schedule   no early stop: run the seed's whole annealing schedule\n"
-            "  --deterministic   bit-identical results from run to run (the fused\n"
-            "                    Softassign engine then sums in fixed point, ~20%% slower)\n"
-            "  --threads N       OpenMP threads of the cpu engine (default: all)\n"
-            "  --synthetic N     instead of files: N points of the CuPy anchor's bumpy\n"
-            "                    surface and N of a second sample moved by 20 deg about\n"
-            "                    (1,2,3) and (2, -1, 1.5) cm (uses --seed)\n"
-            "  --seed S          random seed for --synthetic and --subsample (default 1)\n"
-            "  --repeat K        run K times (after one warm-up run on a GPU) and report\n"
-            "                    the median and minimum time\n"
-            "  --json            print one JSON object instead of text\n\n"
-            "Exit status: 0 success, 1 failure (unreadable file, registration failed),\n"
-            "2 usage error.\n");
-}
 
 static unsigned long long rng_state = 1;
 static double urand(void)
@@ -145,16 +92,9 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Every numeric option's range, checked before conversion (number_option.h). */
+/* --newton-subsample is checked as --subsample is and named so in a refusal. */
 static const kr_number_rule rule_subsample = {"--subsample", 0,        100000000, false,
                                               true,          "points", "0 = all"};
-static const kr_number_rule rule_extent = {"--extent", 0, 1e6, true, false, "metres", NULL};
-static const kr_number_rule rule_threads = {"--threads", 1, 4096, false, true, "threads", NULL};
-static const kr_number_rule rule_synthetic = {"--synthetic", 3,        10000000, false,
-                                              true,          "points", NULL};
-static const kr_number_rule rule_repeat = {"--repeat", 1, 100000, false, true, "runs", NULL};
-static const kr_number_rule rule_depth_scale = {"--depth-scale",   0.001, 1e9, false, false,
-                                                "units per metre", NULL};
 
 /* "emicp", "softassign", "newton", or a soft method then Newton:
  * "emicp+newton", "softassign+newton". */
@@ -174,136 +114,151 @@ bad:
     return false;
 }
 
-static bool register_number(const kr_number_rule *r, const char *arg, double *v)
+/* A --method or --engine the library does not know, with its reason. */
+static bool bad_value(const char *who, const char *arg)
 {
-    return kr_number_option("kinreg register", r, arg, v);
+    fprintf(stderr, "%s: bad value '%s'%s%s (see --help)\n", who, arg,
+            kr_last_error()[0] ? ": " : "", kr_last_error());
+    return false;
 }
+
+/* --seed: any 64-bit state, digits only (strtoull would wrap "-1"). */
+static bool seed_option(const char *arg, unsigned long long *state)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(arg, &end, 10);
+    if (!isdigit((unsigned char)arg[0]) || *end || errno == ERANGE) return false;
+    *state = v;
+    return true;
+}
+
+/* --init 'tx ty tz qx qy qz qw'. */
+static bool init_option(const char *arg, kr_pose *init)
+{
+    double v[7];
+    int used = 0;
+    if (sscanf(arg, " %lf %lf %lf %lf %lf %lf %lf %n", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+               &v[6], &used) != 7 ||
+        arg[used] != '\0')
+        return false;
+    kr_quat q = kr_quat_normalize((kr_quat){v[3], v[4], v[5], v[6]});
+    *init = kr_pose_from_quat(q, v);
+    return true;
+}
+
+typedef struct {
+    kr_register_config cfg;
+    kr_pose init;
+    long sub, synthetic, repeat, threads, newton_sub;
+    bool then_newton;        /* --method emicp+newton or softassign+newton */
+    kr_source_config camera; /* --intrinsics, parsed as kinreg run parses it */
+    float depth_scale;
+    bool json;
+} register_options;
+
+#define REGISTER_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                            \
+    TEXT(KR_HELP(                                                                                  \
+        "usage: kinreg register [OPTIONS] SOURCE DEST\n"                                           \
+        "       kinreg register [OPTIONS] --synthetic N\n\n"                                       \
+        "Finds the rigid motion T that maps SOURCE's points onto DEST's (dest ~ R src + t)\n"      \
+        "with soft correspondences: EM-ICP or Softassign (Tamaki et al.), which need no\n"         \
+        "good initial pose; or with the k-d tree Newton method (point-to-plane, normals\n"         \
+        "from each point's neighbours), which refines a close one to the scans' noise.\n"          \
+        "SOURCE and DEST are PLY files, ASCII or binary (x y z; other vertex properties\n"         \
+        "and elements are ignored; the Stanford range scans work as is) or single depth\n"         \
+        "frames: FILE.png (16-bit depth, TUM's format) or FILE.pgm (a fakenect dump's\n"           \
+        "raw disparity), preprocessed as kinreg tracks them; T then maps SOURCE's\n"               \
+        "camera frame into DEST's.\n"                                                              \
+        "Prints T as a 4x4 matrix and as a TUM line (tx ty tz qx qy qz qw), the RMS\n"             \
+        "distance from each moved source point to its nearest DEST point (capped at\n"             \
+        "the extent; over at most 20 000 source points) and the share of inliers.\n\n"))           \
+    OPT(METHOD, (0, "method", "M", KR_CUSTOM),                                                     \
+        KR_FAIL_UNLESS(parse_method(arg, &o->cfg.method, &o->then_newton) || bad_value(who, arg)), \
+        KR_HELP("emicp (default), softassign, or newton: from --init (or\n"                        \
+                "identity) within about 10 deg and a tenth of the scan's\n"                        \
+                "size; emicp+newton or softassign+newton: Newton from the\n"                       \
+                "soft method's answer, on --newton-subsample points"))                             \
+    OPT(ENGINE, (0, "engine", "E", KR_CUSTOM),                                                     \
+        KR_FAIL_UNLESS(kr_reg_engine_parse(arg, &o->cfg.engine) == KR_OK || bad_value(who, arg)),  \
+        KR_HELP("auto (default: fused on a CUDA device, else cpu), cpu,\n"                         \
+                "cublas (the seed's N x M matrix; not newton) or fused\n"                          \
+                "(CUDA, memory N + M; newton: the GPU tracker)"))                                  \
+    OPT(INIT, (0, "init", "POSE", KR_REFUSAL("%s: %s takes 'tx ty tz qx qy qz qw', got '%s'")),    \
+        KR_REFUSE_UNLESS(init_option(arg, &o->init)),                                              \
+        KR_HELP("initial T as 'tx ty tz qx qy qz qw' (default identity)"))                         \
+    OPT(INTRINSICS, KR_OPT_INTRINSICS, KR_FAIL_UNLESS(kr_intrinsics_option(&o->camera, arg) > 0),  \
+        KR_HELP("\ndepth frames' camera: fr1 fr2 fr3 default kinect (default:\n"                   \
+                "default, 525 px at 640x480)"))                                                    \
+    OPT(DEPTH_SCALE, (0, "depth-scale", "S", KR_REAL(0.001, 1e9, "units per metre", NULL)),        \
+        o->depth_scale = (float)v, KR_HELP("units per metre of .png depth (default 5000, TUM's)")) \
+    OPT(SUBSAMPLE, (0, "subsample", "N", KR_WHOLE(0, 100000000, "points", "0 = all")),             \
+        o->sub = (long)v,                                                                          \
+        KR_HELP("use at most N random points of each set (default 5000;\n"                         \
+                "0 = all: the soft methods' cost grows as N x M, Newton's\n"                       \
+                "as (N + M) log M; on whole Kinect depth frames Newton does\n"                     \
+                "better with 60000 than with all, whose normals are noisier)"))                    \
+    OPT(NEWTON_SUBSAMPLE, (0, "newton-subsample", "N", KR_CUSTOM),                                 \
+        KR_FAIL_UNLESS(kr_number_option(who, &rule_subsample, arg, &v));                           \
+        o->newton_sub = (long)v, KR_HELP("points of each set for a chain's Newton stage\n"         \
+                                         "(default 60000; 0 = all)"))                              \
+    OPT(EXTENT, (0, "extent", "METRES", KR_ABOVE(0, 1e6, "metres", NULL)), o->cfg.extent = v,      \
+        KR_HELP("size the schedule is scaled to (default: the RMS radius of\n"                     \
+                "DEST; 0.1 runs the seed's constants unscaled)"))                                  \
+    OPT(FULL_SCHEDULE, (0, "full-schedule", NULL, KR_FLAG), o->cfg.stop_motion = 0,                \
+        KR_HELP("no early stop: run the seed's whole annealing schedule"))                         \
+    OPT(DETERMINISTIC, KR_OPT_DETERMINISTIC, o->cfg.deterministic = true,                          \
+        KR_HELP("bit-identical results from run to run (the fused\n"                               \
+                "Softassign engine then sums in fixed point, ~20%% slower)"))                      \
+    OPT(THREADS, (0, "threads", "N", KR_WHOLE(1, 4096, "threads", NULL)), o->threads = (long)v,    \
+        KR_HELP("OpenMP threads of the cpu engine (default: all)"))                                \
+    OPT(SYNTHETIC, (0, "synthetic", "N", KR_WHOLE(3, 10000000, "points", NULL)),                   \
+        o->synthetic = (long)v,                                                                    \
+        KR_HELP("instead of files: N points of the CuPy anchor's bumpy\n"                          \
+                "surface and N of a second sample moved by 20 deg about\n"                         \
+                "(1,2,3) and (2, -1, 1.5) cm (uses --seed)"))                                      \
+    OPT(SEED,                                                                                      \
+        (0, "seed", "S",                                                                           \
+         KR_CHOICE("expected a seed: a whole number from 0 to 18446744073709551615")),             \
+        KR_REFUSE_UNLESS(seed_option(arg, &rng_state)),                                            \
+        KR_HELP("random seed for --synthetic and --subsample (default 1)"))                        \
+    OPT(REPEAT, (0, "repeat", "K", KR_WHOLE(1, 100000, "runs", NULL)), o->repeat = (long)v,        \
+        KR_HELP("run K times (after one warm-up run on a GPU) and report\n"                        \
+                "the median and minimum time"))                                                    \
+    OPT(JSON, KR_OPT_JSON, o->json = true, KR_HELP("print one JSON object instead of text"))       \
+    OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_NO_HELP)                                               \
+    TEXT(KR_HELP("\nExit status: 0 success, 1 failure (unreadable file, registration failed),\n"   \
+                 "2 usage error.\n"))
+KR_OPTION_TABLE(register_option_table, REGISTER_OPTIONS, register_options, o, NULL);
+
+/* Descriptions in column 20; getopt's own messages and the help on a bad option. */
+static const kr_command register_command = {
+    "register", &register_option_table, {20, 2, 2}, 0, true};
 
 int kr_cmd_register(int argc, char **argv)
 {
-    static const struct option opts[] = {{"method", required_argument, 0, 'm'},
-                                         {"engine", required_argument, 0, 'e'},
-                                         {"init", required_argument, 0, 'i'},
-                                         {"subsample", required_argument, 0, 's'},
-                                         {"extent", required_argument, 0, 'x'},
-                                         {"full-schedule", no_argument, 0, 'F'},
-                                         {"deterministic", no_argument, 0, 'd'},
-                                         {"threads", required_argument, 0, 't'},
-                                         {"synthetic", required_argument, 0, 'S'},
-                                         {"seed", required_argument, 0, 'r'},
-                                         {"repeat", required_argument, 0, 'k'},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"intrinsics", required_argument, 0, 'I'},
-                                         {"depth-scale", required_argument, 0, 'D'},
-                                         {"newton-subsample", required_argument, 0, 'N'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    kr_register_config cfg;
-    kr_register_config_default(&cfg);
-    kr_pose init = kr_pose_identity();
-    long sub = 5000, synthetic = 0, repeat = 1, threads = 0, newton_sub = 60000;
-    bool then_newton = false; /* --method emicp+newton or softassign+newton */
-    kr_source_config camera; /* --intrinsics, parsed as kinreg run parses it */
-    kr_source_config_default(&camera);
-    camera.intrinsics = "default";
-    float depth_scale = 5000;
-    bool json = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        char *end = NULL;
-        double v;
-        switch (c) {
-        case 'm':
-            if (!parse_method(optarg, &cfg.method, &then_newton)) goto bad_value;
-            break;
-        case 'N':
-            if (!register_number(&rule_subsample, optarg, &v)) return KR_EXIT_USAGE;
-            newton_sub = (long)v;
-            break;
-        case 'e':
-            if (kr_reg_engine_parse(optarg, &cfg.engine) != KR_OK) goto bad_value;
-            break;
-        case 'i': {
-            double v[7];
-            int used = 0;
-            if (sscanf(optarg, " %lf %lf %lf %lf %lf %lf %lf %n", &v[0], &v[1], &v[2], &v[3], &v[4],
-                       &v[5], &v[6], &used) != 7 ||
-                optarg[used] != '\0') {
-                fprintf(stderr, "kinreg register: --init takes 'tx ty tz qx qy qz qw', got '%s'\n",
-                        optarg);
-                return KR_EXIT_USAGE;
-            }
-            kr_quat q = kr_quat_normalize((kr_quat){v[3], v[4], v[5], v[6]});
-            init = kr_pose_from_quat(q, v);
-            break;
-        }
-        case 's':
-            if (!register_number(&rule_subsample, optarg, &v)) return KR_EXIT_USAGE;
-            sub = (long)v;
-            break;
-        case 'x':
-            if (!register_number(&rule_extent, optarg, &v)) return KR_EXIT_USAGE;
-            cfg.extent = v;
-            break;
-        case 'F':
-            cfg.stop_motion = 0;
-            break;
-        case 'd':
-            cfg.deterministic = true;
-            break;
-        case 't':
-            if (!register_number(&rule_threads, optarg, &v)) return KR_EXIT_USAGE;
-            threads = (long)v;
-            break;
-        case 'S':
-            if (!register_number(&rule_synthetic, optarg, &v)) return KR_EXIT_USAGE;
-            synthetic = (long)v;
-            break;
-        case 'r':
-            /* any 64-bit state: digits only (strtoull would wrap "-1") */
-            errno = 0;
-            rng_state = strtoull(optarg, &end, 10);
-            if (!isdigit((unsigned char)optarg[0]) || *end || errno == ERANGE) {
-                fprintf(stderr,
-                        "kinreg register: --seed '%s' is not allowed: expected a seed: a whole "
-                        "number from 0 "
-                        "to 18446744073709551615\n",
-                        optarg);
-                return KR_EXIT_USAGE;
-            }
-            break;
-        case 'k':
-            if (!register_number(&rule_repeat, optarg, &v)) return KR_EXIT_USAGE;
-            repeat = (long)v;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case 'I':
-            if (kr_intrinsics_option(&camera, optarg) < 0) return KR_EXIT_USAGE;
-            break;
-        case 'D':
-            if (!register_number(&rule_depth_scale, optarg, &v)) return KR_EXIT_USAGE;
-            depth_scale = (float)v;
-            break;
-        case 'h':
-            help(stdout);
-            return KR_EXIT_OK;
-        default:
-            help(stderr);
-            return KR_EXIT_USAGE;
-        }
-        continue;
-    bad_value:
-        fprintf(stderr, "kinreg register: bad value '%s'%s%s (see --help)\n", optarg,
-                kr_last_error()[0] ? ": " : "", kr_last_error());
-        return KR_EXIT_USAGE;
-    }
+    register_options o = {.init = kr_pose_identity(),
+                          .sub = 5000,
+                          .repeat = 1,
+                          .newton_sub = 60000,
+                          .depth_scale = 5000};
+    kr_register_config_default(&o.cfg);
+    kr_source_config_default(&o.camera);
+    o.camera.intrinsics = "default";
+    int rc = kr_command_parse(&register_command, argc, argv, &o);
+    if (rc >= 0) return rc;
+    kr_register_config cfg = o.cfg;
+    kr_pose init = o.init;
+    long sub = o.sub, synthetic = o.synthetic, repeat = o.repeat, threads = o.threads,
+         newton_sub = o.newton_sub;
+    bool then_newton = o.then_newton;
+    kr_source_config camera = o.camera;
+    float depth_scale = o.depth_scale;
+    bool json = o.json;
     int files = argc - optind;
     if ((synthetic && files != 0) || (!synthetic && files != 2)) {
         fprintf(stderr, "kinreg register: give SOURCE and DEST files, or --synthetic N\n");
-        help(stderr);
+        kr_command_help(&register_command, stderr);
         return KR_EXIT_USAGE;
     }
 

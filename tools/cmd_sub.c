@@ -2,7 +2,6 @@
  * reporting sequence gaps. Output formats are documented in docs/PROTOCOL.md;
  * tools/python/kinreg_sub.py prints the same lines from Python. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
@@ -10,10 +9,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
-#include "option_error.h"
+#include "tools/commands.h"
+#include "tools/cli/common_options.h"
 #include "sub_final.h"
-#include "terminal_text.h"
+#include "tools/cli/terminal_text.h"
 #include "kinreg/transport.h"
 
 /* Receive in slices so a signal that lands just before a wait is noticed
@@ -31,8 +30,8 @@ static void on_signal(int sig)
 typedef struct {
     bool json, follow;
     unsigned topics;
-    uint64_t count;     /* 0 = unlimited */
-    double timeout_s;   /* <= 0 = wait forever */
+    uint64_t count;   /* 0 = unlimited */
+    double timeout_s; /* <= 0 = wait forever */
     const char *endpoint;
     const char *curve_server, *curve_secret; /* key files, or NULL */
     sub_final *final; /* --final: poses held, printed at the end; NULL = off */
@@ -41,52 +40,16 @@ typedef struct {
 typedef struct {
     uint64_t received[KR_TOPIC_SLOTS]; /* per kr_topic */
     uint64_t gaps, missed, malformed;
-    uint64_t nonfinite;   /* poses not printed as TUM lines: a value was NaN or infinite */
+    uint64_t nonfinite; /* poses not printed as TUM lines: a value was NaN or infinite */
 } sub_totals;
-
-static void usage(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: kinreg sub [OPTIONS] ENDPOINT\n"
-        "\n"
-        "Subscribe to a kinreg pose stream (e.g. tcp://127.0.0.1:5555) and print one line per\n"
-        "message. Sequence gaps (lost messages) and a summary go to stderr.\n"
-        "\n"
-        "  -f, --format tum|json  tum (default): \"timestamp tx ty tz qx qy qz qw\" per pose,\n"
-        "                         refine or final message on stdout, status messages on\n"
-        "                         stderr; json: one JSON object per message with every field\n"
-        "  -t, --topics LIST      comma-separated pose,refine,status,model,final (model: one\n"
-        "                         line per chunk of a model snapshot, its header fields only;\n"
-        "                         final: the poses the run's final trajectory changed, sent\n"
-        "                         at its end) (default: pose,status for tum; for json\n"
-        "                         pose,refine,status,final)\n"
-        "  -n, --count N          exit after N pose/refine/final messages\n"
-        "      --final            tum: hold the poses and print, once the stream has ended\n"
-        "                         (or at --count, --timeout or Ctrl-C), one line per frame\n"
-        "                         in frame order, a 'final' message's pose in place of its\n"
-        "                         frame's: the final trajectory (kinreg run --fill on)\n"
-        "  -T, --timeout SEC      exit when no message arrives for SEC seconds\n"
-        "      --follow           keep going after a status \"stopped\" or \"error\" message\n"
-        "                         (default: exit when the publisher says it has ended)\n"
-        "      --curve-server FILE  the publisher's public key (its NAME.key): encrypted,\n"
-        "                         authenticated stream (docs/SECURITY.md); needs --curve-secret\n"
-        "      --curve-secret FILE  this subscriber's key pair (NAME.key_secret from kinreg\n"
-        "                         keygen), whose public key the publisher must allow\n"
-        "  -h, --help             this text\n"
-        "\n"
-        "Exit status: 0 done (count reached, stream stopped, idle timeout or Ctrl-C),\n"
-        "1 nothing arrived before the timeout, the publisher ended with an error, or a\n"
-        "transport error; 2 usage error.\n"
-        "Wire format and JSON fields: docs/PROTOCOL.md.\n");
-}
 
 static int parse_topics(const char *list, unsigned *mask)
 {
     char buf[128];
     if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf) return -1;
     *mask = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
         kr_topic t = kr_topic_from_name(tok);
         if (!t) {
             fprintf(stderr,
@@ -100,86 +63,102 @@ static int parse_topics(const char *list, unsigned *mask)
     return *mask ? 0 : -1;
 }
 
+/* --count N: digits only, at least 1. */
+static bool count_option(const char *arg, uint64_t *count)
+{
+    char *end = NULL;
+    errno = 0;
+    *count = strtoull(arg, &end, 10);
+    return !errno && *arg && !*end && *count != 0 && arg[0] != '-';
+}
+
+/* --timeout SEC: more than 0, at most 1e6. */
+static bool timeout_option(const char *arg, double *seconds)
+{
+    char *end = NULL;
+    *seconds = strtod(arg, &end);
+    return *arg && !*end && *seconds > 0 && *seconds <= 1e6;
+}
+
+typedef struct {
+    sub_options o;
+    const char *topics; /* --topics, checked once the format is known */
+    bool final;
+} sub_args;
+
+#define SUB_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                                 \
+    TEXT(KR_HELP("usage: kinreg sub [OPTIONS] ENDPOINT\n"                                          \
+                 "\n"                                                                              \
+                 "Subscribe to a kinreg pose stream (e.g. tcp://127.0.0.1:5555) and print one "    \
+                 "line per\n"                                                                      \
+                 "message. Sequence gaps (lost messages) and a summary go to stderr.\n"            \
+                 "\n"))                                                                            \
+    OPT(FORMAT, ('f', "format", "tum|json", KR_REFUSAL("%s: %s must be tum or json, not '%s'")),   \
+        if (!strcmp(arg, "json")) a->o.json = true;                                                \
+        else KR_REFUSE_UNLESS(!strcmp(arg, "tum")),                                                \
+        KR_HELP("tum (default): \"timestamp tx ty tz qx qy qz qw\" per pose,\n"                    \
+                "refine or final message on stdout, status messages on\n"                          \
+                "stderr; json: one JSON object per message with every field"))                     \
+    OPT(TOPICS, ('t', "topics", "LIST", KR_TEXT), a->topics = arg,                                 \
+        KR_HELP("comma-separated pose,refine,status,model,final (model: one\n"                     \
+                "line per chunk of a model snapshot, its header fields only;\n"                    \
+                "final: the poses the run's final trajectory changed, sent\n"                      \
+                "at its end) (default: pose,status for tum; for json\n"                            \
+                "pose,refine,status,final)"))                                                      \
+    OPT(COUNT, ('n', "count", "N", KR_REFUSAL("%s: %s needs a positive integer, not '%s'")),       \
+        KR_REFUSE_UNLESS(count_option(arg, &a->o.count)),                                          \
+        KR_HELP("exit after N pose/refine/final messages"))                                        \
+    OPT(FINAL, (0, "final", NULL, KR_FLAG), a->final = true,                                       \
+        KR_HELP("tum: hold the poses and print, once the stream has ended\n"                       \
+                "(or at --count, --timeout or Ctrl-C), one line per frame\n"                       \
+                "in frame order, a 'final' message's pose in place of its\n"                       \
+                "frame's: the final trajectory (kinreg run --fill on)"))                           \
+    OPT(TIMEOUT, ('T', "timeout", "SEC", KR_REFUSAL("%s: %s needs seconds > 0, not '%s'")),        \
+        KR_REFUSE_UNLESS(timeout_option(arg, &a->o.timeout_s)),                                    \
+        KR_HELP("exit when no message arrives for SEC seconds"))                                   \
+    OPT(FOLLOW, (0, "follow", NULL, KR_FLAG), a->o.follow = true,                                  \
+        KR_HELP("keep going after a status \"stopped\" or \"error\" message\n"                     \
+                "(default: exit when the publisher says it has ended)"))                           \
+    OPT(CURVE_SERVER, (0, "curve-server", "FILE", KR_TEXT), a->o.curve_server = arg,               \
+        KR_HELP("the publisher's public key (its NAME.key): encrypted,\n"                          \
+                "authenticated stream (docs/SECURITY.md); needs --curve-secret"))                  \
+    OPT(CURVE_SECRET, (0, "curve-secret", "FILE", KR_TEXT), a->o.curve_secret = arg,               \
+        KR_HELP("this subscriber's key pair (NAME.key_secret from kinreg\n"                        \
+                "keygen), whose public key the publisher must allow"))                             \
+    OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_HELP("this text"))                                     \
+    TEXT(KR_HELP("\n"                                                                              \
+                 "Exit status: 0 done (count reached, stream stopped, idle timeout or Ctrl-C),\n"  \
+                 "1 nothing arrived before the timeout, the publisher ended with an error, or a\n" \
+                 "transport error; 2 usage error.\n"                                               \
+                 "Wire format and JSON fields: docs/PROTOCOL.md.\n"))
+KR_OPTION_TABLE(sub_option_table, SUB_OPTIONS, sub_args, a, NULL);
+
+static const kr_command sub_command = {"sub", &sub_option_table, {25, 6, 2}, 0, false};
+
 /* Returns -1 to exit with `*code`, 0 to run. */
 static int parse_options(int argc, char **argv, sub_options *o, int *code)
 {
-    enum { OPT_FOLLOW = 256, OPT_CURVE_SERVER, OPT_CURVE_SECRET, OPT_FINAL };
-    static const struct option longopts[] = {
-        {"format", required_argument, NULL, 'f'},
-        {"topics", required_argument, NULL, 't'},
-        {"count", required_argument, NULL, 'n'},
-        {"timeout", required_argument, NULL, 'T'},
-        {"follow", no_argument, NULL, OPT_FOLLOW},
-        {"help", no_argument, NULL, 'h'},
-        {"final", no_argument, NULL, OPT_FINAL},
-        {"curve-server", required_argument, NULL, OPT_CURVE_SERVER},
-        {"curve-secret", required_argument, NULL, OPT_CURVE_SECRET},
-        {NULL, 0, NULL, 0}};
-    const char *topics = NULL;
-    bool final = false;
-    memset(o, 0, sizeof *o);
-    *code = KR_EXIT_USAGE;
-    optind = 1;
-    opterr = 0; /* kr_option_error prints one line instead */
-    int c;
-    while ((c = getopt_long(argc, argv, ":f:t:n:T:h", longopts, NULL)) != -1) {
-        char *end = NULL;
-        switch (c) {
-        case 'f':
-            if (!strcmp(optarg, "json")) o->json = true;
-            else if (strcmp(optarg, "tum") != 0) {
-                fprintf(stderr, "kinreg sub: --format must be tum or json, not '%s'\n", optarg);
-                return -1;
-            }
-            break;
-        case 't':
-            topics = optarg;
-            break;
-        case 'n':
-            errno = 0;
-            o->count = strtoull(optarg, &end, 10);
-            if (errno || !*optarg || *end || o->count == 0 || optarg[0] == '-') {
-                fprintf(stderr, "kinreg sub: --count needs a positive integer, not '%s'\n", optarg);
-                return -1;
-            }
-            break;
-        case 'T':
-            o->timeout_s = strtod(optarg, &end);
-            if (!*optarg || *end || !(o->timeout_s > 0) || o->timeout_s > 1e6) {
-                fprintf(stderr, "kinreg sub: --timeout needs seconds > 0, not '%s'\n", optarg);
-                return -1;
-            }
-            break;
-        case OPT_FOLLOW:
-            o->follow = true;
-            break;
-        case OPT_FINAL:
-            final = true;
-            break;
-        case OPT_CURVE_SERVER:
-            o->curve_server = optarg;
-            break;
-        case OPT_CURVE_SECRET:
-            o->curve_secret = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            *code = KR_EXIT_OK;
-            return -1;
-        default:
-            kr_option_error("sub", argc, argv, c);
-            return -1;
-        }
+    sub_args a;
+    memset(&a, 0, sizeof a);
+    int rc = kr_command_parse(&sub_command, argc, argv, &a);
+    *o = a.o;
+    const char *topics = a.topics;
+    bool final = a.final;
+    if (rc >= 0) {
+        *code = rc;
+        return -1;
     }
+    *code = KR_EXIT_USAGE;
     if (optind != argc - 1) {
         fprintf(stderr, "kinreg sub: expected one ENDPOINT, e.g. tcp://127.0.0.1:5555\n");
-        usage(stderr);
+        kr_command_help(&sub_command, stderr);
         return -1;
     }
     o->endpoint = argv[optind];
     if (!o->curve_server != !o->curve_secret) {
-        fprintf(stderr, "kinreg sub: CURVE needs both --curve-server (the publisher's NAME.key) and "
-                        "--curve-secret (this subscriber's NAME.key_secret)\n");
+        fprintf(stderr,
+                "kinreg sub: CURVE needs both --curve-server (the publisher's NAME.key) and "
+                "--curve-secret (this subscriber's NAME.key_secret)\n");
         return -1;
     }
     if (final && (o->json || topics)) {
@@ -207,8 +186,10 @@ static int parse_options(int argc, char **argv, sub_options *o, int *code)
  * double exactly, %.9g a float. */
 static void json_number(FILE *f, double v, int digits)
 {
-    if (isfinite(v)) fprintf(f, "%.*g", digits, v);
-    else fputs("null", f);
+    if (isfinite(v))
+        fprintf(f, "%.*g", digits, v);
+    else
+        fputs("null", f);
 }
 
 static void json_float(FILE *f, const char *key, double v, int digits)
@@ -243,9 +224,12 @@ static void json_string(FILE *f, const char *s)
             fwrite(p, 1, n, f);
             p += n;
         } else {
-            if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-            else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
-            else fputc(*p, f);
+            if (*p == '"' || *p == '\\')
+                fprintf(f, "\\%c", *p);
+            else if (*p < 0x20 || *p == 0x7f)
+                fprintf(f, "\\u%04x", *p);
+            else
+                fputc(*p, f);
             p++;
         }
     }
@@ -276,8 +260,8 @@ static void print_status_json(const kr_status_msg *s, uint64_t gap)
            ",\"frames_lost\":%" PRIu64,
            s->frames_in, s->frames_out, s->frames_dropped, s->frames_lost);
     json_float(stdout, "fps", s->fps, 9);
-    printf(",\"model_points\":%" PRIu64 ",\"messages_dropped\":%" PRIu64 ",\"text\":", s->model_points,
-           s->messages_dropped);
+    printf(",\"model_points\":%" PRIu64 ",\"messages_dropped\":%" PRIu64 ",\"text\":",
+           s->model_points, s->messages_dropped);
     json_string(stdout, s->text);
     printf(",\"gap\":%" PRIu64 "}\n", gap);
 }
@@ -288,7 +272,8 @@ static void print_model_json(const kr_model_msg *m, uint64_t gap)
 {
     printf("{\"topic\":\"model\",\"seq\":%" PRIu64 ",\"snapshot\":%" PRIu64 ",\"frame\":%" PRIu64
            ",\"total_points\":%u,\"first_point\":%u,\"count\":%u,\"chunk\":%u,\"chunks\":%u",
-           m->seq, m->snapshot, m->frame, m->total_points, m->first_point, m->count, m->chunk, m->chunks);
+           m->seq, m->snapshot, m->frame, m->total_points, m->first_point, m->count, m->chunk,
+           m->chunks);
     json_float(stdout, "scale", m->scale, 9);
     printf(",\"gap\":%" PRIu64 "}\n", gap);
 }
@@ -306,7 +291,8 @@ static void print_pose_tum(const kr_pose_msg *p, sub_totals *tot)
                     kr_topic_name(p->topic), p->seq);
             return;
         }
-    printf("%.6f %.9f %.9f %.9f %.9f %.9f %.9f %.9f\n", v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+    printf("%.6f %.9f %.9f %.9f %.9f %.9f %.9f %.9f\n", v[0], v[1], v[2], v[3], v[4], v[5], v[6],
+           v[7]);
 }
 
 static void print_status_text(const kr_status_msg *s)
@@ -345,14 +331,19 @@ static bool print_message(const sub_options *o, const kr_message *m, sub_totals 
                 kr_topic_name(m->topic), m->gap == 1 ? "" : "s", seq);
     }
     if (m->topic == KR_TOPIC_STATUS) {
-        if (o->json) print_status_json(&m->status, m->gap);
-        else print_status_text(&m->status);
-    } else if (m->topic == KR_TOPIC_MODEL) {
-        if (o->json) print_model_json(&m->model, m->gap);
+        if (o->json)
+            print_status_json(&m->status, m->gap);
         else
-            fprintf(stderr, "model: snapshot %" PRIu64 " of frame %" PRIu64 ", chunk %u/%u, %u of %u points\n",
-                    m->model.snapshot, m->model.frame, m->model.chunk + 1, m->model.chunks, m->model.count,
-                    m->model.total_points);
+            print_status_text(&m->status);
+    } else if (m->topic == KR_TOPIC_MODEL) {
+        if (o->json)
+            print_model_json(&m->model, m->gap);
+        else
+            fprintf(stderr,
+                    "model: snapshot %" PRIu64 " of frame %" PRIu64
+                    ", chunk %u/%u, %u of %u points\n",
+                    m->model.snapshot, m->model.frame, m->model.chunk + 1, m->model.chunks,
+                    m->model.count, m->model.total_points);
     } else if (o->final) {
         sub_final_hold(o->final, &m->pose); /* out of memory: said at the end */
     } else if (o->json) {
@@ -419,8 +410,10 @@ static int run(const sub_options *o, kr_subscriber *sub, sub_totals *tot)
         if (st == KR_END || st == KR_ERR_INTERRUPTED) {
             if (o->timeout_s > 0 && now_s() - idle_since >= o->timeout_s) {
                 if (any) return KR_EXIT_OK;
-                fprintf(stderr, "kinreg sub: no message from %s within %g s (is a publisher running there?)\n",
-                        o->endpoint, o->timeout_s);
+                fprintf(
+                    stderr,
+                    "kinreg sub: no message from %s within %g s (is a publisher running there?)\n",
+                    o->endpoint, o->timeout_s);
                 return KR_EXIT_FAILURE;
             }
             continue;

@@ -1,13 +1,12 @@
 /* kinreg view — serve the live view of a pose stream in the browser. */
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "option_error.h"
-#include "view.h"
+#include "tools/commands.h"
+#include "tools/cli/common_options.h"
+#include "tools/view/view.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -17,60 +16,38 @@ static void on_signal(int sig)
     stop_requested = 1;
 }
 
-static void help(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: kinreg view [OPTIONS] ENDPOINT\n\n"
-        "Serves a live view of the pose stream at ENDPOINT (e.g. tcp://127.0.0.1:5555, as given "
-        "to\n"
-        "`kinreg run --publish`) in the browser: the model points shaded by normal, the camera\n"
-        "frustum, the trajectory coloured by tracking state, counters and a plot of inlier "
-        "fraction\n"
-        "and RMS residual. Open the address it prints. Many browsers may watch at once; a slow "
-        "one\n"
-        "loses events, never the tracker's time. Ctrl-C stops.\n\n"
-        "      --http [ADDR:]PORT  where to serve (default 127.0.0.1:8080; PORT 0 = any free "
-        "port)\n"
-        "      --view-public       allow an ADDR other than loopback (e.g. 0.0.0.0:8080): the "
-        "scan\n"
-        "                          is then visible to anyone who can reach the port\n"
-        "      --three-dir DIR     three.js from DIR (default /usr/share/javascript/three,\n"
-        "                          Debian's libjs-three)\n"
-        "  -h, --help              this text\n\n"
-        "In one process: kinreg run --view [ADDR:]PORT ... (see kinreg run --help).\n");
-}
+#define VIEW_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                                \
+    TEXT(KR_HELP("usage: kinreg view [OPTIONS] ENDPOINT\n\n"                                       \
+                 "Serves a live view of the pose stream at ENDPOINT (e.g. tcp://127.0.0.1:5555, "  \
+                 "as given to\n"                                                                   \
+                 "`kinreg run --publish`) in the browser: the model points shaded by normal, "     \
+                 "the camera\n"                                                                    \
+                 "frustum, the trajectory coloured by tracking state, counters and a plot of "     \
+                 "inlier fraction\n"                                                               \
+                 "and RMS residual. Open the address it prints. Many browsers may watch at "       \
+                 "once; a slow one\n"                                                              \
+                 "loses events, never the tracker's time. Ctrl-C stops.\n\n"))                     \
+    OPT(HTTP, (0, "http", "[ADDR:]PORT", KR_TEXT), cfg->http = arg,                                \
+        KR_HELP("where to serve (default 127.0.0.1:8080; PORT 0 = any free port)"))                \
+    OPT(VIEW_PUBLIC, KR_OPT_VIEW_PUBLIC, cfg->public_bind = true,                                  \
+        KR_HELP("allow an ADDR other than loopback (e.g. 0.0.0.0:8080): the scan\n"                \
+                "is then visible to anyone who can reach the port"))                               \
+    OPT(THREE_DIR, (0, "three-dir", "DIR", KR_TEXT), cfg->three_dir = arg,                         \
+        KR_HELP("three.js from DIR (default /usr/share/javascript/three,\n"                        \
+                "Debian's libjs-three)"))                                                          \
+    OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_HELP("this text"))                                     \
+    TEXT(KR_HELP("\nIn one process: kinreg run --view [ADDR:]PORT ... (see kinreg run "            \
+                 "--help).\n"))
+KR_OPTION_TABLE(view_option_table, VIEW_OPTIONS, kr_view_config, cfg, NULL);
+
+static const kr_command view_command = {"view", &view_option_table, KR_HELP_LAYOUT_DEFAULT, 0,
+                                        false};
 
 int kr_cmd_view(int argc, char **argv)
 {
-    enum { OPT_HTTP = 256, OPT_PUBLIC, OPT_THREE };
-    static const struct option longopts[] = {{"http", required_argument, 0, OPT_HTTP},
-                                             {"view-public", no_argument, 0, OPT_PUBLIC},
-                                             {"three-dir", required_argument, 0, OPT_THREE},
-                                             {"help", no_argument, 0, 'h'},
-                                             {0, 0, 0, 0}};
     kr_view_config cfg = {.http = "127.0.0.1:8080"};
-    int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (opt) {
-        case OPT_HTTP:
-            cfg.http = optarg;
-            break;
-        case OPT_PUBLIC:
-            cfg.public_bind = true;
-            break;
-        case OPT_THREE:
-            cfg.three_dir = optarg;
-            break;
-        case 'h':
-            help(stdout);
-            return KR_EXIT_OK;
-        default:
-            return kr_option_error(argv[0], argc, argv, opt);
-        }
-    }
+    int prc = kr_command_parse(&view_command, argc, argv, &cfg);
+    if (prc >= 0) return prc;
     if (optind != argc - 1) {
         fprintf(
             stderr,

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "stop_signals.h"
+#include "tools/commands.h"
+#include "tools/cli/stop_signals.h"
 #include "kinreg/device.h"
 #include "kinreg/transport.h"
 
@@ -55,7 +55,7 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
     /* run and demo take Ctrl-C and SIGTERM on a thread of their own; from the
-     * first instruction on, a signal waits for it (tools/stop_signals.h). */
+     * first instruction on, a signal waits for it (tools/cli/stop_signals.h). */
     if (argc > 1 && (!strcmp(argv[1], "run") || !strcmp(argv[1], "demo"))) kr_stop_signals_block();
     /* Idle OpenMP threads must not spin on the pipeline threads' cores; the
      * policy is read when libgomp loads, so this re-executes the program with

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "tools/commands.h"
 
 static volatile sig_atomic_t stop_requested;
 static sem_t wake;

@@ -41,12 +41,13 @@ void kr_status_line_format(char *buf, size_t size, int width, const kr_frame_res
     if (limit >= size) limit = size - 1;
     /* Longest first; the first that fits is used (about 105, 75, 50 columns). */
     snprintf(buf, size,
-             "frame %llu%s | in %.1f fps, out %.1f fps | %s | model %llu pts | lost %llu | dropped %llu | "
+             "frame %llu%s | in %.1f fps, out %.1f fps | %s | model %llu pts | lost %llu | dropped "
+             "%llu | "
              "latency %.1f ms",
              out, progress, st->input_fps, st->fps, state, points, lost, dropped, latency);
     if (strlen(buf) <= limit) return;
-    snprintf(buf, size, "frame %llu%s | %.1f fps | %s | lost %llu | drop %llu | %.0f ms", out, progress, st->fps,
-             state, lost, dropped, latency);
+    snprintf(buf, size, "frame %llu%s | %.1f fps | %s | lost %llu | drop %llu | %.0f ms", out,
+             progress, st->fps, state, lost, dropped, latency);
     if (strlen(buf) <= limit) return;
     snprintf(buf, size, "%llu%s %.0ffps %s L%llu", out, progress, st->fps, state, lost);
     if (strlen(buf) > limit) buf[limit] = '\0';
@@ -82,10 +83,11 @@ void kr_status_line_finish(kr_status_line *line, const kr_pipeline_stats *st)
 {
     if (line->enabled && line->terminal) fprintf(stderr, "\r\033[K");
     fprintf(stderr,
-            "kinreg: %llu frames in %.2f s (%.1f frames/s), lost %llu, dropped %llu, skipped %llu, model %llu points\n",
-            (unsigned long long)st->frames_out, st->elapsed_s, st->fps, (unsigned long long)st->frames_lost,
-            (unsigned long long)st->frames_dropped, (unsigned long long)st->frames_skipped,
-            (unsigned long long)st->model_points);
+            "kinreg: %llu frames in %.2f s (%.1f frames/s), lost %llu, dropped %llu, skipped %llu, "
+            "model %llu points\n",
+            (unsigned long long)st->frames_out, st->elapsed_s, st->fps,
+            (unsigned long long)st->frames_lost, (unsigned long long)st->frames_dropped,
+            (unsigned long long)st->frames_skipped, (unsigned long long)st->model_points);
     if (st->keyframes)
         fprintf(stderr,
                 "kinreg: live refiner: %llu keyframes, %llu windows refined (%llu moved them, "
@@ -111,10 +113,11 @@ void kr_status_line_finish(kr_status_line *line, const kr_pipeline_stats *st)
                 (unsigned long long)st->frames_filled, (unsigned long long)st->frames_interpolated,
                 (unsigned long long)st->frames_unfilled, st->fill_ms);
     if (st->frames_out)
-        fprintf(stderr, "kinreg: latency capture -> publish: median %.2f ms, p99 %.2f ms\n", st->latency_median_ms,
-                st->latency_p99_ms);
+        fprintf(stderr, "kinreg: latency capture -> publish: median %.2f ms, p99 %.2f ms\n",
+                st->latency_median_ms, st->latency_p99_ms);
     if (st->messages_dropped)
         fprintf(stderr,
-                "kinreg: publisher dropped %llu messages: a subscriber read too slowly (they see sequence gaps)\n",
+                "kinreg: publisher dropped %llu messages: a subscriber read too slowly (they see "
+                "sequence gaps)\n",
                 (unsigned long long)st->messages_dropped);
 }

@@ -1,5 +1,5 @@
-/* kinreg refine across processes: MPI in tools/refine_mpi.c (builds with
- * MPI) and its stand-in tools/refine_nompi.c (builds without), the only files
+/* kinreg refine across processes: MPI in tools/mpi/refine_mpi.c (builds with
+ * MPI) and its stand-in tools/mpi/refine_nompi.c (builds without), the only files
  * that know MPI. Every rank reads the inputs itself (each needs every view's
  * field; a shared file system serves them faster than rank 0 could send the
  * points), takes its share of the grid points, and the sums are added with

@@ -1,4 +1,4 @@
-/* kinreg refine in a build without MPI (tools/refine_mpi.h): one process,
+/* kinreg refine in a build without MPI (tools/mpi/refine_mpi.h): one process,
  * and a clear answer when a launcher asks for more. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,11 +12,11 @@
 #define KR_PROGRESS_INTERVAL_S 5.0 /* default for output that is not a terminal */
 
 typedef struct {
-    bool enabled;     /* --quiet was not given */
-    bool terminal;    /* stderr is a terminal: redraw in place */
-    double interval;  /* seconds between lines when not a terminal; 0 = none */
+    bool enabled;    /* --quiet was not given */
+    bool terminal;   /* stderr is a terminal: redraw in place */
+    double interval; /* seconds between lines when not a terminal; 0 = none */
     double last_print;
-    unsigned total;   /* frames expected, 0 when unknown */
+    unsigned total; /* frames expected, 0 when unknown */
 } kr_status_line;
 
 void kr_status_line_init(kr_status_line *line, bool quiet, unsigned total);

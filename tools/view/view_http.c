@@ -1,7 +1,7 @@
-/* The live view's server (tools/view.h): libmicrohttpd with a thread per
+/* The live view's server (tools/view/view.h): libmicrohttpd with a thread per
  * connection, so a page's Server-Sent Events stream may block in its reader
  * until its buffer has data, and a thread subscribed to the pose stream that
- * turns messages into events for the hub (tools/view_hub.h). */
+ * turns messages into events for the hub (tools/view/view_hub.h). */
 #include "view.h"
 
 #include <arpa/inet.h>

@@ -1,4 +1,4 @@
-/* Event data for the view's page (tools/view_events.h). */
+/* Event data for the view's page (tools/view/view_events.h). */
 #include "view_events.h"
 
 #include <inttypes.h>

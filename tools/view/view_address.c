@@ -1,4 +1,4 @@
-/* [ADDR:]PORT for the view's HTTP server (tools/view_address.h). */
+/* [ADDR:]PORT for the view's HTTP server (tools/view/view_address.h). */
 #include "view_address.h"
 
 #include <arpa/inet.h>

@@ -1,4 +1,4 @@
-/* MPI for kinreg refine (tools/refine_mpi.h): the sums' all-reduce and the
+/* MPI for kinreg refine (tools/mpi/refine_mpi.h): the sums' all-reduce and the
  * ranks' agreement on inputs and failures. */
 #include "refine_mpi.h"
 

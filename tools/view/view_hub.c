@@ -1,4 +1,4 @@
-/* The view's fan-out (tools/view_hub.h): one mutex, a condition variable
+/* The view's fan-out (tools/view/view_hub.h): one mutex, a condition variable
  * per page, a ring buffer per page. */
 #include "view_hub.h"
 

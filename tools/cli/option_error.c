@@ -4,7 +4,7 @@
 #include <getopt.h>
 #include <string.h>
 
-#include "cli.h"
+#include "tools/cli/exit_codes.h"
 
 int kr_option_error(const char *command, int argc, char **argv, int opt)
 {

@@ -1,4 +1,4 @@
-/* kr_mpi_launched (tools/refine_mpi.h), for builds with and without MPI: a
+/* kr_mpi_launched (tools/mpi/refine_mpi.h), for builds with and without MPI: a
  * launcher announces the job's size in the environment before MPI starts. */
 #include <stdlib.h>
 

@@ -2,7 +2,7 @@
  * exist and say how to get it. */
 #include <stdio.h>
 
-#include "cli.h"
+#include "tools/cli/exit_codes.h"
 #include "view.h"
 
 static void unavailable(const char *who)

@@ -1,0 +1,23 @@
+/* -q/--quiet and --progress SEC of the commands that run a pipeline with the
+ * status line (run, demo): a table of options.h. */
+#ifndef KINREG_TOOLS_CLI_STATUS_OPTIONS_H
+#define KINREG_TOOLS_CLI_STATUS_OPTIONS_H
+
+#include <stdbool.h>
+
+#include "options.h"
+#include "status_line.h"
+
+typedef struct {
+    bool quiet;        /* no status line */
+    double progress_s; /* seconds between progress lines when stderr is not a terminal, 0 = none */
+} kr_status_options;
+
+#define KR_STATUS_OPTIONS_DEFAULT                                                                  \
+    {                                                                                              \
+        false, KR_PROGRESS_INTERVAL_S                                                              \
+    }
+
+extern const kr_option_table kr_status_option_table;
+
+#endif
