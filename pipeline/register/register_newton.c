@@ -12,10 +12,10 @@
 #include "kinreg/kdtree.h"
 #include "kinreg/track.h"
 
-/* Source levels: every 4^l-th point while a level keeps this many. */
 /* Normals by PCA over this many neighbours, as the refinement's signed fields
  * take them (pipeline/refine/dfield_kernels.h, KR_REFINE_NEIGHBOURS). */
 #define REGISTER_NEIGHBOURS 12
+/* Source levels: every 4^l-th point while a level keeps this many. */
 #define NEWTON_LEVELS 3
 #define NEWTON_MIN_LEVEL_POINTS 200
 #define NEWTON_ITERATIONS 20
