@@ -467,8 +467,9 @@ KR_TEST(register, bad_inputs_give_a_clear_status)
     kr_register_config c;
     kr_register_config_default(&c);
     c.engine = KR_REG_ENGINE_CPU;
-    for (int method = 0; method < 2; method++) {
-        c.method = (kr_reg_method)method;
+    const kr_reg_method methods[] = {KR_REG_EMICP, KR_REG_SOFTASSIGN, KR_REG_AUTO};
+    for (int k = 0; k < 3; k++) {
+        c.method = methods[k];
         CHECK_STATUS(kr_register(NULL, &c, a, 0, b, N, NULL, &r), KR_ERR_EMPTY);
         CHECK_STATUS(kr_register(NULL, &c, a, N, b, 0, NULL, &r), KR_ERR_EMPTY);
         CHECK_STATUS(kr_register(NULL, &c, a, 1, b, N, NULL, &r), KR_ERR_EMPTY);
@@ -505,7 +506,14 @@ KR_TEST(register, bad_inputs_give_a_clear_status)
         r = untouched;
     }
     /* Bad settings and engines. */
+    c.method = KR_REG_EMICP;
     c.sigma2_factor = 1.5;
+    CHECK_STATUS(kr_register(NULL, &c, a, N, b, N, NULL, &r), KR_ERR_INVALID_ARG);
+    kr_register_config_default(&c);
+    c.hypotheses = -1;
+    CHECK_STATUS(kr_register(NULL, &c, a, N, b, N, NULL, &r), KR_ERR_INVALID_ARG);
+    c.hypotheses = 20;
+    c.min_overlap = 1.5;
     CHECK_STATUS(kr_register(NULL, &c, a, N, b, N, NULL, &r), KR_ERR_INVALID_ARG);
     kr_register_config_default(&c);
     c.engine = KR_REG_ENGINE_FUSED;
@@ -518,6 +526,7 @@ KR_TEST(register, bad_inputs_give_a_clear_status)
     CHECK_STATUS(kr_register(NULL, &c, a, N, b, N, &bad, &r), KR_ERR_INVALID_ARG);
     /* Sets far apart at a narrow σ: every weight vanishes — a clear error. */
     kr_register_config_default(&c);
+    c.method = KR_REG_EMICP;
     c.extent = KR_REG_SEED_EXTENT;
     c.sigma2 = 1e-5;
     c.sigma2_inf = 1e-6;
@@ -539,6 +548,11 @@ KR_TEST(register, names_parse)
     CHECK_STR(kr_reg_engine_name(KR_REG_ENGINE_FUSED), "fused");
     CHECK_STATUS(kr_reg_method_parse("icp", &m), KR_ERR_INVALID_ARG);
     CHECK_CONTAINS(kr_last_error(), "softassign or newton");
+    REQUIRE_OK(kr_reg_method_parse("auto", &m));
+    CHECK_EQ(m, KR_REG_AUTO);
+    kr_register_config c;
+    kr_register_config_default(&c);
+    CHECK_EQ(c.method, KR_REG_AUTO); /* the default: the search and its verdict */
 }
 
 /* The stop rule: with an exact copy the optimum is sharp, the pose settles
@@ -552,6 +566,7 @@ KR_TEST(register, stop_rule_ends_a_settled_run_early)
     move_points(&Ti, a, 1000, src);
     kr_register_config c;
     kr_register_config_default(&c);
+    c.method = KR_REG_EMICP;
     c.engine = KR_REG_ENGINE_CPU;
     kr_register_result early, full;
     REQUIRE_OK(kr_register(NULL, &c, src, 1000, a, 1000, NULL, &early));
@@ -616,8 +631,9 @@ KR_TEST(register, tool_aligns_two_bunny_scans)
         const char *options, *method;
         double tolerance;
     } runs[] = {
-        {"--subsample 1500", "emicp", 0.004},
-        {"--subsample 1500 --deterministic", "emicp", 0.004},
+        {"--method emicp --subsample 1500", "emicp", 0.004},
+        {"--method emicp --subsample 1500 --deterministic", "emicp", 0.004},
+        {"", "auto", 1e-4},
         {"--method newton --subsample 0", "newton", 1e-4},
         {"--method emicp+newton --subsample 1500 --newton-subsample 0", "emicp+newton", 1e-4},
     };
@@ -641,6 +657,7 @@ KR_TEST(register, tool_aligns_two_bunny_scans)
     REQUIRE(kr_test_run_tool(NULL, args, out, sizeof out) == 0);
     CHECK_CONTAINS(out, "tum: ");
     CHECK_CONTAINS(out, "quality: rms");
+    CHECK_CONTAINS(out, "verdict: trusted");
     /* Usage errors exit 2 and say what is wrong; failures exit 1. */
     CHECK_EQ(kr_test_run_tool(NULL, "register --method icp a b", out, sizeof out), 2);
     CHECK_CONTAINS(out, "softassign or newton");

@@ -76,8 +76,8 @@ static bool emicp_then_newton(const char *camera, const char *a, const char *b,
                               const kr_pose *truth, double *deg, double *mm)
 {
     char args[4096], out[8192], init[256], options[1024];
-    snprintf(args, sizeof args, "register %s --engine cpu --subsample %d %s %s", camera,
-             SOFT_POINTS, a, b);
+    snprintf(args, sizeof args, "register %s --method emicp --engine cpu --subsample %d %s %s",
+             camera, SOFT_POINTS, a, b);
     int rc = kr_test_run_tool(NULL, args, out, sizeof out);
     CHECK_EQ(rc, 0);
     const char *tum = strstr(out, "tum: ");

@@ -162,9 +162,12 @@ typedef struct {
         "usage: kinreg register [OPTIONS] SOURCE DEST\n"                                           \
         "       kinreg register [OPTIONS] --synthetic N\n\n"                                       \
         "Finds the rigid motion T that maps SOURCE's points onto DEST's (dest ~ R src + t)\n"      \
-        "with soft correspondences: EM-ICP or Softassign (Tamaki et al.), which need no\n"         \
-        "good initial pose; or with the k-d tree Newton method (point-to-plane, normals\n"         \
-        "from each point's neighbours), which refines a close one to the scans' noise.\n"          \
+        "and says whether to trust it. By default (--method auto) it tries the start and\n"        \
+        "the start turned about 60 ways, probes each with the k-d tree Newton method\n"            \
+        "(point-to-plane, normals from each point's neighbours), refines the best by\n"            \
+        "Newton and by Softassign (Tamaki et al.) then Newton, and keeps the one that\n"           \
+        "puts most of SOURCE on DEST. Or one method alone: EM-ICP or Softassign, which\n"          \
+        "need no good initial pose, or Newton, which refines a close one.\n"                       \
         "SOURCE and DEST are PLY files, ASCII or binary (x y z; other vertex properties\n"         \
         "and elements are ignored; the Stanford range scans work as is) or single depth\n"         \
         "frames: FILE.png (16-bit depth, TUM's format) or FILE.pgm (a fakenect dump's\n"           \
@@ -172,13 +175,22 @@ typedef struct {
         "camera frame into DEST's.\n"                                                              \
         "Prints T as a 4x4 matrix and as a TUM line (tx ty tz qx qy qz qw), the RMS\n"             \
         "distance from each moved source point to its nearest DEST point (capped at\n"             \
-        "the extent; over at most 20 000 source points) and the share of inliers.\n\n"))           \
+        "the extent; over at most 20 000 source points), the share of inliers, and the\n"          \
+        "verdict: the overlap (the share of SOURCE within three of DEST's point\n"                 \
+        "spacings), their RMS distance, a confidence from 0 to 1, and 'trusted' or\n"              \
+        "'NOT trusted' (too little overlap, too large a residual, or another pose that\n"          \
+        "fits nearly as well).\n\n"))                                                              \
     OPT(METHOD, (0, "method", "M", KR_CUSTOM),                                                     \
         KR_FAIL_UNLESS(parse_method(arg, &o->cfg.method, &o->then_newton) || bad_value(who, arg)), \
-        KR_HELP("emicp (default), softassign, or newton: from --init (or\n"                        \
-                "identity) within about 10 deg and a tenth of the scan's\n"                        \
-                "size; emicp+newton or softassign+newton: Newton from the\n"                       \
-                "soft method's answer, on --newton-subsample points"))                             \
+        KR_HELP("auto (default: the search above), emicp, softassign, or\n"                        \
+                "newton: from --init (or identity) within about 10 deg and a\n"                    \
+                "tenth of the scan's size; emicp+newton or softassign+newton:\n"                   \
+                "Newton from the soft method's answer, on --newton-subsample\n"                    \
+                "points"))                                                                         \
+    OPT(HYPOTHESES, (0, "hypotheses", "N", KR_WHOLE(0, 200, "axes", NULL)),                        \
+        o->cfg.hypotheses = (int)v,                                                                \
+        KR_HELP("auto: axes the start is turned about, by 45, 90 and 135 deg\n"                    \
+                "each (default 20; 0 = the start alone)"))                                         \
     OPT(ENGINE, (0, "engine", "E", KR_CUSTOM),                                                     \
         KR_FAIL_UNLESS(kr_reg_engine_parse(arg, &o->cfg.engine) == KR_OK || bad_value(who, arg)),  \
         KR_HELP("auto (default: fused on a CUDA device, else cpu), cpu,\n"                         \
@@ -197,7 +209,8 @@ typedef struct {
         KR_HELP("use at most N random points of each set (default 5000;\n"                         \
                 "0 = all: the soft methods' cost grows as N x M, Newton's\n"                       \
                 "as (N + M) log M; on whole Kinect depth frames Newton does\n"                     \
-                "better with 60000 than with all, whose normals are noisier)"))                    \
+                "better with 60000 than with all, whose normals are noisier;\n"                    \
+                "auto: --newton-subsample, its soft stage takes 600 of them)"))                    \
     OPT(NEWTON_SUBSAMPLE, (0, "newton-subsample", "N", KR_CUSTOM),                                 \
         KR_FAIL_UNLESS(kr_number_option(who, &rule_subsample, arg, &v));                           \
         o->newton_sub = (long)v, KR_HELP("points of each set for a chain's Newton stage\n"         \
@@ -309,8 +322,10 @@ int kr_cmd_register(int argc, char **argv)
             free(dst);
             return KR_EXIT_FAILURE;
         }
-        subsample(src, &n, (size_t)sub);
-        subsample(dst, &m, (size_t)sub);
+        /* The search subsamples for its soft stage itself. */
+        size_t keep = cfg.method == KR_REG_AUTO ? (size_t)newton_sub : (size_t)sub;
+        subsample(src, &n, keep);
+        subsample(dst, &m, keep);
     }
 
     kr_device_config dc;
@@ -390,6 +405,10 @@ int kr_cmd_register(int argc, char **argv)
         if (then_newton)
             printf("\"coarse_iterations\": %d, \"coarse_ms\": %.3f, ", coarse.iterations,
                    coarse.seconds * 1e3);
+        printf("\"spacing_m\": %.6g, \"overlap\": %.4f, \"residual_m\": %.6g, \"runner_up\": %.4f, "
+               "\"confidence\": %.3f, \"trusted\": %s, \"hypotheses\": %d, ",
+               r.spacing, r.overlap, isfinite(r.residual) ? r.residual : -1, r.runner_up,
+               r.confidence, r.trusted ? "true" : "false", r.hypotheses);
         printf("\"t\": [%.9g, %.9g, %.9g], \"q\": [%.9g, %.9g, %.9g, %.9g], \"matrix\": [", T->t[0],
                T->t[1], T->t[2], q.x, q.y, q.z, q.w);
         for (int i = 0; i < 3; i++)
@@ -413,6 +432,12 @@ int kr_cmd_register(int argc, char **argv)
                q.z, q.w);
         printf("quality: rms %.3f mm, inliers %.1f%% within %.2f mm, extent %.4f m\n", r.rms * 1e3,
                100 * r.inlier_fraction, r.inlier_distance * 1e3, r.extent);
+        printf("verdict: %s (confidence %.2f): %.1f%% of the source within %.2f mm of DEST "
+               "(3 point spacings), RMS %.3f mm",
+               r.trusted ? "trusted" : "NOT trusted", r.confidence, 100 * r.overlap,
+               3 * r.spacing * 1e3, r.residual * 1e3);
+        if (r.runner_up > 0) printf("; next best distinct pose %.1f%%", 100 * r.runner_up);
+        printf("\n");
         if (have_truth)
             printf("error vs the synthetic truth: %.4f deg, %.3f mm\n", err_deg, err_mm);
     }

@@ -26,8 +26,16 @@ extern "C" {
 
 /* EM-ICP and Softassign need no good initial pose; NEWTON (the tracker's
  * k-d tree Newton method, point-to-plane with normals from the points'
- * neighbours) refines one that is already close, to the sets' own noise. */
-typedef enum { KR_REG_EMICP = 0, KR_REG_SOFTASSIGN = 1, KR_REG_NEWTON = 2 } kr_reg_method;
+ * neighbours) refines one that is already close, to the sets' own noise.
+ * AUTO (the default) chains them after a search over start poses and judges
+ * the result (pipeline/register/register_search.h): for pairs with a rough
+ * start and partial overlap. */
+typedef enum {
+    KR_REG_EMICP = 0,
+    KR_REG_SOFTASSIGN = 1,
+    KR_REG_NEWTON = 2,
+    KR_REG_AUTO = 3
+} kr_reg_method;
 
 typedef enum {
     KR_REG_ENGINE_AUTO = 0,   /* fused on a CUDA device, CPU otherwise */
@@ -99,6 +107,20 @@ typedef struct {
      * points on an H100, docs/BENCHMARKS.md, session 15).
      * The other engines are deterministic either way. */
     bool deterministic;
+
+    /* AUTO: the start is tried as given and turned about the source's
+     * centroid about `hypotheses` axes spread over the sphere (0: the start
+     * only; default 20), each at 45°, 90° and 135°; the best `candidates`
+     * (3) probes are refined; the soft stage (soft_method, default
+     * Softassign) runs on at most soft_points (600) points of each set. A
+     * result is trusted when at least min_overlap (0.2) of the source lies
+     * within three point spacings of the destination, the RMS of those
+     * distances is at most 2.5 spacings, and no distinct pose fits nearly as
+     * well. */
+    int hypotheses, candidates;
+    kr_reg_method soft_method;
+    int soft_points;
+    double min_overlap;
 } kr_register_config;
 
 typedef struct {
@@ -114,6 +136,20 @@ typedef struct {
     double inlier_distance; /* metres */
     double seconds;         /* wall time of the registration (quality figures excluded) */
     kr_reg_engine engine;   /* the engine that ran (never AUTO) */
+
+    /* The verdict (every method; AUTO also searches by them): the share of
+     * source points with a destination point within three of dst's median
+     * point spacings (overlap), the RMS of those distances (residual), the
+     * best overlap of a distinct other pose that was found (runner_up: 0
+     * without a search), a confidence in [0, 1] that a caller can threshold,
+     * and whether the result is trusted (see kr_register_config). */
+    double spacing;    /* dst's median point spacing, metres */
+    double overlap;    /* share of source points, 0 … 1 */
+    double residual;   /* metres */
+    double runner_up;  /* 0 … 1 */
+    double confidence; /* 0 … 1 */
+    bool trusted;
+    int hypotheses; /* start poses tried (AUTO) */
 } kr_register_result;
 
 KR_API void kr_register_config_default(kr_register_config *cfg);

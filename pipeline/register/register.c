@@ -15,6 +15,8 @@
 #include "kinreg/register.h"
 #include "pipeline/register/register_cpu.h"
 #include "pipeline/register/register_newton.h"
+#include "pipeline/register/register_search.h"
+#include "pipeline/register/register_verdict.h"
 
 /* Softassign's constants are squared centimetres for a 10 cm object. */
 #define SOFTASSIGN_UNIT2 1e-4
@@ -23,7 +25,7 @@ void kr_register_config_default(kr_register_config *cfg)
 {
     if (!cfg) return;
     memset(cfg, 0, sizeof *cfg);
-    cfg->method = KR_REG_EMICP;
+    cfg->method = KR_REG_AUTO;
     cfg->engine = KR_REG_ENGINE_AUTO;
     cfg->extent = 0;
     cfg->sigma2 = 0.01;
@@ -41,14 +43,19 @@ void kr_register_config_default(kr_register_config *cfg)
     cfg->stop_patience = 3;
     cfg->stop_sigma_ratio = 0.1;
     cfg->inlier_ratio = 0.1;
+    cfg->hypotheses = 20;
+    cfg->candidates = 3;
+    cfg->soft_method = KR_REG_SOFTASSIGN;
+    cfg->soft_points = 600;
+    cfg->min_overlap = 0.2;
 }
 
-static const char *const method_names[] = {"emicp", "softassign", "newton"};
+static const char *const method_names[] = {"emicp", "softassign", "newton", "auto"};
 static const char *const engine_names[] = {"auto", "cpu", "cublas", "fused"};
 
 const char *kr_reg_method_name(kr_reg_method m)
 {
-    return (unsigned)m < 3 ? method_names[m] : "?";
+    return (unsigned)m < 4 ? method_names[m] : "?";
 }
 
 const char *kr_reg_engine_name(kr_reg_engine e)
@@ -58,13 +65,13 @@ const char *kr_reg_engine_name(kr_reg_engine e)
 
 kr_status kr_reg_method_parse(const char *text, kr_reg_method *out)
 {
-    for (int i = 0; text && i < 3; i++)
+    for (int i = 0; text && i < 4; i++)
         if (strcmp(text, method_names[i]) == 0) {
             if (out) *out = (kr_reg_method)i;
             return KR_OK;
         }
     return kr_error(KR_ERR_INVALID_ARG,
-                    "unknown registration method '%s' (emicp, softassign or newton)",
+                    "unknown registration method '%s' (auto, emicp, softassign or newton)",
                     text ? text : "(null)");
 }
 
@@ -94,8 +101,18 @@ static int finite_pos(double x)
 
 static kr_status check_config(const kr_register_config *c)
 {
-    if (c->method != KR_REG_EMICP && c->method != KR_REG_SOFTASSIGN && c->method != KR_REG_NEWTON)
+    if ((unsigned)c->method > KR_REG_AUTO)
         return kr_error(KR_ERR_INVALID_ARG, "register: unknown method %d", (int)c->method);
+    if (c->method == KR_REG_AUTO &&
+        (c->hypotheses < 0 || c->hypotheses > 200 || c->candidates < 0 || c->candidates > 8 ||
+         c->soft_points < 0 ||
+         (c->soft_method != KR_REG_EMICP && c->soft_method != KR_REG_SOFTASSIGN &&
+          c->soft_method != KR_REG_NEWTON) ||
+         !(c->min_overlap >= 0 && c->min_overlap <= 1)))
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "register: auto needs hypotheses 0..200, candidates 0..8, soft_points >= "
+                        "0, a soft method (emicp, softassign, or newton for none) and min_overlap "
+                        "in [0, 1]");
     if ((unsigned)c->engine > KR_REG_ENGINE_FUSED)
         return kr_error(KR_ERR_INVALID_ARG, "register: unknown engine %d", (int)c->engine);
     if (!(c->extent >= 0) || !isfinite(c->extent))
@@ -103,7 +120,8 @@ static kr_status check_config(const kr_register_config *c)
                         c->extent);
     if (c->method == KR_REG_NEWTON) {
         /* its gates come from the extent alone */
-    } else if (c->method == KR_REG_EMICP) {
+    } else if (c->method == KR_REG_EMICP ||
+               (c->method == KR_REG_AUTO && c->soft_method == KR_REG_EMICP)) {
         if (!finite_pos(c->sigma2) || !finite_pos(c->sigma2_inf) || !finite_pos(c->d02))
             return kr_error(
                 KR_ERR_INVALID_ARG,
@@ -187,28 +205,37 @@ static kr_status centred_copy(const float *p, size_t n, const double c[3], float
  * of the tree: on two whole depth frames (230 000 points each) all of them
  * took 20 s of a 21 s Newton run. */
 #define QUALITY_POINTS 20000
-static kr_status quality(const float *src, size_t n, const float *dst, size_t m, const kr_pose *T,
-                         double inlier, double cap, double *rms, double *frac)
+static kr_status quality(const kr_register_config *cfg, const float *src, size_t n,
+                         const float *dst, size_t m, kr_register_result *r)
 {
     kr_kdtree *tree = NULL;
     kr_status s = kr_kdtree_build(&tree, dst, NULL, m);
     if (s != KR_OK) return s;
-    const float cap2 = cap > 0 ? (float)(cap * cap) : INFINITY;
+    const float cap2 = r->extent > 0 ? (float)(r->extent * r->extent) : INFINITY;
+    const double inlier = r->inlier_distance;
     const size_t step = n > QUALITY_POINTS ? n / QUALITY_POINTS : 1, used = (n + step - 1) / step;
     double sum = 0;
     size_t in = 0;
 #pragma omp parallel for schedule(static) reduction(+ : sum, in)
     for (size_t i = 0; i < n; i += step) {
         double p[3] = {src[3 * i], src[3 * i + 1], src[3 * i + 2]}, q[3];
-        kr_pose_apply(T, p, q);
+        kr_pose_apply(&r->pose, p, q);
         float qf[3] = {(float)q[0], (float)q[1], (float)q[2]}, d2;
         kr_kdtree_nearest_within(tree, qf, cap2, &d2);
         sum += d2;
         in += d2 <= inlier * inlier;
     }
+    r->rms = sqrt(sum / (double)used);
+    r->inlier_fraction = (double)in / (double)used;
+    /* The verdict's measures, where the method did not take them itself (the
+     * search does, on the sets it registered). */
+    if (!(r->spacing > 0)) {
+        r->spacing = kr_register_spacing(tree, dst, m);
+        kr_register_overlap(tree, src, n, &r->pose, KR_REGISTER_OVERLAP_SPACINGS * r->spacing,
+                            QUALITY_POINTS, &r->overlap, &r->residual);
+        kr_register_judge(cfg, r);
+    }
     kr_kdtree_destroy(&tree);
-    *rms = sqrt(sum / (double)used);
-    *frac = (double)in / (double)used;
     return KR_OK;
 }
 
@@ -243,6 +270,75 @@ static void make_params(const kr_register_config *c, double extent, const float 
         }
 }
 
+/* EM-ICP or Softassign from init on an engine (resolved, never AUTO), with
+ * both sets centred on cs and cd (so that every engine accumulates small
+ * numbers); st gets the schedule's final state. */
+static kr_status soft_engine(kr_device *dev, const kr_register_config *cfg, kr_reg_engine engine,
+                             const float *src, size_t n, const float *dst, size_t m,
+                             const kr_pose *init, double extent, const double cs[3],
+                             const double cd[3], kr_pose *out, kr_register_state *st)
+{
+    float *sc = NULL, *dc = NULL;
+    kr_status s;
+    if ((s = centred_copy(src, n, cs, &sc)) != KR_OK) return s;
+    if ((s = centred_copy(dst, m, cd, &dc)) != KR_OK) {
+        free(sc);
+        return s;
+    }
+    kr_register_params p;
+    make_params(cfg, extent, sc, n, &p);
+
+    /* In centred coordinates dst' = R src' + t' with t' = t + R c_s − c_d. */
+    kr_pose T0 = init ? *init : kr_pose_identity();
+    double R[9], t[3], Rcs[3];
+    memcpy(R, T0.R, sizeof R);
+    kr_pose_rotate(&T0, cs, Rcs);
+    for (int k = 0; k < 3; k++)
+        t[k] = T0.t[k] + Rcs[k] - cd[k];
+
+    if (engine == KR_REG_ENGINE_CPU)
+        s = kr_register_cpu(&p, dev ? kr_device_threads(dev) : 1, sc, n, dc, m, R, t, st);
+    else
+        s = kr_register_cuda(kr_device_gpu(dev), engine == KR_REG_ENGINE_CUBLAS, &p, sc, n, dc, m,
+                             R, t, st);
+    free(sc);
+    free(dc);
+    if (s != KR_OK) return s;
+
+    kr_pose T;
+    memcpy(T.R, R, sizeof R);
+    kr_pose_orthonormalize(&T);
+    double Rc[3];
+    kr_pose_rotate(&T, cs, Rc);
+    for (int k = 0; k < 3; k++)
+        T.t[k] = t[k] - Rc[k] + cd[k];
+    *out = T;
+    return KR_OK;
+}
+
+static void centroid(const float *p, size_t n, double c[3])
+{
+    c[0] = c[1] = c[2] = 0;
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++)
+            c[k] += p[3 * i + k] / (double)n;
+}
+
+/* The soft stage of the search (register_search.h): cfg's method, extent
+ * and engine already set. */
+static kr_status soft_run(kr_device *dev, const kr_register_config *cfg, const float *src, size_t n,
+                          const float *dst, size_t m, const kr_pose *init, kr_pose *out, int *steps)
+{
+    double cs[3], cd[3];
+    centroid(src, n, cs);
+    centroid(dst, m, cd);
+    kr_register_state st;
+    kr_status s =
+        soft_engine(dev, cfg, cfg->engine, src, n, dst, m, init, cfg->extent, cs, cd, out, &st);
+    if (s == KR_OK) *steps = st.steps;
+    return s;
+}
+
 /* The Newton method: the tracker's engines (the CPU's, or the device's,
  * which is fused: one graph of kernels per level), the same quality figures. */
 static kr_status register_newton(kr_device *dev, const kr_register_config *cfg,
@@ -265,9 +361,7 @@ static kr_status register_newton(kr_device *dev, const kr_register_config *cfg,
                                      extent, &r.pose, &r.iterations);
     r.seconds = now_seconds() - t0;
     if (s != KR_OK) return s;
-    if (!cfg->pose_only && (s = quality(src, n, dst, m, &r.pose, r.inlier_distance, r.extent,
-                                        &r.rms, &r.inlier_fraction)) != KR_OK)
-        return s;
+    if (!cfg->pose_only && (s = quality(cfg, src, n, dst, m, &r)) != KR_OK) return s;
     *out = r;
     return KR_OK;
 }
@@ -310,41 +404,21 @@ kr_status kr_register(kr_device *dev, const kr_register_config *cfg, const float
     double extent = cfg->extent > 0 ? cfg->extent : rd;
     if (cfg->method == KR_REG_NEWTON)
         return register_newton(dev, cfg, engine, src, n, dst, m, init, extent, out);
-    float *sc = NULL, *dc = NULL;
-    if ((s = centred_copy(src, n, cs, &sc)) != KR_OK) return s;
-    if ((s = centred_copy(dst, m, cd, &dc)) != KR_OK) {
-        free(sc);
-        return s;
+    if (cfg->method == KR_REG_AUTO) {
+        kr_register_result r;
+        if ((s = kr_register_search(dev, cfg, engine, src, n, dst, m, init, extent, soft_run,
+                                    &r)) != KR_OK)
+            return s;
+        if (!cfg->pose_only && (s = quality(cfg, src, n, dst, m, &r)) != KR_OK) return s;
+        *out = r;
+        return KR_OK;
     }
-    kr_register_params p;
-    make_params(cfg, extent, sc, n, &p);
-
-    /* In centred coordinates dst' = R src' + t' with t' = t + R c_s − c_d. */
-    kr_pose T0 = init ? *init : kr_pose_identity();
-    double R[9], t[3], Rcs[3];
-    memcpy(R, T0.R, sizeof R);
-    kr_pose_rotate(&T0, cs, Rcs);
-    for (int k = 0; k < 3; k++)
-        t[k] = T0.t[k] + Rcs[k] - cd[k];
-
     kr_register_state st;
-    double t_start = now_seconds();
-    if (engine == KR_REG_ENGINE_CPU)
-        s = kr_register_cpu(&p, dev ? kr_device_threads(dev) : 1, sc, n, dc, m, R, t, &st);
-    else
-        s = kr_register_cuda(gpu, engine == KR_REG_ENGINE_CUBLAS, &p, sc, n, dc, m, R, t, &st);
-    double seconds = now_seconds() - t_start;
-    free(sc);
-    free(dc);
-    if (s != KR_OK) return s;
-
     kr_pose T;
-    memcpy(T.R, R, sizeof R);
-    kr_pose_orthonormalize(&T);
-    double Rc[3];
-    kr_pose_rotate(&T, cs, Rc);
-    for (int k = 0; k < 3; k++)
-        T.t[k] = t[k] - Rc[k] + cd[k];
+    double t_start = now_seconds();
+    s = soft_engine(dev, cfg, engine, src, n, dst, m, init, extent, cs, cd, &T, &st);
+    double seconds = now_seconds() - t_start;
+    if (s != KR_OK) return s;
 
     kr_register_result r;
     memset(&r, 0, sizeof r);
@@ -356,9 +430,7 @@ kr_status kr_register(kr_device *dev, const kr_register_config *cfg, const float
     r.inlier_distance = cfg->inlier_ratio * extent;
     r.seconds = seconds;
     r.engine = engine;
-    if (!cfg->pose_only && (s = quality(src, n, dst, m, &T, r.inlier_distance, r.extent, &r.rms,
-                                        &r.inlier_fraction)) != KR_OK)
-        return s;
+    if (!cfg->pose_only && (s = quality(cfg, src, n, dst, m, &r)) != KR_OK) return s;
     *out = r;
     return KR_OK;
 }

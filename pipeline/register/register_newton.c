@@ -9,6 +9,7 @@
 
 #include "core/kdtree_layout.h"
 #include "core/normals.h"
+#include "pipeline/register/register_verdict.h"
 #include "kinreg/kdtree.h"
 #include "kinreg/track.h"
 
@@ -73,28 +74,22 @@ static kr_status source_pyramid(const float *p, const float *nrm, size_t n, kr_p
     return KR_OK;
 }
 
-static int cmp_float(const void *a, const void *b)
+/* The probe: every k-th point with its normal, at most PROBE_POINTS, as a
+ * pyramid of its own (the search scores its start poses on it). */
+#define PROBE_POINTS 800
+static kr_status probe_pyramid(const float *p, const float *nrm, size_t n, kr_pyramid *pyr)
 {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median distance from a point of the tree to its nearest other point, on up
- * to 1000 evenly spread points: the sampling density the gate must exceed. */
-static double median_spacing(const kr_kdtree *tree, const float *p, size_t m)
-{
-    enum { SAMPLES = 1000 };
-    float d[SAMPLES];
-    size_t step = m > SAMPLES ? m / SAMPLES : 1, k = 0;
-    for (size_t i = 0; i < m && k < SAMPLES; i += step) {
-        uint32_t idx[2];
-        float d2[2];
-        /* duplicated points (0 apart) say nothing of the sampling */
-        if (kr_kdtree_knn(tree, p + 3 * i, 2, idx, d2) == 2 && d2[1] > 0) d[k++] = sqrtf(d2[1]);
+    size_t step = n > PROBE_POINTS ? (n + PROBE_POINTS - 1) / PROBE_POINTS : 1;
+    size_t k = (n + step - 1) / step;
+    float *tmp = malloc(6 * (k ? k : 1) * sizeof *tmp);
+    if (!tmp) return kr_error(KR_ERR_NOMEM, "register: no memory for %zu probe points", k);
+    for (size_t i = 0; i < k; i++) {
+        memcpy(tmp + 3 * i, p + 3 * i * step, 3 * sizeof *p);
+        memcpy(tmp + 3 * (k + i), nrm + 3 * i * step, 3 * sizeof *nrm);
     }
-    if (k == 0) return INFINITY;
-    qsort(d, k, sizeof *d, cmp_float);
-    return d[k / 2];
+    kr_status s = source_pyramid(tmp, tmp + 3 * k, k, pyr);
+    free(tmp);
+    return s;
 }
 
 /* The finest level's gate: a tenth of the object (the bunny: 5.6 mm), or for
@@ -127,14 +122,23 @@ static kr_track_config newton_config(double gate, int levels)
     return tc;
 }
 
-kr_status kr_register_newton(kr_device *dev, const float *src, size_t n, const float *dst, size_t m,
-                             double extent, kr_pose *pose, int *iterations)
+void kr_register_pair_free(kr_register_pair *pair)
 {
+    if (!pair) return;
+    kr_kdtree_destroy(&pair->tree);
+    free(pair->src.storage);
+    free(pair->probe.storage);
+    free(pair->block);
+    memset(pair, 0, sizeof *pair);
+}
+
+kr_status kr_register_pair_prepare(const float *src, size_t n, const float *dst, size_t m,
+                                   double extent, kr_register_pair *pair)
+{
+    memset(pair, 0, sizeof *pair);
     /* Both sets' normals first (one buffer), then the points that have one. */
     float *nrm = malloc(3 * (n + m) * sizeof *nrm);
     float *sp = malloc(6 * (n + m) * sizeof *sp);
-    kr_kdtree *tree = NULL;
-    kr_pyramid pyr = {0};
     kr_status s = KR_OK;
     if (!nrm || !sp) {
         s = kr_error(KR_ERR_NOMEM, "register: no memory for %zu points", n + m);
@@ -153,26 +157,71 @@ kr_status kr_register_newton(kr_device *dev, const float *src, size_t n, const f
                      ns < 6 ? "source" : "destination", ns < 6 ? ns : md, ns < 6 ? n : m);
         goto done;
     }
-    if ((s = kr_kdtree_build(&tree, dp, dn, md)) != KR_OK) goto done;
-    if ((s = source_pyramid(sp, sn, ns, &pyr)) != KR_OK) goto done;
-    double gate = fmin(GATE_EXTENT * extent, GATE_SPACINGS * median_spacing(tree, dp, md));
-    kr_track_config tc = newton_config(gate, pyr.levels);
-    kr_track_result r;
-    if ((s = kr_track_frame_on(dev, tree, &pyr, pose, &tc, &r)) != KR_OK) goto done;
-    if (r.state == KR_TRACK_LOST) {
-        s = kr_error(KR_ERR_NUMERIC,
-                     "register: newton found too few pairs within %.3g m of each other: the "
-                     "initial pose is outside its basin (start from EM-ICP's or Softassign's "
-                     "answer)",
-                     (double)tc.gate * (1 << (pyr.levels - 1)));
-        goto done;
-    }
-    *pose = r.pose;
-    *iterations = r.iterations;
+    if ((s = kr_kdtree_build(&pair->tree, dp, dn, md)) != KR_OK) goto done;
+    if ((s = source_pyramid(sp, sn, ns, &pair->src)) != KR_OK) goto done;
+    if ((s = probe_pyramid(sp, sn, ns, &pair->probe)) != KR_OK) goto done;
+    pair->spacing = kr_register_spacing(pair->tree, dp, md);
+    pair->extent = extent;
+    pair->gate = fmin(GATE_EXTENT * extent, GATE_SPACINGS * pair->spacing);
+    pair->block = sp;
+    pair->src_points = sp;
+    pair->src_normals = sn;
+    pair->n = ns;
+    sp = NULL;
 done:
-    free(pyr.storage);
-    kr_kdtree_destroy(&tree);
+    if (s != KR_OK) kr_register_pair_free(pair);
     free(sp);
     free(nrm);
     return s;
+}
+
+kr_status kr_register_pair_newton(kr_device *dev, const kr_register_pair *pair, kr_pose *pose,
+                                  kr_track_result *result)
+{
+    kr_track_config tc = newton_config(pair->gate, pair->src.levels);
+    kr_track_result r;
+    kr_status s = kr_track_frame_on(dev, pair->tree, &pair->src, pose, &tc, &r);
+    if (s != KR_OK) return s;
+    if (r.state == KR_TRACK_LOST)
+        return kr_error(KR_ERR_NUMERIC,
+                        "register: newton found too few pairs within %.3g m of each other: the "
+                        "initial pose is outside its basin (start from EM-ICP's or Softassign's "
+                        "answer)",
+                        (double)tc.gate * (1 << (pair->src.levels - 1)));
+    *pose = r.pose;
+    if (result) *result = r;
+    return KR_OK;
+}
+
+kr_status kr_register_newton(kr_device *dev, const float *src, size_t n, const float *dst, size_t m,
+                             double extent, kr_pose *pose, int *iterations)
+{
+    kr_register_pair pair;
+    kr_status s = kr_register_pair_prepare(src, n, dst, m, extent, &pair);
+    if (s != KR_OK) return s;
+    kr_track_result r;
+    s = kr_register_pair_newton(dev, &pair, pose, &r);
+    if (s == KR_OK) *iterations = r.iterations;
+    kr_register_pair_free(&pair);
+    return s;
+}
+
+/* The probe's search: a gate of a quarter of the object at the finest probe
+ * level (doubling per level), point-to-point attraction beyond a quarter of
+ * the gate (far pairs pull, as Mitra et al.'s far field), normals not
+ * required to agree (a start turned by 90° has every normal turned too), and
+ * many steps: the basin is what matters here, not the last micrometre. */
+#define PROBE_GATE_EXTENT 0.25
+#define PROBE_ITERATIONS 12
+
+kr_status kr_register_pair_probe(kr_device *dev, const kr_register_pair *pair, const kr_pose *seeds,
+                                 int count, kr_track_result *out)
+{
+    kr_track_config tc = newton_config(PROBE_GATE_EXTENT * pair->extent, pair->probe.levels);
+    for (int l = 0; l < pair->probe.levels; l++)
+        tc.iterations[l] = PROBE_ITERATIONS;
+    tc.far_field = tc.gate / 4;
+    tc.normal_gate_deg = 180;
+    tc.converge_trans = 1e-4 * pair->extent;
+    return kr_track_frames_on(dev, pair->tree, &pair->probe, seeds, count, &tc, out);
 }
