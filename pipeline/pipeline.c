@@ -577,7 +577,7 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
         kr_model_snapshot_release(&snap);
         if (s != KR_OK) return s;
     } else {
-        kr_policy_first_frame(&f, r);
+        kr_policy_first_frame(&f, r); /* no model yet: the frame defines the world frame */
     }
     double t2 = kr_now();
 
