@@ -479,6 +479,8 @@ static kr_status track_on_model(kr_pipeline *p, const kr_kdtree *model, const kr
                                 kr_policy_frame *f, kr_frame_result *r)
 {
     kr_status s = kr_track_frame_on(p->device, model, &p->pyramid, &f->seed, &f->gates, &r->track);
+    /* A fast camera's prediction may overshoot into a wrong basin; the
+     * motion check then measures from the seed the result came from. */
     if (s == KR_OK && kr_policy_basin_check_due(&p->policy))
         s = kr_recover_basin_check(p->device, model, &p->pyramid, &f->seed, &p->policy.last_pose,
                                    &f->gates, &r->track, &f->from_last);

@@ -46,8 +46,7 @@ void kr_policy_first_frame(kr_policy_frame *f, kr_frame_result *r)
 
 bool kr_policy_basin_check_due(const kr_policy *pol)
 {
-    /* A fast camera's prediction may overshoot into a wrong basin; the
-     * motion check then measures from the seed the result came from. */
+    /* It tracks again from the last trusted pose: there must be one. */
     return pol->have_pose && pol->recover;
 }
 
