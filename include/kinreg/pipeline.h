@@ -184,7 +184,8 @@ typedef void (*kr_frame_callback)(const kr_frame_result *result, const kr_pipeli
  * decides when the recovery search is asked and whether its answer is taken
  * (DESIGN.md §5, "Recovery"); the function only answers. A test double, or a
  * bench program that knows the true pose (bench/recovery_oracle.c), stands in
- * for the built-in search this way, which kr_pipeline_recover_builtin is. */
+ * this way for the built-in search (kr_pipeline_recover_builtin). With
+ * recover.method KR_RECOVER_OFF nothing is asked. */
 typedef enum {
     KR_RECOVER_FOR_LOSS = 0,          /* tracking is lost: find the camera again */
     KR_RECOVER_FOR_SECOND_OPINION = 1 /* a GOOD frame that departed from its seed by 3 cm / 3 deg
