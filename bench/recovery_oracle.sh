@@ -1,9 +1,9 @@
 #!/bin/sh
 # What the recovery limits (issue 13): the demo scan with 20 jumps of up to
-# 30 deg / 30 cm and 5 covered stretches, tracked by kinreg demo five ways —
-# without the jumps; with them as kinreg recovers; and with recovery given
-# the ground truth (bench/recovery_oracle.patch, applied to a temporary
-# clone of this checkout's HEAD and kept out of the library):
+# 30 deg / 30 cm and 5 covered stretches, tracked as kinreg demo -b cpu
+# --deterministic does, five ways — without the jumps; with them as kinreg
+# recovers; and with recovery given the ground truth, through the library's
+# recovery hook (kr_pipeline_config.recover_fn) in bench/recovery_oracle.c:
 #   replace    where kinreg recovers, Newton tracking from the true pose
 #              instead of from what the search found;
 #   exact      where kinreg recovers, the true pose itself;
@@ -12,37 +12,44 @@
 # Prints each run's losses and ATE (published and final trajectory) and
 # every oracle recovery's distance from kinreg's own.
 # Usage: bench/recovery_oracle.sh [SEED] (default 1: the demo's scan).
-# Builds a CPU-only kinreg (~3 min on 2 cores); each run ~30 s there.
+# Builds a CPU-only libkinreg from this checkout (~3 min on 2 cores), or uses
+# the one in KINREG_BUILD (a build folder of this checkout); each run ~30 s
+# there.
 set -eu
 seed=${1:-1}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-git clone -q "$root" "$work/src"
-if ! git -C "$work/src" apply "$root/bench/recovery_oracle.patch"; then
-    echo "recovery_oracle: bench/recovery_oracle.patch no longer applies to HEAD; update it" >&2
+build=${KINREG_BUILD:-}
+if [ -z "$build" ]; then
+    build="$work/build"
+    echo "== building a CPU-only libkinreg (checkout at $(git -C "$root" rev-parse --short HEAD))"
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKINREG_CUDA=OFF -DKINREG_TESTS=OFF \
+        > "$work/cmake.log"
+    cmake --build "$build" -j"$(nproc)" --target kinreg > "$work/build.log"
+fi
+build=$(cd "$build" && pwd)
+if [ ! -e "$build/libkinreg.so" ]; then
+    echo "recovery_oracle: no libkinreg.so in $build" >&2
     exit 1
 fi
-echo "== building a CPU-only kinreg with the oracle (HEAD $(git -C "$root" rev-parse --short HEAD))"
-cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DKINREG_CUDA=OFF > "$work/cmake.log"
-cmake --build "$work/build" -j"$(nproc)" --target kinreg_tool > "$work/build.log"
-k="$work/build/kinreg"
+k="$work/recovery_oracle"
+${CC:-cc} -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE -I"$root/include" \
+    "$root/bench/recovery_oracle.c" -o "$k" -L"$build" -lkinreg -Wl,-rpath,"$build" -lm
 loss="--jumps 20 --covered 5"
 run() {
     name=$1
     shift
-    # shellcheck disable=SC2086 # the loss options
-    "$k" demo -b cpu --deterministic --seed "$seed" "$@" --out "$work/$name" > "$work/$name.log" 2>&1
+    "$k" --seed "$seed" "$@" > "$work/$name.log" 2>&1
     grep -E '^(ATE|final)|tracking lost' "$work/$name.log" | sed "s/^/$name: /"
 }
 echo "== kinreg demo -b cpu --deterministic --seed $seed [$loss]"
-run plain
-# shellcheck disable=SC2086
-run jumps $loss
-gt="$work/jumps/groundtruth.txt"
+run plain none
+# shellcheck disable=SC2086 # the loss options
+run jumps $loss none
 for mode in replace exact immediate; do
     # shellcheck disable=SC2086
-    KR_ORACLE_GT="$gt" KR_ORACLE=$mode run "$mode" $loss
+    run "$mode" $loss "$mode"
 done
 echo "== where kinreg recovered: its pose against Newton tracking from the truth"
 grep '^oracle: frame.*: recovered' "$work/replace.log" | sed 's/^oracle: //'

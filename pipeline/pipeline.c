@@ -19,6 +19,7 @@
 #include "pipeline/lost_fill.h"
 #include "pipeline/latency_hist.h"
 #include "pipeline/outbox.h"
+#include "pipeline/policy/track_policy.h"
 #include "pipeline/recover/recover.h"
 #include "pipeline/trajectory_writer.h"
 
@@ -50,23 +51,10 @@ struct kr_pipeline {
     /* A stop asked for while the fill runs (a second Ctrl-C) ends it. */
     atomic_bool filling, fill_cancel;
 
-    /* Motion history for the constant-velocity seed: the last trusted pose
-     * (its time bounds how far the camera can have moved since). */
-    kr_pose last_pose, velocity;
-    double last_pose_time;
-    bool have_pose;
-    bool previous_trusted; /* the frame before this one was trusted: a velocity can be taken */
-    /* Failure detection: the recent GOOD frames' figures, the current run
-     * of POOR frames, and whether tracking is lost now. */
-    kr_track_quality recent;
-    int poor_run;
-    bool lost;
-    int lost_frames; /* frames with depth since the loss began */
-    /* After a recovery into a view that overlaps the model only in part:
-     * the inlier fraction a GOOD frame needs until the model covers the
-     * view (0 = the track config's). */
-    float partial_inlier;
-    kr_recover_cache recover_cache; /* the model's points for the attempts of one loss */
+    /* What the tracker makes of each frame: prediction, verdicts, losses,
+     * recoveries taken (pipeline/policy/track_policy.h). */
+    kr_policy policy;
+    kr_recover_cache recover_cache; /* the built-in recovery's, across the attempts of one loss */
 
     atomic_bool stop;
     /* The paced capture thread sleeps on this until its frame is due or the
@@ -122,15 +110,18 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
 {
     if (!out || !cfg) return kr_error(KR_ERR_INVALID_ARG, "kr_pipeline_create: NULL argument");
     if (cfg->queue_capacity < 1 || cfg->rebuild_every < 1 || cfg->rate < 0)
-        return kr_error(KR_ERR_INVALID_ARG, "pipeline: queue capacity and rebuild interval must be >= 1, rate >= 0");
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "pipeline: queue capacity and rebuild interval must be >= 1, rate >= 0");
     if (!(cfg->model_period_s >= 0) || cfg->model_points < 0)
-        return kr_error(KR_ERR_INVALID_ARG, "pipeline: model period %g s and model points %d must be >= 0",
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "pipeline: model period %g s and model points %d must be >= 0",
                         cfg->model_period_s, cfg->model_points);
     kr_pipeline *p = calloc(1, sizeof *p);
     if (!p) return kr_error(KR_ERR_NOMEM, "cannot allocate the pipeline");
     p->cfg = *cfg;
     if (cfg->deterministic) p->cfg.recover.deterministic = true;
     if (p->cfg.fuse_level < 0) p->cfg.fuse_level = cfg->track.finest_level;
+    kr_policy_init(&p->policy, &p->cfg.track, &p->cfg.recover);
     pthread_mutex_init(&p->error_lock, NULL);
     pthread_mutex_init(&p->stats_lock, NULL);
     pthread_mutex_init(&p->pace_lock, NULL);
@@ -165,9 +156,8 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
      * host fusion would dominate: overlap it with the next frame. The CPU
      * engine keeps fusion inline (its cores are busy tracking). A
      * deterministic run fuses inline too. */
-    bool fuse_thread = cfg->fuse_thread == 1 ||
-                       (cfg->fuse_thread == 0 && !cfg->deterministic &&
-                        kr_device_backend(p->device) == KR_BACKEND_CUDA);
+    bool fuse_thread = cfg->fuse_thread == 1 || (cfg->fuse_thread == 0 && !cfg->deterministic &&
+                                                 kr_device_backend(p->device) == KR_BACKEND_CUDA);
     if (fuse_thread && (s = kr_fuser_create(&p->fuser, p->model)) != KR_OK) goto fail;
     if ((s = kr_publisher_create(&p->publisher, &cfg->publish)) != KR_OK) goto fail;
     kr_queue_config qcfg;
@@ -369,7 +359,8 @@ static void *publisher_main(void *arg)
         /* Between messages, the model snapshot for viewers when it is due
          * (only while someone subscribes to it). */
         kr_status fs = kr_model_feed_tick(&feed, p->model, p->publisher);
-        if (fs != KR_OK) kr_log(KR_LOG_WARN, "model not published: %s (%s)", kr_strerror(fs), kr_last_error());
+        if (fs != KR_OK)
+            kr_log(KR_LOG_WARN, "model not published: %s (%s)", kr_strerror(fs), kr_last_error());
         int got = kr_outbox_take_within(&p->outbox, &item, kr_model_feed_wait_s(&feed));
         if (got < 0) break;
         if (got == 0) continue;
@@ -383,7 +374,8 @@ static void *publisher_main(void *arg)
             s = kr_publisher_send_pose(p->publisher, &item.pose);
             if (item.topic == KR_TOPIC_POSE) record_latency(p, ms); /* refine: not a frame's */
         }
-        if (s != KR_OK) kr_log(KR_LOG_WARN, "publish failed: %s (%s)", kr_strerror(s), kr_last_error());
+        if (s != KR_OK)
+            kr_log(KR_LOG_WARN, "publish failed: %s (%s)", kr_strerror(s), kr_last_error());
     }
     kr_model_feed_free(&feed);
     return NULL;
@@ -418,296 +410,124 @@ static void publish_status(kr_pipeline *p, kr_event event, const char *text)
 
 /* ---- tracker thread ------------------------------------------------------ */
 
-/* Constant-velocity prediction: T_k = T_{k−1} · (T_{k−2}⁻¹ T_{k−1}). */
-static kr_pose predict_pose(const kr_pipeline *p)
+/* The loss counters are the policy's; the run's statistics show them. */
+static void show_policy_counts(kr_pipeline *p)
 {
-    if (!p->have_pose) return kr_pose_identity();
-    return kr_pose_mul(&p->last_pose, &p->velocity);
-}
-
-/* A trusted pose: it extends the motion model. The velocity is the motion
- * from the frame before, when that one was trusted too; after a gap the
- * motion that led here is no velocity to continue. A recovery in the frame
- * right after a trusted one is a step of one frame like any other: a fast
- * camera keeps its velocity through it (TUM fr1/xyz at every 8th frame),
- * and where the step was a jump, the basin check tracks from the last pose
- * instead of the overshot prediction. */
-static void accept_pose(kr_pipeline *p, const kr_pose *pose, double stamp)
-{
-    if (p->have_pose && p->previous_trusted) {
-        kr_pose inv = kr_pose_inv(&p->last_pose);
-        p->velocity = kr_pose_mul(&inv, pose);
-    } else {
-        p->velocity = kr_pose_identity();
-    }
-    p->last_pose = *pose;
-    p->last_pose_time = stamp;
-    p->have_pose = true;
-    p->previous_trusted = true;
-}
-
-/* Beyond this the last trusted pose is stale: the motion check allows no more
- * than this much time's motion, and recovery (a wider search) takes over. */
-#define JUDGE_MAX_ELAPSED_S 0.3
-
-/* The time the motion check allows for, from a trusted pose at `from` to a
- * frame at `stamp`. Frames come at least 1/100 s apart: timestamps that do
- * not advance (a source without clock) still allow one frame's motion. */
-static double elapsed_since(double from, double stamp)
-{
-    return fmin(fmax(stamp - from, 0.01), JUDGE_MAX_ELAPSED_S);
-}
-
-/* Failure detection: the state machine sees the fit, how far the solution
- * lies from the prediction against the time the camera had to get there, and
- * the trend against the recent GOOD frames. A verdict only ever worsens; the
- * pose stays Newton's (the caller publishes the seed for a LOST frame). */
-static void judge(const kr_pipeline *p, const kr_pose *seed, double stamp, kr_track_result *t)
-{
-    if (t->state == KR_TRACK_LOST) return;
-    kr_track_quality q = kr_track_quality_of(t, seed, elapsed_since(p->last_pose_time, stamp));
-    q.recent_inlier = p->recent.recent_inlier;
-    q.recent_rms = p->recent.recent_rms;
-    kr_track_config gates = p->cfg.track;
-    if (p->partial_inlier > 0 && p->partial_inlier < gates.good_inlier)
-        gates.good_inlier = p->partial_inlier;
-    kr_track_state verdict = kr_track_classify(&q, &gates);
-    if (verdict > t->state) t->state = verdict;
-}
-
-/* Running means of the GOOD frames' inlier fraction and RMS (about the last
- * ten frames), the reference of the trend checks. */
-static void remember_good(kr_pipeline *p, const kr_track_result *t)
-{
-    const float a = 0.1f;
-    if (p->recent.recent_inlier <= 0) {
-        p->recent.recent_inlier = t->inlier_fraction;
-        p->recent.recent_rms = t->rms;
-    } else {
-        p->recent.recent_inlier += a * (t->inlier_fraction - p->recent.recent_inlier);
-        p->recent.recent_rms += a * (t->rms - p->recent.recent_rms);
-    }
-}
-
-static void publish_status(kr_pipeline *p, kr_event event, const char *text);
-
-/* Losses that end within this many frames with depth count as quick. */
-#define QUICK_RECOVERY_FRAMES 3
-
-/* `frames`: frames with depth from the loss to the one that ended it. */
-static void loss_ended(kr_pipeline *p, int frames)
-{
+    const kr_policy_counts *c = &p->policy.counts;
     pthread_mutex_lock(&p->stats_lock);
-    p->stats.losses_ended++;
-    if (frames <= QUICK_RECOVERY_FRAMES) p->stats.losses_ended_fast++;
+    p->stats.losses = c->losses;
+    p->stats.losses_ended = c->losses_ended;
+    p->stats.losses_ended_fast = c->losses_ended_fast;
+    p->stats.recoveries = c->recoveries;
+    p->stats.recovery_failures = c->recovery_failures;
     pthread_mutex_unlock(&p->stats_lock);
 }
 
-/* Lost, or slipping for after_poor frames: counted and announced when it
- * begins; recovery then searches from the last good pose. */
-static bool needs_recovery(kr_pipeline *p, const kr_frame_result *r, uint64_t frame_index)
+/* The recovery search the policy asked for: the one passed in
+ * (cfg.recover_fn), else the built-in. */
+static kr_status ask_recovery(kr_pipeline *p, kr_recover_purpose purpose, const kr_kdtree *model,
+                              const kr_frame *frame, const kr_policy_frame *f,
+                              kr_recover_answer *out)
 {
-    const kr_track_result *t = &r->track;
-    p->poor_run = t->state == KR_TRACK_POOR ? p->poor_run + 1 : 0;
-    /* Once lost, only a GOOD frame ends the loss: a POOR one may be a
-     * wrong basin that merely fits. */
-    bool lost = t->state == KR_TRACK_LOST ||
-                (p->cfg.recover.after_poor > 0 && p->poor_run >= p->cfg.recover.after_poor) ||
-                (p->lost && t->state != KR_TRACK_GOOD);
-    if (lost && !p->lost) {
-        pthread_mutex_lock(&p->stats_lock);
-        p->stats.losses++;
-        pthread_mutex_unlock(&p->stats_lock);
-        p->lost_frames = 0;
-        char text[64];
-        snprintf(text, sizeof text, "frame %llu", (unsigned long long)frame_index);
-        publish_status(p, KR_EVENT_LOST, text);
-    }
-    if (!lost && p->lost) loss_ended(p, p->lost_frames + 1);
-    p->lost = lost;
-    if (lost && r->valid_points >= p->cfg.track.min_points) p->lost_frames++;
-    return lost && p->cfg.recover.method != KR_RECOVER_OFF;
+    kr_recover_request req = {.purpose = purpose,
+                              .frame_index = frame->index,
+                              .timestamp = frame->timestamp,
+                              .device = p->device,
+                              .model = model,
+                              .pyramid = &p->pyramid,
+                              .track = &p->cfg.track,
+                              .recover = &p->cfg.recover,
+                              .predicted = f->seed,
+                              .last_good = p->policy.last_pose,
+                              .recent = p->policy.recent,
+                              .builtin = &p->recover_cache};
+    memset(out, 0, sizeof *out);
+    if (p->cfg.recover_fn) return p->cfg.recover_fn(&req, out, p->cfg.recover_user);
+    return kr_pipeline_recover_builtin(&req, out);
 }
 
-/* Whether the camera can have moved from `seed` to `pose` in the time since
- * the last trusted pose: the motion check's reach (kr_track_classify). */
-static bool reachable(const kr_pipeline *p, const kr_pose *seed, const kr_pose *pose, double stamp)
+/* A loss's recovery: timed for the statistics, announced when it succeeds. */
+static kr_status recover(kr_pipeline *p, const kr_kdtree *model, const kr_frame *frame,
+                         const kr_policy_frame *f, kr_frame_result *r)
 {
-    return kr_track_within_reach(&p->cfg.track, seed, pose,
-                                 elapsed_since(p->last_pose_time, stamp));
-}
-
-static kr_status recover(kr_pipeline *p, const kr_kdtree *model, const kr_pose *seed,
-                         const kr_frame *frame, kr_frame_result *r)
-{
-    /* A covered sensor gives nothing to align: wait for depth. */
-    if (p->pyramid.level[p->cfg.track.finest_level].valid_normals < p->cfg.track.min_points)
-        return KR_OK;
     double t0 = kr_now();
-    kr_recovery rec;
-    kr_status s =
-        kr_recover_frame(p->device, model, &p->pyramid, seed, &p->last_pose, &p->cfg.recover,
-                         &p->cfg.track, &p->recent, &p->recover_cache, &rec);
+    kr_recover_answer answer;
+    kr_status s = ask_recovery(p, KR_RECOVER_FOR_LOSS, model, frame, f, &answer);
     if (s != KR_OK) return s;
     r->recovery_tried = true;
     r->recover_ms = 1e3 * (kr_now() - t0);
+    bool recovered = kr_policy_recovered(&p->policy, f, &answer, r);
     pthread_mutex_lock(&p->stats_lock);
     p->stats.recovery_ms_total += r->recover_ms;
-    if (rec.success) {
-        p->stats.recoveries++;
-        if (r->recover_ms > p->stats.recovery_ms_max) p->stats.recovery_ms_max = r->recover_ms;
-    } else {
-        p->stats.recovery_failures++;
-    }
+    if (recovered && r->recover_ms > p->stats.recovery_ms_max)
+        p->stats.recovery_ms_max = r->recover_ms;
     pthread_mutex_unlock(&p->stats_lock);
-    if (!rec.success) return KR_OK;
-    r->recovered = true;
-    r->track = rec.track;
-    /* A jump into a view the model covers in part, judged right by the
-     * recovery's stricter checks: until the fused frames fill the model
-     * in, frames that fit about as well are GOOD. */
-    if (rec.track.inlier_fraction < p->cfg.track.good_inlier) {
-        p->partial_inlier = 0.9f * rec.track.inlier_fraction;
-        p->recent.recent_inlier = rec.track.inlier_fraction;
+    show_policy_counts(p);
+    if (recovered) {
+        char text[64];
+        snprintf(text, sizeof text, "%s %.1f ms frame %llu", kr_method_name(answer.method),
+                 r->recover_ms, (unsigned long long)frame->index);
+        publish_status(p, KR_EVENT_RECOVERED, text);
     }
-    r->method = rec.method;
-    /* A recovered pose the camera could have reached from the prediction
-     * (within the motion check's reach) continues the motion: the step to
-     * it is a velocity. One beyond was a jump: the motion model starts
-     * again from rest, and the next frame's seeds stay at the found pose. */
-    if (!reachable(p, seed, &rec.track.pose, frame->timestamp)) p->previous_trusted = false;
-    loss_ended(p, p->lost_frames);
-    p->lost = false;
-    p->poor_run = 0;
-    char text[64];
-    snprintf(text, sizeof text, "%s %.1f ms frame %llu", kr_method_name(rec.method), r->recover_ms,
-             (unsigned long long)frame->index);
-    publish_status(p, KR_EVENT_RECOVERED, text);
     return KR_OK;
 }
 
-/* A second opinion for a frame that departed from its seed as far as the
- * basin check looks (3 cm / 3 deg) and fits clearly less of its view than
- * the recent frames did. It may sit in a wrong basin: at TUM fr1 every 8th
- * frame, where the camera turns back over the desk, frames 34-38 were GOOD
- * 8-22 cm off with 0.64-0.73 of the view on the model against 0.87 before,
- * and the H100's runs that were not deterministic ended at 5.73 cm in five
- * of six. Or the camera did move that far: the fakenect planes recording
- * jumps 18 cm with 0.67 against 0.86, rightly. No figure of the fit tells
- * the two apart (a stricter inlier drop failed the second), so the recovery
- * search is asked; its answer replaces the frame's only when it passed the
- * recovery's own checks and fits clearly more, and is fused, like any
- * recovered pose, once the next frame confirms it. */
-#define SECOND_OPINION_SHARE 0.8f
-#define SECOND_OPINION_GAIN 0.05f
-
-static kr_status second_opinion(kr_pipeline *p, const kr_kdtree *model, const kr_pose *seed,
-                                const kr_pose *from, kr_frame_result *r)
+/* Tracking against the model from the policy's seed, the basin check, the
+ * policy's verdict, and the recovery searches it asks for. */
+static kr_status track_on_model(kr_pipeline *p, const kr_kdtree *model, const kr_frame *frame,
+                                kr_policy_frame *f, kr_frame_result *r)
 {
-    kr_pose inv = kr_pose_inv(from), d = kr_pose_mul(&inv, &r->track.pose);
-    bool departed =
-        sqrt(d.t[0] * d.t[0] + d.t[1] * d.t[1] + d.t[2] * d.t[2]) > KR_BASIN_DEPARTURE_M ||
-        kr_pose_angle(&d) > KR_BASIN_DEPARTURE_DEG * M_PI / 180;
-    if (r->track.state != KR_TRACK_GOOD || !departed || !(p->recent.recent_inlier > 0) ||
-        r->track.inlier_fraction >= SECOND_OPINION_SHARE * p->recent.recent_inlier)
-        return KR_OK;
-    kr_recovery rec;
-    kr_status s =
-        kr_recover_frame(p->device, model, &p->pyramid, seed, &p->last_pose, &p->cfg.recover,
-                         &p->cfg.track, &p->recent, &p->recover_cache, &rec);
+    kr_status s = kr_track_frame_on(p->device, model, &p->pyramid, &f->seed, &f->gates, &r->track);
+    /* A fast camera's prediction may overshoot into a wrong basin; the
+     * motion check then measures from the seed the result came from. */
+    if (s == KR_OK && kr_policy_basin_check_due(&p->policy))
+        s = kr_recover_basin_check(p->device, model, &p->pyramid, &f->seed, &p->policy.last_pose,
+                                   &f->gates, &r->track, &f->from_last);
     if (s != KR_OK) return s;
-    if (rec.success && rec.track.inlier_fraction > r->track.inlier_fraction + SECOND_OPINION_GAIN) {
-        r->track = rec.track;
-        r->method = rec.method;
-        r->recovered = true;
+    kr_policy_judge(&p->policy, f, r);
+    if (kr_policy_second_opinion_due(&p->policy, f, r)) {
+        kr_recover_answer answer;
+        s = ask_recovery(p, KR_RECOVER_FOR_SECOND_OPINION, model, frame, f, &answer);
+        if (s != KR_OK) return s;
+        kr_policy_second_opinion(&answer, r);
+    }
+    kr_policy_loss loss = kr_policy_watch(&p->policy, r);
+    show_policy_counts(p);
+    if (loss.began) {
+        char text[64];
+        snprintf(text, sizeof text, "frame %llu", (unsigned long long)frame->index);
+        publish_status(p, KR_EVENT_LOST, text);
+    }
+    return loss.recover ? recover(p, model, frame, f, r) : KR_OK;
+}
+
+/* The live refiner's share of a frame: keyframes, and the model re-fused
+ * from refined ones when a refinement moved them far. */
+static kr_status refine_frame(kr_pipeline *p, const kr_frame *frame, bool trusted,
+                              kr_frame_result *r)
+{
+    /* Keyframes come from a mid level (dense enough for a 1 cm grid),
+     * read before the pyramid is handed to the fuser. */
+    int level = p->pyramid.levels > 1 ? 1 : 0;
+    kr_status s =
+        kr_live_refine_frame(p->refine, &p->outbox, frame->index, frame->timestamp, &r->track.pose,
+                             trusted, &p->pyramid.level[level], &r->refined_pose);
+    if (s != KR_OK) return s;
+    if (p->refine->refuse_due) {
+        /* The model is rebuilt on this thread: no fusion may be in flight. */
+        if (p->fuser && (s = kr_fuser_wait(p->fuser)) != KR_OK) return s;
+        if ((s = kr_live_refine_refuse(p->refine, p->model, frame->index)) != KR_OK) return s;
     }
     return KR_OK;
 }
 
-static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_result *r)
+/* Fuses the frame at `pose` when `fuse`, and asks for the model's snapshot
+ * when one is due: on the fuser thread (CUDA backend) or inline. */
+static kr_status fuse_frame(kr_pipeline *p, const kr_frame *frame, const kr_pose *pose, bool fuse,
+                            bool first)
 {
     kr_status s;
-    double t0 = kr_now();
-    if ((s = kr_preprocess(p->device, &p->cfg.preprocess, frame, &p->intrinsics, &p->pyramid)) != KR_OK)
-        return s;
-    double t1 = kr_now();
-
-    kr_pose seed = predict_pose(p);
-    r->valid_points = p->pyramid.level[p->cfg.track.finest_level].valid_normals;
-    kr_model_snapshot *snap = kr_model_snapshot_acquire(p->model);
-    bool first = snap == NULL;
-    if (snap) {
-        const kr_kdtree *model = kr_model_snapshot_tree(snap);
-        kr_track_config tc = p->cfg.track;
-        if (p->partial_inlier > 0 && p->partial_inlier < tc.good_inlier)
-            tc.good_inlier = p->partial_inlier;
-        s = kr_track_frame_on(p->device, model, &p->pyramid, &seed, &tc, &r->track);
-        /* A fast camera's prediction may overshoot into a wrong basin; the
-         * motion check then measures from the seed the result came from. */
-        bool from_last = false;
-        if (s == KR_OK && p->have_pose && p->cfg.recover.method != KR_RECOVER_OFF)
-            s = kr_recover_basin_check(p->device, model, &p->pyramid, &seed, &p->last_pose, &tc,
-                                       &r->track, &from_last);
-        if (s == KR_OK) {
-            judge(p, from_last ? &p->last_pose : &seed, frame->timestamp, &r->track);
-            r->tracked = r->track;
-            if (r->track.state == KR_TRACK_LOST) r->track.pose = seed;
-            r->method = r->track.state == KR_TRACK_LOST ? KR_METHOD_PREDICTED : KR_METHOD_NEWTON;
-            if (p->cfg.recover.method != KR_RECOVER_OFF)
-                s = second_opinion(p, model, &seed, from_last ? &p->last_pose : &seed, r);
-            if (s == KR_OK && needs_recovery(p, r, frame->index))
-                s = recover(p, model, &seed, frame, r);
-        }
-        kr_model_snapshot_release(&snap);
-        if (s != KR_OK) return s;
-    } else {
-        /* First frame: it defines the world frame and seeds the model. */
-        memset(&r->track, 0, sizeof r->track);
-        r->track.pose = seed;
-        r->track.state = KR_TRACK_GOOD;
-        r->track.inlier_fraction = 1;
-        r->tracked = r->track;
-        r->method = KR_METHOD_PREDICTED;
-    }
-    double t2 = kr_now();
-
-    /* A LOST frame, or any but a GOOD one while lost, keeps the predicted
-     * pose and is not fused; without a trusted motion the next seed is the
-     * last trusted pose. */
-    bool lost = !(r->track.state == KR_TRACK_GOOD || (r->track.state == KR_TRACK_POOR && !p->lost));
     bool snapshot_due = first || frame->index % (uint64_t)p->cfg.rebuild_every == 0;
-    if (lost || (!r->recovered && r->track.inlier_fraction >= p->cfg.track.good_inlier))
-        p->partial_inlier = 0;
-    bool partial = p->partial_inlier > 0 && r->track.inlier_fraction < p->cfg.track.good_inlier;
-    if (!lost) {
-        accept_pose(p, &r->track.pose, frame->timestamp);
-        if (r->track.state == KR_TRACK_GOOD && !first && !partial) remember_good(p, &r->track);
-    } else {
-        r->track.state = KR_TRACK_LOST;
-        r->track.pose = seed;
-        r->method = KR_METHOD_PREDICTED;
-        p->velocity = kr_pose_identity();
-        p->previous_trusted = false;
-    }
-    r->refined_pose = r->track.pose;
-    if (p->refine) {
-        /* Keyframes come from a mid level (dense enough for a 1 cm grid),
-         * read before the pyramid is handed to the fuser. */
-        int level = p->pyramid.levels > 1 ? 1 : 0;
-        bool good = r->track.state == KR_TRACK_GOOD && !r->recovered;
-        if ((s = kr_live_refine_frame(p->refine, &p->outbox, frame->index, frame->timestamp,
-                                      &r->track.pose, good, &p->pyramid.level[level],
-                                      &r->refined_pose)) != KR_OK)
-            return s;
-        if (p->refine->refuse_due) {
-            /* The model is rebuilt on this thread: no fusion may be in flight. */
-            if (p->fuser && (s = kr_fuser_wait(p->fuser)) != KR_OK) return s;
-            if ((s = kr_live_refine_refuse(p->refine, p->model, frame->index)) != KR_OK) return s;
-        }
-    }
-    /* A recovered pose is fused once the next frame confirms it: a wrong
-     * one fused would make the frames after it fit where it put them. */
-    bool fuse = !lost && !r->recovered;
     if (p->fuser) {
         if (fuse || snapshot_due) {
             /* Hand the frame's cloud over: the fuser owns fuse_pyramid until
@@ -717,8 +537,7 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
             p->pyramid = p->fuse_pyramid;
             p->fuse_pyramid = tmp;
             const kr_cloud *cloud = fuse ? &p->fuse_pyramid.level[p->cfg.fuse_level] : NULL;
-            if ((s = kr_fuser_post(p->fuser, cloud, &r->track.pose, frame->index, snapshot_due)) !=
-                KR_OK)
+            if ((s = kr_fuser_post(p->fuser, cloud, pose, frame->index, snapshot_due)) != KR_OK)
                 return s;
             if (first) {
                 /* frame 1 needs a model to track against */
@@ -729,14 +548,44 @@ static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_res
     } else {
         if (fuse) {
             const kr_cloud *cloud = &p->pyramid.level[p->cfg.fuse_level];
-            if ((s = kr_model_integrate(p->model, cloud, &r->track.pose, frame->index)) != KR_OK)
-                return s;
+            if ((s = kr_model_integrate(p->model, cloud, pose, frame->index)) != KR_OK) return s;
         }
         if (snapshot_due) {
             if ((s = kr_model_request_snapshot(p->model, frame->index)) != KR_OK) return s;
             if (first) kr_model_wait_idle(p->model); /* frame 1 needs a model to track against */
         }
     }
+    return KR_OK;
+}
+
+/* One frame: preprocess, predict, track, judge, recover when lost, accept,
+ * then refine and fuse. The decisions are the policy's
+ * (pipeline/policy/track_policy.h). */
+static kr_status track_frame(kr_pipeline *p, const kr_frame *frame, kr_frame_result *r)
+{
+    kr_status s;
+    double t0 = kr_now();
+    if ((s = kr_preprocess(p->device, &p->cfg.preprocess, frame, &p->intrinsics, &p->pyramid)) !=
+        KR_OK)
+        return s;
+    double t1 = kr_now();
+
+    kr_policy_frame f = kr_policy_begin(&p->policy, frame->timestamp);
+    r->valid_points = p->pyramid.level[p->cfg.track.finest_level].valid_normals;
+    kr_model_snapshot *snap = kr_model_snapshot_acquire(p->model);
+    if (snap) {
+        s = track_on_model(p, kr_model_snapshot_tree(snap), frame, &f, r);
+        kr_model_snapshot_release(&snap);
+        if (s != KR_OK) return s;
+    } else {
+        kr_policy_first_frame(&f, r); /* no model yet: the frame defines the world frame */
+    }
+    double t2 = kr_now();
+
+    kr_policy_outcome out = kr_policy_accept(&p->policy, &f, r);
+    r->refined_pose = r->track.pose;
+    if (p->refine && (s = refine_frame(p, frame, out.trusted, r)) != KR_OK) return s;
+    if ((s = fuse_frame(p, frame, &r->track.pose, out.fuse, f.first)) != KR_OK) return s;
     double t3 = kr_now();
     r->frame_index = frame->index;
     r->timestamp = frame->timestamp;
@@ -927,10 +776,10 @@ static void fill_lost(kr_pipeline *p)
         kr_model_snapshot *snap = fs == KR_OK ? kr_model_snapshot_acquire(p->model) : NULL;
         if (snap) {
             atomic_store(&p->filling, true);
-            fs =
-                kr_lost_fill(&p->lost_keep, p->device, kr_model_snapshot_tree(snap),
-                             &p->cfg.preprocess, &p->intrinsics, &p->cfg.track, JUDGE_MAX_ELAPSED_S,
-                             &p->fill_cancel, &p->pyramid, &p->final, &counts);
+            fs = kr_lost_fill(&p->lost_keep, p->device, kr_model_snapshot_tree(snap),
+                              &p->cfg.preprocess, &p->intrinsics, &p->cfg.track,
+                              KR_POLICY_MAX_ELAPSED_S, &p->fill_cancel, &p->pyramid, &p->final,
+                              &counts);
             atomic_store(&p->filling, false);
             kr_model_snapshot_release(&snap);
         }

@@ -180,6 +180,53 @@ typedef struct {
 
 typedef void (*kr_frame_callback)(const kr_frame_result *result, const kr_pipeline_stats *stats, void *user);
 
+/* A recovery passed in (kr_pipeline_config.recover_fn). The tracker's policy
+ * decides when the recovery search is asked and whether its answer is taken
+ * (DESIGN.md §5, "Recovery"); the function only answers. A test double, or a
+ * bench program that knows the true pose (bench/recovery_oracle.c), stands in
+ * this way for the built-in search (kr_pipeline_recover_builtin). With
+ * recover.method KR_RECOVER_OFF nothing is asked. */
+typedef enum {
+    KR_RECOVER_FOR_LOSS = 0,          /* tracking is lost: find the camera again */
+    KR_RECOVER_FOR_SECOND_OPINION = 1 /* a GOOD frame that departed from its seed by 3 cm / 3 deg
+                                         and fits less than 0.8 of the recent frames' inlier
+                                         fraction: taken only when it fits clearly more */
+} kr_recover_purpose;
+
+/* What one recovery attempt is asked, on the tracker thread. Valid for the call only. */
+typedef struct {
+    kr_recover_purpose purpose;
+    uint64_t frame_index;
+    double timestamp;
+    kr_device *device;
+    const kr_kdtree *model;           /* the model snapshot the frame was tracked against */
+    const kr_pyramid *pyramid;        /* the frame, preprocessed */
+    const kr_track_config *track;     /* the tracking gates */
+    const kr_recover_config *recover; /* the pipeline's recovery settings */
+    kr_pose predicted;                /* the motion model's seed for the frame */
+    kr_pose last_good;                /* the last trusted pose */
+    kr_track_quality recent;          /* the recent GOOD frames' figures (recent_inlier,
+                                         recent_rms) */
+    void *builtin;                    /* the built-in search's state across the attempts of a
+                                         loss: only for kr_pipeline_recover_builtin */
+} kr_recover_request;
+
+/* A recovery's answer, taken only when success. For a loss it ends the
+ * loss: its pose is published as the frame's (and fused once the next frame
+ * confirms it), and fitting less than the inlier gate it lets the frames
+ * after it be GOOD at that overlap. A second opinion is taken only when it
+ * also fits clearly more (by 0.05) than the frame's own tracking. */
+typedef struct {
+    bool success;          /* the pose passed the recovery's own checks */
+    kr_track_result track; /* Newton tracking from the pose found: the pose and its figures */
+    kr_method method;      /* how it was found: the frame's published method */
+} kr_recover_answer;
+
+/* Answers `req` into `out` (zeroed before the call); a status other than
+ * KR_OK is an error that ends the run. */
+typedef kr_status (*kr_recover_fn)(const kr_recover_request *req, kr_recover_answer *out,
+                                   void *user);
+
 typedef struct {
     kr_source_config source;
     kr_device_config device;
@@ -231,6 +278,9 @@ typedef struct {
                                       by timing. */
     kr_frame_callback on_frame;    /* called on the tracker thread after each frame */
     void *user;
+    kr_recover_fn recover_fn;      /* the recovery search (NULL = kr_pipeline_recover_builtin):
+                                      called on the tracker thread with recover_user */
+    void *recover_user;
 } kr_pipeline_config;
 
 KR_API void kr_pipeline_config_default(kr_pipeline_config *cfg);
@@ -263,6 +313,11 @@ KR_API const kr_trajectory *kr_pipeline_refined_trajectory(const kr_pipeline *p)
  * be, complete once kr_pipeline_run has returned (empty before, and with
  * fill_lost off). */
 KR_API const kr_trajectory *kr_pipeline_final_trajectory(const kr_pipeline *p);
+/* The built-in recovery (cfg.recover.method: the wide-basin Newton search,
+ * EM-ICP or Softassign, pipeline/recover.h) answering `req`; a recover_fn
+ * may call it and change or keep its answer. */
+KR_API kr_status kr_pipeline_recover_builtin(const kr_recover_request *req,
+                                             kr_recover_answer *out);
 KR_API const kr_source *kr_pipeline_source(const kr_pipeline *p);
 KR_API const kr_device *kr_pipeline_device(const kr_pipeline *p);
 

@@ -3,8 +3,8 @@
  * (options.h) that the pipeline's includes; they fill a kr_publisher_config.
  * Key files are read as the options are parsed, so a bad one stops the
  * command before anything starts. */
-#ifndef KINREG_TOOLS_CURVE_OPTIONS_H
-#define KINREG_TOOLS_CURVE_OPTIONS_H
+#ifndef KINREG_TOOLS_CLI_CURVE_OPTIONS_H
+#define KINREG_TOOLS_CLI_CURVE_OPTIONS_H
 
 #include "options.h"
 

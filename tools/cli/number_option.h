@@ -3,8 +3,8 @@
  * range, and only then converted to the int, unsigned or float it fills, so
  * no value can overflow a conversion (3e9 frames, 1e12 seconds, 1e-300 as a
  * rate) and every refusal says the allowed range. */
-#ifndef KINREG_TOOLS_NUMBER_OPTION_H
-#define KINREG_TOOLS_NUMBER_OPTION_H
+#ifndef KINREG_TOOLS_CLI_NUMBER_OPTION_H
+#define KINREG_TOOLS_CLI_NUMBER_OPTION_H
 
 #include <stdbool.h>
 

@@ -1,6 +1,6 @@
 /* One line for an option getopt refused, instead of the whole help text. */
-#ifndef KINREG_TOOLS_OPTION_ERROR_H
-#define KINREG_TOOLS_OPTION_ERROR_H
+#ifndef KINREG_TOOLS_CLI_OPTION_ERROR_H
+#define KINREG_TOOLS_CLI_OPTION_ERROR_H
 
 #include <stdio.h>
 

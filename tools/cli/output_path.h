@@ -1,7 +1,7 @@
 /* Output paths checked before any work starts, so a long or live run is not
  * lost to a typo in the last file it writes. */
-#ifndef KINREG_TOOLS_OUTPUT_PATH_H
-#define KINREG_TOOLS_OUTPUT_PATH_H
+#ifndef KINREG_TOOLS_CLI_OUTPUT_PATH_H
+#define KINREG_TOOLS_CLI_OUTPUT_PATH_H
 
 #include <stdbool.h>
 

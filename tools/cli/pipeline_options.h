@@ -1,7 +1,7 @@
 /* Command-line options shared by `kinreg run`, `demo` and `bench`: they only
  * fill a kr_pipeline_config (DESIGN.md §7.4). Tables of options.h. */
-#ifndef KINREG_TOOLS_PIPELINE_OPTIONS_H
-#define KINREG_TOOLS_PIPELINE_OPTIONS_H
+#ifndef KINREG_TOOLS_CLI_PIPELINE_OPTIONS_H
+#define KINREG_TOOLS_CLI_PIPELINE_OPTIONS_H
 
 #include "kinreg/pipeline.h"
 #include "options.h"

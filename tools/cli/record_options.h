@@ -1,8 +1,8 @@
 /* Command-line options shared by `kinreg record` and `kinreg convert`: they
  * fill a source config and a recorder config (DESIGN.md §7.4). A table of
  * options.h; it includes the synthetic source's (pipeline_options.h). */
-#ifndef KINREG_TOOLS_RECORD_OPTIONS_H
-#define KINREG_TOOLS_RECORD_OPTIONS_H
+#ifndef KINREG_TOOLS_CLI_RECORD_OPTIONS_H
+#define KINREG_TOOLS_CLI_RECORD_OPTIONS_H
 
 #include <stdbool.h>
 

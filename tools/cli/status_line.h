@@ -1,8 +1,8 @@
 /* The live status line during long runs, and the end summary. On a terminal
  * it is redrawn in place and fits the terminal's width; when stderr is a file
  * or a pipe, a plain progress line is printed every few seconds instead. */
-#ifndef KINREG_TOOLS_STATUS_LINE_H
-#define KINREG_TOOLS_STATUS_LINE_H
+#ifndef KINREG_TOOLS_CLI_STATUS_LINE_H
+#define KINREG_TOOLS_CLI_STATUS_LINE_H
 
 #include <stdbool.h>
 #include <stddef.h>

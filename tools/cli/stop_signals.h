@@ -9,8 +9,8 @@
  * a clean end, so every pose computed is written and published. SIGXFSZ is
  * ignored so that a file-size limit (ulimit -f) is a write error that kinreg
  * reports, not a silent kill. */
-#ifndef KINREG_TOOLS_STOP_SIGNALS_H
-#define KINREG_TOOLS_STOP_SIGNALS_H
+#ifndef KINREG_TOOLS_CLI_STOP_SIGNALS_H
+#define KINREG_TOOLS_CLI_STOP_SIGNALS_H
 
 #include <stdbool.h>
 

@@ -1,7 +1,7 @@
 /* Untrusted text (a status message from the network) made safe to print on
  * a terminal: no escape sequence, line break or invalid UTF-8 gets through. */
-#ifndef KINREG_TOOLS_TERMINAL_TEXT_H
-#define KINREG_TOOLS_TERMINAL_TEXT_H
+#ifndef KINREG_TOOLS_CLI_TERMINAL_TEXT_H
+#define KINREG_TOOLS_CLI_TERMINAL_TEXT_H
 
 #include <stddef.h>
 

@@ -4,8 +4,8 @@
  * field; a shared file system serves them faster than rank 0 could send the
  * points), takes its share of the grid points, and the sums are added with
  * MPI_Allreduce; rank 0 alone prints and writes the outputs. */
-#ifndef KINREG_TOOLS_REFINE_MPI_H
-#define KINREG_TOOLS_REFINE_MPI_H
+#ifndef KINREG_TOOLS_MPI_REFINE_MPI_H
+#define KINREG_TOOLS_MPI_REFINE_MPI_H
 
 #include <stdbool.h>
 

@@ -3,8 +3,8 @@
  * page, fed over Server-Sent Events. The page and its script are files under
  * tools/view/, embedded into the program at build time; three.js comes from
  * Debian's libjs-three on this machine (docs/PROTOCOL.md, README "Live view"). */
-#ifndef KINREG_TOOLS_VIEW_H
-#define KINREG_TOOLS_VIEW_H
+#ifndef KINREG_TOOLS_VIEW_VIEW_H
+#define KINREG_TOOLS_VIEW_VIEW_H
 
 #include <stdbool.h>
 

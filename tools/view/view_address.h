@@ -1,6 +1,6 @@
 /* Parsing of the view's [ADDR:]PORT (IPv4; "localhost" and "*" accepted). */
-#ifndef KINREG_TOOLS_VIEW_ADDRESS_H
-#define KINREG_TOOLS_VIEW_ADDRESS_H
+#ifndef KINREG_TOOLS_VIEW_VIEW_ADDRESS_H
+#define KINREG_TOOLS_VIEW_VIEW_ADDRESS_H
 
 #include <netinet/in.h>
 #include <stdbool.h>

@@ -1,7 +1,7 @@
 /* The page and its script (tools/view/), embedded at build time by
  * scripts/embed_files.cmake into view_assets.c in the build folder. */
-#ifndef KINREG_TOOLS_VIEW_ASSETS_H
-#define KINREG_TOOLS_VIEW_ASSETS_H
+#ifndef KINREG_TOOLS_VIEW_VIEW_ASSETS_H
+#define KINREG_TOOLS_VIEW_VIEW_ASSETS_H
 
 #include <stddef.h>
 

@@ -2,8 +2,8 @@
  * statuses as JSON with the field names of `kinreg sub --format json`
  * (doubles round-trip exact), model chunks as base64 of the wire record
  * itself (docs/PROTOCOL.md), which the page decodes with a DataView. */
-#ifndef KINREG_TOOLS_VIEW_EVENTS_H
-#define KINREG_TOOLS_VIEW_EVENTS_H
+#ifndef KINREG_TOOLS_VIEW_VIEW_EVENTS_H
+#define KINREG_TOOLS_VIEW_VIEW_EVENTS_H
 
 #include <stddef.h>
 

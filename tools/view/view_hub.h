@@ -5,8 +5,8 @@
  * let alone the tracker behind it. Also keeps the trajectory so far, sent to
  * a page when it joins, and the last status. Independent of the HTTP
  * library, so it is tested without a browser. */
-#ifndef KINREG_TOOLS_VIEW_HUB_H
-#define KINREG_TOOLS_VIEW_HUB_H
+#ifndef KINREG_TOOLS_VIEW_VIEW_HUB_H
+#define KINREG_TOOLS_VIEW_VIEW_HUB_H
 
 #include <stdbool.h>
 #include <stddef.h>
