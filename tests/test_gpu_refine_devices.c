@@ -12,6 +12,9 @@
 #include "parity_fixture.h"
 #include "room_fixture.h"
 
+/* needs a CUDA device: skips without one, runs on the GPU machine */
+KR_LABELS("gpu");
+
 /* The same problem as parity_refine: 10 views perturbed by 3° and 6 mm. */
 enum { V = 10 };
 

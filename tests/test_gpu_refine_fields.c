@@ -34,6 +34,9 @@
 #include "pipeline/refine/refine_internal.h"
 #include "pipeline/refine/refine_fields_cuda.h"
 
+/* needs a CUDA device: skips without one, runs on the GPU machine */
+KR_LABELS("gpu");
+
 enum { FV = 4 }; /* views of the field comparisons */
 
 /* Brute-force k nearest (ascending by distance, ties by index) of point i,

@@ -9,6 +9,9 @@
 #include "kinreg/pipeline.h"
 #include "parity_fixture.h"
 
+/* needs a CUDA device: skips without one, runs on the GPU machine */
+KR_LABELS("gpu");
+
 /* The synthetic source tracked and refined on the GPU: windows are refined
  * by the CUDA engine without failures, the refined trajectory has one pose
  * per frame, and it stays within the refiner's resolution of the tracked

@@ -1,9 +1,11 @@
 /* The test harness itself: shared data found under its original folder
- * names (tests/runner.c, kr_test_data) and skipped cases counted in the
- * closing summary (scripts/test_summary.sh). */
+ * names (tests/runner.c, kr_test_data), skipped cases counted in the
+ * closing summary (scripts/test_summary.sh), and tagged cases left out on
+ * request (KINREG_TEST_SKIP). */
 #include "kr_test.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 static char out[1 << 16];
 
@@ -78,4 +80,30 @@ KR_TEST(harness, skipped_cases_show_in_the_test_summary)
     fclose(f);
     CHECK_CONTAINS(out, "kinreg test cases in 2 modules:\ncases: 8 passed, 0 failed, 1 skipped\n");
     CHECK_CONTAINS(out, "skipped: tum.replay: no TUM data (KINREG_DATA)");
+}
+
+/* The sanitizer passes leave out the long cases through the runner's
+ * KINREG_TEST_SKIP (scripts/sanitize.sh): a tagged case is neither run nor
+ * counted, a line says so, and a selection left empty is a skip (77). */
+KR_TEST(harness, tagged_cases_are_left_out_on_request)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'/proc/%d/exe' --list", (int)getpid());
+    CHECK_EQ(kr_test_shell(cmd, out, sizeof out), 0);
+    CHECK_CONTAINS(out, "\nrecovery detection_rates_on_jumps_and_covered long\n");
+    CHECK_CONTAINS(out, "\nrecovery synthetic_jumps_in_ground_truth_and_stride\n");
+    snprintf(cmd, sizeof cmd,
+             "KINREG_TEST_SKIP=deadline,long '/proc/%d/exe' recovery "
+             "detection_rates_on_jumps_and_covered",
+             (int)getpid());
+    CHECK_EQ(kr_test_shell(cmd, out, sizeof out), 77);
+    CHECK_CONTAINS(out, "recovery: 1 case left out (tagged deadline,long: KINREG_TEST_SKIP)\n");
+    CHECK_MSG(!strstr(out, "[ RUN  ]"), "a case ran: %s", out);
+    /* A tag that names no case's tag leaves the case in: "lon" is not "long". */
+    snprintf(
+        cmd, sizeof cmd,
+        "KINREG_TEST_SKIP=lon '/proc/%d/exe' recovery synthetic_jumps_in_ground_truth_and_stride",
+        (int)getpid());
+    CHECK_EQ(kr_test_shell(cmd, out, sizeof out), 0);
+    CHECK_CONTAINS(out, "recovery: 1 passed, 0 failed, 0 skipped");
 }

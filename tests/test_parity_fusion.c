@@ -32,6 +32,9 @@
 #include "kinreg/preprocess.h"
 #include "kinreg/source.h"
 
+/* needs a CUDA device: skips without one, runs on the GPU machine */
+KR_LABELS("gpu");
+
 /* Compares the two maps record by record; prints the largest difference. */
 static void check_same_maps(const kr_voxel_map *host, kr_voxel_map_cuda *dev)
 {

@@ -17,6 +17,9 @@
 #if defined(__has_include)
 #if __has_include(<png.h>)
 #include <png.h>
+
+/* needs a CUDA device: skips without one, runs on the GPU machine */
+KR_LABELS("gpu");
 #define KR_TEST_HAVE_PNG 1
 #endif
 #endif

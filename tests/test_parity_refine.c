@@ -15,6 +15,9 @@
 #include "kinreg/device.h"
 #include "kinreg/refine.h"
 
+/* needs a CUDA device: skips without one, runs on the GPU machine */
+KR_LABELS("gpu");
+
 static kr_refine_posef fpose(const kr_pose *p)
 {
     kr_refine_posef f;

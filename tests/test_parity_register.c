@@ -16,6 +16,9 @@
 #include "kinreg/device.h"
 #include "kinreg/register.h"
 
+/* needs a CUDA device: skips without one, runs on the GPU machine */
+KR_LABELS("gpu");
+
 /* A bumpy closed surface (the CuPy anchor's shape) sampled at n points. */
 static float *surface(unsigned *s, size_t n)
 {

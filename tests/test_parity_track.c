@@ -26,6 +26,9 @@
 #include "kinreg/track.h"
 #include "pipeline/track/track_internal.h"
 
+/* needs a CUDA device: skips without one, runs on the GPU machine */
+KR_LABELS("gpu");
+
 /* Two frames of a source (the first and the `later`-th after it),
  * preprocessed by `dev`. */
 typedef struct {

@@ -38,6 +38,9 @@
 #include "kinreg/source.h"
 #include "kinreg/track.h"
 
+/* needs a CUDA device: skips without one, runs on the GPU machine */
+KR_LABELS("gpu");
+
 /* n points whose x, y and z are each a permutation of distinct values (no
  * ties on any axis), with normals of varying length, some zero or NaN (no
  * normal). */

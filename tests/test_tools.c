@@ -10,6 +10,9 @@
 #include "kinreg/source.h"
 #include "kinreg/trajectory.h"
 
+/* libfreenect_fakenect_replays_a_kinreg_dump loads libfreenect's fakenect */
+KR_LABELS("fakenect");
+
 static int kinreg(const char *args, char *out, size_t size)
 {
     return kr_test_run_tool(NULL, args, out, size);
