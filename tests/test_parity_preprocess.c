@@ -1,8 +1,9 @@
 /* Parity: preprocessing on the CUDA engine against its OpenMP twin on the same
  * frames (DESIGN.md §4) — a noisy synthetic scene with holes in both depth
  * encodings, and a real TUM frame when the shared data is there. Skips
- * cleanly without a CUDA device (CTest label gpu). Also prints the CUDA time
- * per 640×480 frame, upload and download included. */
+ * cleanly without a CUDA device (CTest label gpu). The CUDA time per frame,
+ * upload and download included, is `kinreg bench -b cuda`'s (stages upload,
+ * preprocess, download). */
 #include "kr_test.h"
 #include "parity_fixture.h"
 
@@ -313,44 +314,4 @@ KR_TEST(parity_preprocess, cuda_errors_name_the_statement)
     kr_pyramid_free(&pyr);
     kr_frame_release(&f);
     kr_device_destroy(&dev);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median_ms(kr_device *dev, const kr_frame *f, const kr_intrinsics *k, kr_pyramid *p)
-{
-    enum { WARM = 5, RUNS = 50 };
-    double t[RUNS];
-    for (int i = 0; i < WARM; i++)
-        if (kr_preprocess(dev, NULL, f, k, p) != KR_OK) return NAN;
-    for (int i = 0; i < RUNS; i++) {
-        double t0 = kr_now();
-        if (kr_preprocess(dev, NULL, f, k, p) != KR_OK) return NAN;
-        t[i] = (kr_now() - t0) * 1e3;
-    }
-    qsort(t, RUNS, sizeof t[0], cmp_double);
-    return t[RUNS / 2];
-}
-
-/* Not a benchmark (kinreg bench is): a figure for the parity report. */
-KR_TEST(parity_preprocess, timing)
-{
-    NEED_CUDA();
-    kr_frame f = synthetic_frame(&kinect, KR_DEPTH_SCALED, 5);
-    kr_device *cpu = make_device(KR_BACKEND_CPU), *gpu = make_device(KR_BACKEND_CUDA);
-    REQUIRE(cpu && gpu);
-    kr_pyramid p = {0};
-    double tg = median_ms(gpu, &f, &kinect, &p), tc = median_ms(cpu, &f, &kinect, &p);
-    printf("    640x480, 3 levels, median of 50: cuda %.3f ms (upload + kernels + download), %s "
-           "%.3f ms\n",
-           tg, kr_device_describe(cpu), tc);
-    CHECK(isfinite(tg) && isfinite(tc));
-    kr_pyramid_free(&p);
-    kr_device_destroy(&cpu);
-    kr_device_destroy(&gpu);
-    kr_frame_release(&f);
 }
