@@ -329,8 +329,10 @@ void kr_parity_apply(const kr_parity_step *s, const kr_parity_check *c, const kr
                  "(%s %.3g)",
                  s->name, qa->name, v.n, v.off, c->allowed * (double)qa->n, v.worst, an, ta, bn, tb,
                  v.err, measure_name(c->measure), c->below ? "below" : "at most", v.bound);
-        printf("    %s\n", line);
-        if (!v.ok) kr_test_fail(__FILE__, __LINE__, "%s", line);
+        if (v.ok)
+            printf("    %s\n", line);
+        else
+            kr_test_fail(__FILE__, __LINE__, "%s", line);
     }
     if (!matched)
         kr_test_fail(__FILE__, __LINE__, "%s: the %s run put no %s", s->name, an, c->quantity);
