@@ -15,8 +15,9 @@
 # Modules and cases are chosen by their CTest labels and case tags, declared
 # in the test files (KR_LABELS, KR_TEST_TAGGED) and listed in
 # tests/CMakeLists.txt: `ctest -N -L threads` shows what TSan runs. Each pass
-# prints its wall time; the exit status is non-zero when any pass failed. Environment: BUILD_DIR (default build), JOBS, FUZZ_SECONDS,
-# KINREG_DATA. ccache is used when installed.
+# prints its wall time; the exit status is non-zero when any pass failed.
+# Environment: BUILD_DIR (default build), JOBS, FUZZ_SECONDS, KINREG_DATA.
+# ccache is used when installed.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here" || exit 1
