@@ -3,21 +3,24 @@
 # CPU-only, built with clang-14 from Debian:
 #
 #   1. ASan+UBSan: every module that runs kinreg's code once (build folder
-#      ${BUILD_DIR}-asan), pipeline and recovery without their long accuracy
-#      runs, and the tests built with KINREG_SANITIZED on smaller inputs; the
+#      ${BUILD_DIR}-asan), without the cases tagged long (long accuracy
+#      runs), and the tests built with KINREG_SANITIZED on smaller inputs; the
 #      same build carries the libFuzzer harnesses (tests/fuzz).
-#   2. TSan: the threaded modules (queue, transport, pipeline, live; the
-#      last two without their long accuracy runs) in ${BUILD_DIR}-tsan.
+#   2. TSan: the modules labelled threads, without the cases tagged long or
+#      deadline, in ${BUILD_DIR}-tsan.
 #   3. Fuzz smoke: every harness FUZZ_SECONDS (default 10) on its corpus.
 #
 #   scripts/sanitize.sh [asan|tsan|fuzz]...      (default: all three)
 #
-# Each pass prints its wall time; the exit status is non-zero when any pass
-# failed. Environment: BUILD_DIR (default build), JOBS, FUZZ_SECONDS,
-# KINREG_DATA. ccache is used when installed.
+# Modules and cases are chosen by their CTest labels and case tags, declared
+# in the test files (KR_LABELS, KR_TEST_TAGGED) and listed in
+# tests/CMakeLists.txt: `ctest -N -L threads` shows what TSan runs. Each pass
+# prints its wall time; the exit status is non-zero when any pass failed.
+# Environment: BUILD_DIR (default build), JOBS, FUZZ_SECONDS, KINREG_DATA.
+# ccache is used when installed.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$here"
+cd "$here" || exit 1
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
 passes=("$@")
@@ -27,19 +30,6 @@ launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache)
 status=0
 now() { date +%s; }
-
-# One test case, COMMAND... with its output in LOG; its tail is shown when
-# it fails. A skip (77: its data is absent, as ctest counts it) is no
-# failure.
-run_case() { # LOG COMMAND...
-    local log=$1 rc=0
-    shift
-    "$@" > "$log" 2>&1 || rc=$?
-    [ $rc -eq 0 ] || [ $rc -eq 77 ] || {
-        tail -40 "$log"
-        return 1
-    }
-}
 
 configure() { # DIR SANITIZERS [extra cmake args]
     local dir=$1 san=$2
@@ -69,35 +59,31 @@ for pass in "${passes[@]}"; do
         echo "== sanitize: ASan+UBSan build in $dir"
         if configure "$dir" address,undefined -DKINREG_FUZZ=ON && cmake --build "$dir" -j "$jobs" > "$dir/sanitize-build.log" 2>&1; then
             rc=0
-            # Every module once; the fakenect replays without strict string
-            # checks, refine_mpi without leak detection (Open MPI's runtime
-            # keeps its own allocations past MPI_Finalize), and pipeline and
-            # recovery by their shorter cases: their long accuracy runs (900
-            # synthetic frames, 400 fr1 frames, 850 frames with jumps, and
-            # recovery_search's 300 frames with jumps: 51 s) drive the same
-            # code as the short ones and took 12 of the pass's minutes under
-            # ASan on 2 cores; the plain suite runs them.
-            # `layers` checks the source tree with a script and compiles
-            # planted files: nothing of kinreg's runs under the sanitizer.
+            # Every module once, by label: the fakenect modules without
+            # strict string checks, the mpi one without leak detection (Open
+            # MPI's runtime keeps its own allocations past MPI_Finalize), and
+            # the rest without the cases tagged long: those long accuracy
+            # runs (pipeline's 900 synthetic frames and 400 fr1 frames,
+            # recovery's runs with jumps, recovery_search's 300 frames with
+            # jumps: 51 s) drive the same code as the short ones and took 12
+            # of the pass's minutes under ASan on 2 cores; the plain suite
+            # runs them. The fakenect modules run whole: a replay keeps the
+            # recording's pace whatever the slowdown (frames are dropped by
+            # design under a sanitizer), so their fr1 replay is short here.
+            # `script` modules (layers) check the source tree with a script
+            # and compile planted files: nothing of kinreg's runs under the
+            # sanitizer.
             # These modules run $jobs at a time: what they time has bounds
             # of seconds (the replays at sensor rate and the MPI run below
-            # stay one at a time); on 2 cores the group took 272 s instead
-            # of 466 (752e036).
-            (cd "$dir" && ASAN_OPTIONS=$asan_strict ctest -j "$jobs" --output-on-failure --timeout 1800 \
-                -E '^(live|tools|lifecycle|refine_mpi|pipeline|recovery|recovery_search|layers)$') || rc=1
+            # stay one at a time, and a module with a deadline case runs
+            # alone: RUN_SERIAL); on 2 cores the group took 272 s instead of
+            # 466 (752e036).
+            (cd "$dir" && KINREG_TEST_SKIP=long ASAN_OPTIONS=$asan_strict ctest -j "$jobs" --output-on-failure \
+                --timeout 1800 -LE '^(fakenect|mpi|script)$') || rc=1
             (cd "$dir" && ASAN_OPTIONS=$asan_fakenect ctest --output-on-failure --timeout 1800 \
-                -R '^(live|tools|lifecycle)$') || rc=1
+                -L '^fakenect$') || rc=1
             (cd "$dir" && ASAN_OPTIONS=$asan_mpi ctest --output-on-failure --timeout 1800 \
-                -R '^refine_mpi$') || rc=1
-            for t in "pipeline fusion_thread_tracks_as_well" "pipeline stop_flushes_every_computed_pose" \
-                "pipeline subscriber_receives_every_pose" "pipeline bad_endpoint_and_source_fail_before_starting" \
-                "pipeline corrupt_frame_stops_with_poses_kept" "recovery synthetic_jumps_in_ground_truth_and_stride" \
-                "recovery_search finds_jumps_in_one_attempt"; do
-                log="$(cd "$dir" && pwd)/asan-${t// /.}.log"
-                # shellcheck disable=SC2086 # module and test name
-                (cd "$dir/tests" && run_case "$log" env ASAN_OPTIONS="$asan_strict" ./kinreg_tests $t) || rc=1
-                echo "ASan $t: $(tail -1 "$log")"
-            done
+                -L '^mpi$') || rc=1
             [ $rc -eq 0 ] || status=1
             echo "== sanitize: ASan+UBSan suite $([ $rc -eq 0 ] && echo passed || echo FAILED)"
         else
@@ -114,25 +100,15 @@ for pass in "${passes[@]}"; do
         # kinreg's own threads (capture, tracker, fuser, publisher, snapshot).
         if configure "$dir" thread && cmake --build "$dir" -j "$jobs" --target kinreg_tests > "$dir/sanitize-build.log" 2>&1; then
             rc=0
-            # The threaded modules, without the long accuracy runs (900-frame
+            # The threads modules, without the cases tagged long (900-frame
             # synthetic, 400-frame fr1: the same threads as the short ones,
             # most of an hour under TSan's 5-15x slowdown on 2 cores) and
-            # without three tests whose deadlines TSan's slowness misses
-            # (pipeline.subscriber_receives_every_pose and the live stall and
-            # Ctrl-C tests: they ran without a race report, but their timing
-            # assertions failed on the 2-core VM).
-            for t in queue transport \
-                "pipeline fusion_thread_tracks_as_well" "pipeline stop_flushes_every_computed_pose" \
-                "pipeline bad_endpoint_and_source_fail_before_starting" \
-                "pipeline corrupt_frame_stops_with_poses_kept" \
-                "live planes_every_frame_delivered_tracked_published" "live no_sensor_is_a_clear_error"; do
-                log="$dir/tsan-${t// /.}.log"
-                # shellcheck disable=SC2086 # module and test name
-                run_case "$log" env OMP_NUM_THREADS=1 \
-                    TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$here/tests/tsan.supp" \
-                    "$dir/tests/kinreg_tests" $t || rc=1
-                echo "TSan $t: $(tail -1 "$log")"
-            done
+            # without those tagged deadline (pipeline.subscriber_receives_every_pose
+            # and the live stall and Ctrl-C tests: they ran without a race
+            # report, but their timing assertions failed on the 2-core VM).
+            (cd "$dir" && KINREG_TEST_SKIP=long,deadline OMP_NUM_THREADS=1 \
+                TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$here/tests/tsan.supp" \
+                ctest --output-on-failure -L '^threads$') || rc=1
             [ $rc -eq 0 ] || status=1
             echo "== sanitize: TSan modules $([ $rc -eq 0 ] && echo passed || echo FAILED)"
         else

@@ -13,7 +13,10 @@
 
 typedef void (*kr_test_fn)(void);
 
-void kr_test_register(const char *module, const char *name, kr_test_fn fn);
+/* Registers a case; `tags` ("" or words separated by spaces) say how it may
+ * be selected: KINREG_TEST_SKIP=long,deadline leaves out the cases tagged
+ * long or deadline (tests/CMakeLists.txt lists the tags and labels). */
+void kr_test_register(const char *module, const char *name, const char *tags, kr_test_fn fn);
 void kr_test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void kr_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 bool kr_test_failed(void);
@@ -51,13 +54,23 @@ static inline double kr_nrand(unsigned *s)
     return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
 }
 
-#define KR_TEST(module, name)                                                                      \
+#define KR_TEST(module, name) KR_TEST_TAGGED(module, name, "")
+
+/* A case with tags: `KR_TEST_TAGGED(pipeline, x, "long")` at the start of a
+ * line, on one line (tests/CMakeLists.txt reads the tags from there and
+ * labels the module with them). */
+#define KR_TEST_TAGGED(module, name, tags)                                                         \
     static void test_##module##_##name(void);                                                      \
     __attribute__((constructor)) static void register_##module##_##name(void)                      \
     {                                                                                              \
-        kr_test_register(#module, #name, test_##module##_##name);                                  \
+        kr_test_register(#module, #name, tags, test_##module##_##name);                            \
     }                                                                                              \
     static void test_##module##_##name(void)
+
+/* The module's CTest labels, one line per test file at the start of a line:
+ * `KR_LABELS("threads fakenect");`. tests/CMakeLists.txt reads it (the C
+ * compiler only checks that it is a string). */
+#define KR_LABELS(labels) _Static_assert(sizeof(labels) > 0, labels)
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

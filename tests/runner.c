@@ -1,6 +1,9 @@
 /* kinreg test runner: `kinreg_tests MODULE [TEST]` runs one module's tests (or
- * one test); `kinreg_tests --list` lists them. Exit 0 all passed, 1 a failure,
- * 77 when every test of the selection skipped (CTest SKIP_RETURN_CODE). */
+ * one test); `kinreg_tests --list` lists them with their tags. Exit 0 all
+ * passed, 1 a failure, 77 when every test of the selection skipped (CTest
+ * SKIP_RETURN_CODE). KINREG_TEST_SKIP=TAG[,TAG...] leaves out the cases
+ * carrying one of those tags (the sanitizer passes: scripts/sanitize.sh);
+ * they are not run and not counted, and a line says how many. */
 #include "kr_test.h"
 
 #include <stdarg.h>
@@ -12,7 +15,7 @@
 #define MAX_TESTS 1024
 
 static struct {
-    const char *module, *name;
+    const char *module, *name, *tags;
     kr_test_fn fn;
 } tests[MAX_TESTS];
 static int test_count;
@@ -20,11 +23,12 @@ static bool current_failed, current_skipped;
 static char skip_reason[512];
 static char tmpdir[256];
 
-void kr_test_register(const char *module, const char *name, kr_test_fn fn)
+void kr_test_register(const char *module, const char *name, const char *tags, kr_test_fn fn)
 {
     if (test_count < MAX_TESTS) {
         tests[test_count].module = module;
         tests[test_count].name = name;
+        tests[test_count].tags = tags;
         tests[test_count].fn = fn;
         test_count++;
     }
@@ -172,6 +176,24 @@ int kr_test_run_tool(const char *env, const char *args, char *out, size_t size)
     return kr_test_shell(cmd, out, size);
 }
 
+/* Whether the space-separated `tags` hold one of the comma-separated words
+ * of `skip` (KINREG_TEST_SKIP). */
+static bool tagged(const char *tags, const char *skip)
+{
+    for (const char *w = skip; *w;) {
+        size_t n = strcspn(w, ",");
+        for (const char *t = tags; n && *t;) {
+            size_t m = strcspn(t, " ");
+            if (m == n && strncmp(t, w, n) == 0) return true;
+            t += m;
+            t += strspn(t, " ");
+        }
+        w += n;
+        w += strspn(w, ",");
+    }
+    return false;
+}
+
 static void remove_tmpdir(void)
 {
     if (tmpdir[0] && !getenv("KINREG_KEEP_TMP")) {
@@ -188,14 +210,21 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--list")) {
-        for (int i = 0; i < test_count; i++) printf("%s %s\n", tests[i].module, tests[i].name);
+        for (int i = 0; i < test_count; i++)
+            printf("%s %s%s%s\n", tests[i].module, tests[i].name, tests[i].tags[0] ? " " : "",
+                   tests[i].tags);
         return 0;
     }
     atexit(remove_tmpdir);
-    int ran = 0, passed = 0, failed = 0, skipped = 0;
+    const char *skip = getenv("KINREG_TEST_SKIP");
+    int ran = 0, passed = 0, failed = 0, skipped = 0, left_out = 0;
     for (int i = 0; i < test_count; i++) {
         if (strcmp(tests[i].module, argv[1]) != 0) continue;
         if (argc > 2 && strcmp(tests[i].name, argv[2]) != 0) continue;
+        if (skip && tagged(tests[i].tags, skip)) {
+            left_out++;
+            continue;
+        }
         current_failed = current_skipped = false;
         kr_error_clear();
         printf("[ RUN  ] %s.%s\n", tests[i].module, tests[i].name);
@@ -214,6 +243,10 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
     }
+    if (left_out)
+        printf("%s: %d case%s left out (tagged %s: KINREG_TEST_SKIP)\n", argv[1], left_out,
+               left_out == 1 ? "" : "s", skip);
+    if (ran == 0 && left_out) return 77;
     if (ran == 0) {
         fprintf(stderr, "no test matches '%s%s%s'\n", argv[1], argc > 2 ? "." : "", argc > 2 ? argv[2] : "");
         return 1;

@@ -517,3 +517,174 @@ KR_TEST(eval, tum_ground_truth_against_itself)
     kr_trajectory_free(&gt);
     kr_trajectory_free(&est);
 }
+
+/* ---- the eval command's options and plots ---------------------------------- */
+
+static char out[1 << 16];
+
+static int kinreg(const char *args)
+{
+    return kr_test_run_tool(NULL, args, out, sizeof out);
+}
+
+/* GT copied with every stamp moved by `shift` seconds. */
+static void write_shifted(const kr_trajectory *gt, double shift, const char *path)
+{
+    kr_trajectory t = {0};
+    for (size_t i = 0; i < gt->count; i++)
+        kr_trajectory_push(&t, gt->stamps[i] + shift, &gt->poses[i]);
+    kr_trajectory_write_tum(path, &t);
+    kr_trajectory_free(&t);
+}
+
+static double ate_of(const char *args)
+{
+    double v = -1;
+    const char *a;
+    if (kinreg(args) != 0 || !(a = strstr(out, "ATE rmse")) || sscanf(a, "ATE rmse %lf", &v) != 1)
+        return -1;
+    return v;
+}
+
+KR_TEST(eval, eval_t_offset_undoes_a_clock_shift)
+{
+    const char *gt_path = kr_test_data("tum/fr1_xyz_head/groundtruth.txt");
+    if (!gt_path) SKIP("no TUM data (KINREG_DATA or ../shared/data)");
+    char gt_copy[1024], shifted[1024], args[4096];
+    snprintf(gt_copy, sizeof gt_copy, "%s", gt_path);
+    kr_trajectory gt = {0};
+    REQUIRE_OK(kr_trajectory_read_tum(gt_copy, &gt));
+    snprintf(shifted, sizeof shifted, "%s/shifted.txt", kr_test_tmpdir());
+    write_shifted(&gt, -0.3, shifted);
+    kr_trajectory_free(&gt);
+    /* Independent expectation: the estimate is the ground truth on a clock
+     * 0.3 s behind, so adding 0.3 s makes every pair identical. */
+    snprintf(args, sizeof args, "eval '%s' '%s'", gt_copy, shifted);
+    double without = ate_of(args);
+    snprintf(args, sizeof args, "eval --t-offset 0.3 '%s' '%s'", gt_copy, shifted);
+    double with = ate_of(args);
+    CHECK_MSG(with >= 0 && with < 0.01, "ATE with --t-offset %g cm", with);
+    CHECK_MSG(without > 1, "ATE without the offset %g cm", without);
+    /* evo's spelling is accepted too. */
+    snprintf(args, sizeof args, "eval --t_offset 0.3 '%s' '%s'", gt_copy, shifted);
+    CHECK_NEAR(ate_of(args), with, 1e-9);
+    CHECK_EQ(kinreg("eval --t-offset soon a b"), 2);
+    CHECK_CONTAINS(out, "--t-offset 'soon'");
+}
+
+KR_TEST(eval, eval_align_start_measures_drift_from_the_first_pose)
+{
+    /* Estimate = ground truth moved rigidly: Horn removes it entirely, and so
+     * does the first-pose alignment; a trajectory that also drifts shows the
+     * drift only with --align-start. */
+    char gt_path[1024], est_path[1024], args[4096];
+    snprintf(gt_path, sizeof gt_path, "%s/line_gt.txt", kr_test_tmpdir());
+    snprintf(est_path, sizeof est_path, "%s/line_est.txt", kr_test_tmpdir());
+    kr_trajectory gt = {0}, est = {0};
+    for (int i = 0; i < 50; i++) {
+        kr_pose p = kr_pose_identity();
+        p.t[0] = 0.01 * i;
+        kr_trajectory_push(&gt, i * 0.1, &p);
+        kr_pose e = p;
+        e.t[0] = 0.02 * i; /* moves twice as far: scale drift */
+        e.t[1] = 1.0;      /* and starts 1 m away */
+        kr_trajectory_push(&est, i * 0.1, &e);
+    }
+    REQUIRE_OK(kr_trajectory_write_tum(gt_path, &gt));
+    REQUIRE_OK(kr_trajectory_write_tum(est_path, &est));
+    kr_trajectory_free(&gt);
+    kr_trajectory_free(&est);
+    /* First-pose alignment: error at frame i is 0.01 i m, i = 0..49. */
+    double s2 = 0;
+    for (int i = 0; i < 50; i++)
+        s2 += (0.01 * i) * (0.01 * i);
+    double expect_cm = 100 * sqrt(s2 / 50);
+    snprintf(args, sizeof args, "eval --align-start '%s' '%s'", gt_path, est_path);
+    CHECK_NEAR(ate_of(args), expect_cm, 0.002);
+    snprintf(args, sizeof args, "eval '%s' '%s'", gt_path, est_path);
+    double horn = ate_of(args);
+    CHECK_MSG(horn >= 0 && horn < expect_cm / 1.5, "Horn ATE %g cm vs first-pose %g cm", horn,
+              expect_cm);
+}
+
+KR_TEST(eval, eval_plot_path_is_checked_first_and_never_hides_the_ate)
+{
+    const char *gt_path = kr_test_data("tum/fr1_xyz_head/groundtruth.txt");
+    if (!gt_path) SKIP("no TUM data (KINREG_DATA or ../shared/data)");
+    char args[4096];
+    snprintf(args, sizeof args, "eval --plot /nonexistent-kinreg-dir/x.svg '%s' '%s'", gt_path,
+             gt_path);
+    CHECK_EQ(kinreg(args), 2);
+    CHECK_CONTAINS(out, "--plot /nonexistent-kinreg-dir/x.svg");
+    CHECK_CONTAINS(out, "no directory");
+}
+
+/* A straight 20 m ground truth over 20 s, and an estimate of its first second. */
+static void long_gt_short_est(kr_trajectory *gt, kr_trajectory *est)
+{
+    for (int i = 0; i < 200; i++) {
+        kr_pose p = kr_pose_identity();
+        p.t[0] = 0.1 * i;
+        p.t[1] = 0.01 * (i % 7);
+        p.t[2] = 0.02 * (i % 5);
+        kr_trajectory_push(gt, 0.1 * i, &p);
+        if (i < 10) kr_trajectory_push(est, 0.1 * i, &p);
+    }
+}
+
+KR_TEST(eval, plot_draws_ground_truth_over_the_estimate_span_only)
+{
+    /* A 20 m ground truth beside a 1 s run set the scale: the estimate was a dot. */
+    kr_trajectory gt = {0}, est = {0};
+    long_gt_short_est(&gt, &est);
+    char path[700];
+    snprintf(path, sizeof path, "%s/span.svg", kr_test_tmpdir());
+    REQUIRE_OK(kr_eval_plot(path, &gt, &est, NULL));
+    kr_trajectory_free(&gt);
+    kr_trajectory_free(&est);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f != NULL);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    /* Points drawn: each pose is one "x,y" pair in a polyline; 2 panels ×
+     * (10 estimate + about 10 ground truth in the span), not 2 × 210. */
+    int pairs = 0;
+    for (const char *p = out; (p = strstr(p, "points=\"")); p++)
+        for (const char *q = p + 8; *q && *q != '"'; q++)
+            pairs += *q == ',';
+    CHECK_MSG(pairs >= 40 && pairs <= 50, "%d points drawn", pairs);
+}
+
+KR_TEST(eval, plot_png_tick_labels_are_readable)
+{
+    /* The PNG's tick labels were 7 pixels high. */
+    kr_trajectory gt = {0}, est = {0};
+    long_gt_short_est(&gt, &est);
+    char path[700];
+    snprintf(path, sizeof path, "%s/labels.png", kr_test_tmpdir());
+    REQUIRE_OK(kr_eval_plot(path, &gt, &est, NULL));
+    kr_trajectory_free(&gt);
+    kr_trajectory_free(&est);
+    png_image im;
+    memset(&im, 0, sizeof im);
+    im.version = PNG_IMAGE_VERSION;
+    REQUIRE(png_image_begin_read_from_file(&im, path));
+    im.format = PNG_FORMAT_GRAY;
+    unsigned char *px = malloc(PNG_IMAGE_SIZE(im));
+    REQUIRE(px != NULL);
+    REQUIRE(png_image_finish_read(&im, NULL, px, 0, NULL));
+    /* The band under the first panel's frame (the panel spans x 90..470,
+     * y 70..450): dark rows there are the x tick labels. */
+    int first = -1, last = -1;
+    for (int y = 456; y < 477 && y < (int)im.height; y++)
+        for (int x = 90; x < 470; x++)
+            if (px[(size_t)y * im.width + (size_t)x] < 100) {
+                if (first < 0) first = y;
+                last = y;
+                break;
+            }
+    free(px);
+    REQUIRE(first >= 0);
+    CHECK_MSG(last - first + 1 >= 12, "tick labels %d pixels high", last - first + 1);
+}

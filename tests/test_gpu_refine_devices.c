@@ -9,8 +9,11 @@
 
 #include "kinreg/scan.h"
 #include "kinreg/refine.h"
-#include "parity_fixture.h"
+#include "parity.h"
 #include "room_fixture.h"
+
+/* needs a CUDA device: skips without one, runs on the GPU machine */
+KR_LABELS("gpu");
 
 /* The same problem as parity_refine: 10 views perturbed by 3° and 6 mm. */
 enum { V = 10 };
@@ -29,65 +32,146 @@ static void start_poses(const kr_pose *truth, kr_pose *start)
     }
 }
 
-static void refine_on(const int *devices, int n_devices, const kr_refine_view *views,
-                      const kr_pose *start, kr_pose *out, kr_refine_result *res, kr_device *gpu)
+/* The device lists to split over: every visible device, or two contexts on
+ * the only one. */
+static int split_list(int *list)
 {
-    kr_refine_config cfg;
-    kr_refine_config_default(&cfg);
-    cfg.cell = 0.003;
-    memcpy(cfg.devices, devices, sizeof *devices * (size_t)n_devices);
-    cfg.n_devices = n_devices;
-    memcpy(out, start, sizeof *out * V);
-    CHECK_OK(kr_refine(&cfg, gpu, views, V, out, res));
+    int all[KR_REFINE_MAX_DEVICES], n_all = 0;
+    CHECK_OK(kr_refine_devices_parse("all", all, &n_all));
+    list[0] = list[1] = 0;
+    if (n_all >= 2) {
+        memcpy(list, all, sizeof all);
+        return n_all;
+    }
+    return 2;
 }
+
+/* One refinement problem: its views, start poses, settings and truth. */
+typedef struct {
+    int views;
+    kr_refine_view *view;
+    const kr_pose *start, *truth;
+    kr_refine_config cfg;
+    kr_device *gpu;
+    double truth_deg, truth_m; /* how near the truth the split run lands (m: 0 unchecked) */
+    bool every_view;           /* near the truth: every view, else views 1.. against view 0 */
+} split_in;
+
+/* kr_refine of the problem with `n_devices` of `devices` on the CUDA device
+ * (n_devices < 0: the CPU engine); the poses, and the devices it used. */
+static bool refine_with(split_in *in, const int *devices, int n_devices, kr_parity_out *out)
+{
+    kr_refine_config cfg = in->cfg;
+    if (n_devices >= 0) {
+        memcpy(cfg.devices, devices, sizeof *devices * (size_t)n_devices);
+        cfg.n_devices = n_devices;
+    }
+    kr_pose *p = malloc(sizeof *p * (size_t)in->views);
+    if (!p) return false;
+    memcpy(p, in->start, sizeof *p * (size_t)in->views);
+    kr_refine_result r;
+    kr_status st = kr_refine(&cfg, n_devices >= 0 ? in->gpu : NULL, in->view, in->views, p, &r);
+    CHECK_OK(st);
+    if (st == KR_OK) {
+        printf("    %d devices: %.1f ms (fields %.1f, sums %.1f in %d evaluations), %d LM "
+               "iterations\n",
+               n_devices < 0 ? 0 : r.devices, 1000 * r.seconds, 1000 * r.fields_seconds,
+               1000 * r.sums_seconds, r.evaluations, r.iterations);
+        kr_parity_put_poses(out, "poses", p, (size_t)in->views);
+        kr_parity_put_scalar(out, "devices used", r.devices);
+    }
+    free(p);
+    return st == KR_OK;
+}
+
+/* The refinement did its work: back near the truth, relative to view 0. */
+static void near_the_truth(const split_in *in, const kr_parity_out *out)
+{
+    const kr_parity_quantity *q = kr_parity_get(out, "poses");
+    if (!q) return;
+    kr_pose p0, t0 = kr_pose_inv(&in->truth[0]);
+    memcpy(p0.R, q->v, sizeof p0.R);
+    memcpy(p0.t, q->v + 9, sizeof p0.t);
+    kr_pose g0 = kr_pose_inv(&p0);
+    for (int k = in->every_view ? 0 : 1; k < in->views; k++) {
+        kr_pose pk;
+        memcpy(pk.R, q->v + 12 * k, sizeof pk.R);
+        memcpy(pk.t, q->v + 12 * k + 9, sizeof pk.t);
+        kr_pose re = kr_pose_mul(&g0, &pk), rt = kr_pose_mul(&t0, &in->truth[k]);
+        kr_pose ri = kr_pose_inv(&rt), d = kr_pose_mul(&ri, &re);
+        CHECK_LT(kr_pose_angle(&d) * 180 / M_PI, in->truth_deg);
+        if (in->truth_m > 0) CHECK_LT(kr_pose_translation_norm(&d), in->truth_m);
+    }
+}
+
+static bool on_one_device(kr_device *dev, void *fixture, const void *arg, kr_parity_out *out)
+{
+    (void)dev, (void)arg;
+    int all[KR_REFINE_MAX_DEVICES], n_all = 0;
+    CHECK_OK(kr_refine_devices_parse("all", all, &n_all));
+    bool ok = refine_with(fixture, all, 0, out);
+    if (ok) CHECK_EQ(kr_parity_get(out, "devices used")->v[0], 1);
+    return ok;
+}
+
+static bool on_the_cpu(kr_device *dev, void *fixture, const void *arg, kr_parity_out *out)
+{
+    (void)dev, (void)arg;
+    return refine_with(fixture, NULL, -1, out);
+}
+
+static bool split(kr_device *dev, void *fixture, const void *arg, kr_parity_out *out)
+{
+    (void)dev, (void)arg;
+    int list[KR_REFINE_MAX_DEVICES];
+    int count = split_list(list);
+    bool ok = refine_with(fixture, list, count, out);
+    if (ok) CHECK_EQ(kr_parity_get(out, "devices used")->v[0], count);
+    if (ok) near_the_truth(fixture, out);
+    return ok;
+}
+
+/* The device sums are double atomics in any order, as the one-device run's
+ * (and the CPU's): the parity tolerance of parity_refine holds. */
+static const kr_parity_step split_steps[] = {
+    {.name = "split over devices",
+     .cpu = on_one_device,
+     .cuda = split,
+     .checks = {PARITY_CHECK("poses", KR_PARITY_DEGREES, 0.02, .below = true),
+                PARITY_CHECK("poses", KR_PARITY_DISTANCE, 2e-4, .below = true)},
+     .cpu_name = "one device",
+     .cuda_name = "split"},
+};
 
 KR_TEST(gpu_refine_devices, split_over_devices_matches_one_device)
 {
-    NEED_CUDA();
+    kr_device *cpu, *gpu;
+    if (!kr_parity_devices(&cpu, &gpu)) return;
     float *xyz[V];
     size_t n[V];
-    kr_pose truth[V], start[V], one[V], split[V];
+    kr_pose truth[V], start[V];
     REQUIRE_OK(kr_scan_synthetic_object(V, 60000, xyz, n, truth));
     start_poses(truth, start);
     kr_refine_view views[V];
     for (int k = 0; k < V; k++)
         views[k] = (kr_refine_view){xyz[k], n[k]};
-    kr_device *gpu = make_device(KR_BACKEND_CUDA);
-    REQUIRE(gpu);
-    int all[KR_REFINE_MAX_DEVICES], n_all = 0;
-    REQUIRE_OK(kr_refine_devices_parse("all", all, &n_all));
-    kr_refine_result r1, r2;
-    refine_on(all, 0, views, start, one, &r1, gpu);
-    CHECK_EQ(r1.devices, 1);
-    /* Every visible device, or two contexts on the only one. */
-    int list[KR_REFINE_MAX_DEVICES] = {0, 0}, count = 2;
-    if (n_all >= 2) {
-        memcpy(list, all, sizeof all);
-        count = n_all;
-    }
-    refine_on(list, count, views, start, split, &r2, gpu);
-    CHECK_EQ(r2.devices, count);
-    printf("    %d devices (%s): %.1f ms against %.1f ms on one, %d and %d LM iterations\n", count,
-           n_all >= 2 ? "all" : "0,0", 1000 * r2.seconds, 1000 * r1.seconds, r2.iterations,
-           r1.iterations);
-    /* The device sums are double atomics in any order, as the one-device
-     * run's: the parity tolerance of parity_refine holds. */
-    for (int k = 0; k < V; k++) {
-        kr_pose ci = kr_pose_inv(&one[k]), d = kr_pose_mul(&ci, &split[k]);
-        CHECK_LT(kr_pose_angle(&d) * 180 / M_PI, 0.02);
-        CHECK_LT(kr_pose_translation_norm(&d), 2e-4);
-    }
-    /* And the refinement did its work: back near the truth. */
-    for (int k = 1; k < V; k++) {
-        kr_pose g0 = kr_pose_inv(&split[0]), t0 = kr_pose_inv(&truth[0]);
-        kr_pose re = kr_pose_mul(&g0, &split[k]), rt = kr_pose_mul(&t0, &truth[k]);
-        kr_pose ri = kr_pose_inv(&rt), d = kr_pose_mul(&ri, &re);
-        CHECK_LT(kr_pose_angle(&d) * 180 / M_PI, 0.5);
-    }
+    split_in in = {
+        .views = V, .view = views, .start = start, .truth = truth, .gpu = gpu, .truth_deg = 0.5};
+    kr_refine_config_default(&in.cfg);
+    in.cfg.cell = 0.003;
+    kr_parity_run(split_steps, 1, &in);
     for (int k = 0; k < V; k++)
         free(xyz[k]);
-    kr_device_destroy(&gpu);
 }
+
+static const kr_parity_step room_steps[] = {
+    {.name = "room scan split over devices",
+     .cpu = on_the_cpu,
+     .cuda = split,
+     .checks = {PARITY_CHECK("poses", KR_PARITY_DEGREES, 0.02, .below = true),
+                PARITY_CHECK("poses", KR_PARITY_DISTANCE, 2e-4, .below = true)},
+     .cuda_name = "split"},
+};
 
 /* The long-scan settings (signed fields on the room, a 2 cm grid) on every
  * visible device (or two contexts on the only one): the same poses as the
@@ -96,46 +180,24 @@ KR_TEST(gpu_refine_devices, split_over_devices_matches_one_device)
  * pipeline/refine/refine_cuda.cu). */
 KR_TEST(gpu_refine_devices, room_scan_split_matches_the_cpu)
 {
-    NEED_CUDA();
+    kr_device *cpu, *gpu;
+    if (!kr_parity_devices(&cpu, &gpu)) return;
     enum { R = 24 };
     float *xyz[R];
     size_t n[R];
-    kr_pose truth[R], start[R], cpu[R], split[R];
+    kr_pose truth[R], start[R];
     kr_refine_view views[R];
     REQUIRE_OK(room_fixture(R, xyz, n, views, truth, start));
-    kr_refine_config cfg;
-    room_refine_config(&cfg);
-    kr_refine_result rc, rg;
-    memcpy(cpu, start, sizeof cpu);
-    REQUIRE_OK(kr_refine(&cfg, NULL, views, R, cpu, &rc));
-    int all[KR_REFINE_MAX_DEVICES], n_all = 0;
-    REQUIRE_OK(kr_refine_devices_parse("all", all, &n_all));
-    int list[KR_REFINE_MAX_DEVICES] = {0, 0}, count = 2;
-    if (n_all >= 2) {
-        memcpy(list, all, sizeof all);
-        count = n_all;
-    }
-    memcpy(cfg.devices, list, sizeof *list * (size_t)count);
-    cfg.n_devices = count;
-    kr_device *gpu = make_device(KR_BACKEND_CUDA);
-    REQUIRE(gpu);
-    memcpy(split, start, sizeof split);
-    REQUIRE_OK(kr_refine(&cfg, gpu, views, R, split, &rg));
-    CHECK_EQ(rg.devices, count);
-    printf("    %d devices: %.1f ms (fields %.1f, sums %.1f in %d evaluations); CPU %.1f ms\n",
-           count, 1000 * rg.seconds, 1000 * rg.fields_seconds, 1000 * rg.sums_seconds,
-           rg.evaluations, 1000 * rc.seconds);
-    kr_pose g0 = kr_pose_inv(&split[0]), t0 = kr_pose_inv(&truth[0]);
-    for (int k = 0; k < R; k++) {
-        kr_pose ci = kr_pose_inv(&cpu[k]), d = kr_pose_mul(&ci, &split[k]);
-        CHECK_LT(kr_pose_angle(&d) * 180 / M_PI, 0.02);
-        CHECK_LT(kr_pose_translation_norm(&d), 2e-4);
-        kr_pose re = kr_pose_mul(&g0, &split[k]), rt = kr_pose_mul(&t0, &truth[k]);
-        kr_pose ri = kr_pose_inv(&rt), e = kr_pose_mul(&ri, &re);
-        CHECK_LT(kr_pose_angle(&e) * 180 / M_PI, 0.1);
-        CHECK_LT(kr_pose_translation_norm(&e), 1e-3);
-    }
+    split_in in = {.views = R,
+                   .view = views,
+                   .start = start,
+                   .truth = truth,
+                   .gpu = gpu,
+                   .truth_deg = 0.1,
+                   .truth_m = 1e-3,
+                   .every_view = true};
+    room_refine_config(&in.cfg);
+    kr_parity_run(room_steps, 1, &in);
     for (int k = 0; k < R; k++)
         free(xyz[k]);
-    kr_device_destroy(&gpu);
 }

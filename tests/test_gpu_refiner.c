@@ -7,7 +7,10 @@
 
 #include "kinreg/eval.h"
 #include "kinreg/pipeline.h"
-#include "parity_fixture.h"
+#include "parity.h"
+
+/* needs a CUDA device: skips without one, runs on the GPU machine */
+KR_LABELS("gpu");
 
 /* The synthetic source tracked and refined on the GPU: windows are refined
  * by the CUDA engine without failures, the refined trajectory has one pose
@@ -15,7 +18,7 @@
  * one's ATE (as on the CPU, tests/test_refiner.c). */
 KR_TEST(gpu_refiner, pipeline_refines_on_the_gpu)
 {
-    NEED_CUDA();
+    PARITY_NEED();
     kr_pipeline_config cfg;
     kr_pipeline_config_default(&cfg);
     cfg.device.backend = KR_BACKEND_CUDA;

@@ -1,5 +1,6 @@
 /* k-d tree: exact nearest neighbours equal brute force, the descent lands in
- * the cell that contains the query, build edge cases, and build timing. */
+ * the cell that contains the query, build edge cases. Its speed is measured
+ * by `kinreg bench` (the "tree build (snapshot)" stage), not here. */
 #include "kr_test.h"
 
 #include <stdint.h>
@@ -331,41 +332,6 @@ KR_TEST(kdtree, descend_lands_in_the_query_cell)
     CHECK_LE(excess[Q * 9 / 10], 1.0);
     CHECK_LE(excess[Q * 99 / 100], 3.0);
     kr_kdtree_destroy(&t);
-    free(p);
-}
-
-KR_TEST(kdtree, build_timing_100k)
-{
-    size_t n = 100000;
-    float *p = sphere_cloud(n), *nrm = malloc(3 * n * sizeof *nrm);
-    memcpy(nrm, p, 3 * n * sizeof *nrm);
-    double best = INFINITY;
-    for (int r = 0; r < 3; r++) {
-        kr_kdtree *t = NULL;
-        double t0 = kr_now();
-        REQUIRE_OK(kr_kdtree_build(&t, p, nrm, n));
-        double dt = kr_now() - t0;
-        best = dt < best ? dt : best;
-        if (r == 2) {
-            double t1 = kr_now();
-            size_t sum = 0;
-            for (size_t i = 0; i < n; i++)
-                sum += kr_kdtree_descend(t, p + 3 * ((i * 7919) % n));
-            double dd = kr_now() - t1;
-            t1 = kr_now();
-            for (size_t i = 0; i < n / 10; i++)
-                sum += kr_kdtree_nearest(t, p + 3 * ((i * 7919) % n), NULL);
-            double de = kr_now() - t1;
-            printf("    100k points: build %.1f ms (best of 3); descend %.0f ns/query, exact %.0f "
-                   "ns/query "
-                   "(random order) [%zu]\n",
-                   best * 1e3, dd / n * 1e9, de / (n / 10) * 1e9, sum % 2);
-        }
-        kr_kdtree_destroy(&t);
-    }
-    /* Generous: the tree is rebuilt in the background every few frames. */
-    CHECK_LT(best, 1.0);
-    free(nrm);
     free(p);
 }
 

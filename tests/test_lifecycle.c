@@ -22,6 +22,9 @@
 #include "kinreg/trajectory.h"
 #include "kinreg/transport.h"
 
+/* the sensor cases load libfreenect's fakenect */
+KR_LABELS("fakenect");
+
 #if defined(KINREG_HAVE_FREENECT) && defined(KINREG_FAKENECT_DIR)
 #define FAKENECT_TESTS 1
 #endif

@@ -18,6 +18,9 @@
 #include "kinreg/track.h"
 #include "kinreg/transport.h"
 
+/* the program's threads under TSan; every case loads libfreenect's fakenect */
+KR_LABELS("threads fakenect");
+
 #ifdef KINREG_HAVE_FREENECT
 static char out[1 << 16];
 #endif
@@ -201,7 +204,7 @@ static kr_status convert_to_fakenect(const char *uri, const char *dump, int n)
     return st == KR_END ? KR_OK : st;
 }
 
-KR_TEST(live, fr1_through_fakenect_matches_tum_replay_and_groundtruth)
+KR_TEST_TAGGED(live, fr1_through_fakenect_matches_tum_replay_and_groundtruth, "long")
 {
     const char *fr1 = kr_test_data("tum/fr1_xyz_head");
     if (!fr1) SKIP("shared data tum/fr1_xyz_head is absent");
@@ -262,7 +265,7 @@ KR_TEST(live, fr1_through_fakenect_matches_tum_replay_and_groundtruth)
     kr_trajectory_free(&gt);
 }
 
-KR_TEST(live, stalled_sensor_flushes_every_pose_and_exits_3)
+KR_TEST_TAGGED(live, stalled_sensor_flushes_every_pose_and_exits_3, "deadline")
 {
     /* 12 frames at 30 Hz, then a 4 s silence before the last one: the
      * sensor "stops delivering" as far as a 1 s stall timeout can tell. */
@@ -327,7 +330,7 @@ static pid_t spawn_tool(const char *dump, const char *log, char *const argv[])
     _exit(127);
 }
 
-KR_TEST(live, ctrl_c_flushes_every_pose_and_exits_0)
+KR_TEST_TAGGED(live, ctrl_c_flushes_every_pose_and_exits_0, "deadline")
 {
     const char *planes = kr_test_data("fakenect/planes");
     if (!planes) SKIP("shared data fakenect/planes is absent");

@@ -183,7 +183,7 @@ KR_TEST(lost_fill, places_a_stretch_by_the_truth)
 }
 
 /* The same with the device's preprocessing and tracking. */
-KR_TEST(lost_fill, places_a_stretch_on_the_device)
+KR_TEST_TAGGED(lost_fill, places_a_stretch_on_the_device, "gpu")
 {
     places_a_stretch(KR_BACKEND_CUDA);
 }

@@ -2,7 +2,11 @@
  * 7): each value that once overflowed a float-to-int conversion or was taken
  * silently (an empty model, an unpaced run, no wait at all) is refused with
  * exit status 2 and one line naming the option, the value and the allowed
- * range; values at the edges of the ranges are still taken. Built with
+ * range; values at the edges of the ranges are still taken. Every other
+ * refusal of the command line is one line too, before any work: a number
+ * out of range on run, demo and bench, an unknown option (with a hint), an
+ * output path that cannot be written, a port beyond 65535, options bench
+ * would ignore (issue 11: each of those failed before its fix). Built with
  * UndefinedBehaviorSanitizer, no run may print a runtime error:
  *   cmake -S . -B build-ubsan -DKINREG_CUDA=OFF -DKINREG_WERROR=ON \
  *     "-DCMAKE_C_FLAGS=-fsanitize=undefined,float-cast-overflow,float-divide-by-zero \
@@ -115,4 +119,134 @@ KR_TEST(options, values_at_the_edges_are_taken)
         "run -q -b cpu -n 1 --active-window 2147483647 --rebuild-every 2147483647 --progress 0");
     check_taken("run -q -b cpu -n 1 --intrinsics 100000,1,-100000,100000,1000,-1000,0,0,0");
     check_taken("run -q -b cpu -n 1 --fill-frames 0");
+}
+
+/* ---- the command line: every refusal one line, before any work ------------ */
+
+static int kinreg(const char *args)
+{
+    return kr_test_run_tool(NULL, args, out, sizeof out);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+KR_TEST(options, every_rejected_number_names_option_value_and_range)
+{
+    /* Each of these exited 2 printing nothing; 1e12 frames overflowed an int. */
+    static const struct {
+        const char *args, *option, *value;
+    } bad[] = {
+        {"--voxel -1", "--voxel", "'-1'"},
+        {"-n -5", "--frames", "'-5'"},
+        {"--frames 0", "--frames", "'0'"},
+        {"--frames 1e12", "--frames", "'1e12'"},
+        {"--frames 2.5", "--frames", "'2.5'"},
+        {"--voxel 0", "--voxel", "'0'"},
+        {"--gate -1", "--gate", "'-1'"},
+        {"--duration -1", "--duration", "'-1'"},
+        {"--depth-scale 0", "--depth-scale", "'0'"},
+        {"--active-window 0", "--active-window", "'0'"},
+        {"--rebuild-every 0", "--rebuild-every", "'0'"},
+        {"--stall-timeout -1", "--stall-timeout", "'-1'"},
+        {"--wait-subscriber -1", "--wait-subscriber", "'-1'"},
+        {"--threads -1", "--threads", "'-1'"},
+        {"--seed -3", "--seed", "'-3'"},
+        {"--iterations 6,x", "--iterations", "'6,x'"},
+        {"--rate nan", "--rate", "'nan'"},
+    };
+    const char *commands[] = {"run", "demo", "bench"};
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            char args[256];
+            snprintf(args, sizeof args, "%s -b cpu %s", commands[c], bad[i].args);
+            CHECK_MSG(kinreg(args) == 2, "%s: exit status", args);
+            CHECK_MSG(strstr(out, bad[i].option) && strstr(out, bad[i].value) &&
+                          strstr(out, "expected"),
+                      "%s: '%s'", args, out);
+            CHECK_MSG(count_lines(out) == 1, "%s: %d lines: '%s'", args, count_lines(out), out);
+        }
+    }
+}
+
+KR_TEST(options, unknown_option_is_one_line_with_a_hint)
+{
+    /* It printed the whole help text. */
+    const char *commands[] = {"run", "demo", "bench", "eval", "record", "convert", "sub"};
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char args[128], hint[64];
+        snprintf(args, sizeof args, "%s --no-such-option", commands[i]);
+        CHECK_EQ(kinreg(args), 2);
+        CHECK_CONTAINS(out, "--no-such-option");
+        snprintf(hint, sizeof hint, "kinreg %s --help", commands[i]);
+        CHECK_CONTAINS(out, hint);
+        CHECK_MSG(count_lines(out) == 1, "%s: %d lines", args, count_lines(out));
+    }
+    CHECK_EQ(kinreg("run --voxel"), 2);
+    CHECK_CONTAINS(out, "'--voxel' needs a value");
+    CHECK_EQ(kinreg("frobnicate"), 2);
+    CHECK_EQ(count_lines(out), 1);
+    CHECK_CONTAINS(out, "kinreg --help");
+}
+
+KR_TEST(options, model_path_is_checked_before_the_run)
+{
+    /* The scan ran to the end and then lost the model. */
+    CHECK_EQ(kinreg("run -q -b cpu -n 3 -m /nonexistent-kinreg-dir/x.ply"), 1);
+    CHECK_CONTAINS(out, "--save-model /nonexistent-kinreg-dir/x.ply");
+    CHECK_MSG(!strstr(out, "frames in"), "the run started: '%s'", out);
+    char args[512];
+    snprintf(args, sizeof args, "run -q -b cpu -n 3 -m '%s'", kr_test_tmpdir());
+    CHECK_EQ(kinreg(args), 1);
+    CHECK_CONTAINS(out, "is a directory");
+    CHECK_MSG(!strstr(out, "frames in"), "the run started: '%s'", out);
+}
+
+KR_TEST(options, publish_port_out_of_range_is_refused)
+{
+    /* A tcp port of 99999 was accepted and bound a random port. */
+    CHECK_EQ(kinreg("run -q -b cpu -n 2 -p 'tcp://*:99999'"), 2);
+    CHECK_CONTAINS(out, "tcp://*:99999");
+    CHECK_CONTAINS(out, "1..65535");
+    CHECK_MSG(!strstr(out, "frames in"), "the run started: '%s'", out);
+    CHECK_EQ(kinreg("run -q -b cpu -n 2 -p 'tcp://127.0.0.1:0x10'"), 2);
+}
+
+KR_TEST(options, bench_takes_quiet_and_refuses_what_it_ignores)
+{
+    /* bench rejected -q and listed (and silently ignored) output options. */
+    CHECK_EQ(kinreg("bench -q -b cpu -n 2"), 0);
+    CHECK_CONTAINS(out, "frame total");
+    CHECK_MSG(!strstr(out, "timing stages"), "%s", out);
+    const char *unused[] = {"-t x.txt", "-m x.ply", "-p tcp://127.0.0.1:5555", "--rate 1",
+                            "--wait-subscriber 1"};
+    const char *names[] = {"--trajectory", "--save-model", "--publish", "--rate",
+                           "--wait-subscriber"};
+    for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "bench -q -b cpu -n 2 %s", unused[i]);
+        CHECK_EQ(kinreg(args), 2);
+        CHECK_CONTAINS(out, names[i]);
+        CHECK_CONTAINS(out, "not used by bench");
+    }
+    CHECK_EQ(kinreg("bench --help"), 0);
+    CHECK_MSG(!strstr(out, "--trajectory") && !strstr(out, "--publish"),
+              "bench help lists unused options");
+}
+
+KR_TEST(options, recording_directory_is_checked_before_the_source_opens)
+{
+    /* Output paths are checked before any work: a recording's too. */
+    CHECK_EQ(kinreg("record -q -n 2 /nonexistent-kinreg-dir/take synthetic"), 1);
+    CHECK_CONTAINS(
+        out,
+        "DIR /nonexistent-kinreg-dir/take cannot be created: no directory /nonexistent-kinreg-dir");
+    CHECK_MSG(!strstr(out, "synthetic:1"), "the source was opened first: '%s'", out);
+    CHECK_EQ(kinreg("convert -q synthetic /nonexistent-kinreg-dir/out"), 1);
+    CHECK_CONTAINS(out, "OUTPUT /nonexistent-kinreg-dir/out cannot be created");
 }

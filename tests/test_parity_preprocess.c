@@ -1,10 +1,11 @@
 /* Parity: preprocessing on the CUDA engine against its OpenMP twin on the same
  * frames (DESIGN.md §4) — a noisy synthetic scene with holes in both depth
  * encodings, and a real TUM frame when the shared data is there. Skips
- * cleanly without a CUDA device (CTest label gpu). Also prints the CUDA time
- * per 640×480 frame, upload and download included. */
+ * cleanly without a CUDA device (CTest label gpu). The CUDA time per frame,
+ * upload and download included, is `kinreg bench -b cuda`'s (stages upload,
+ * preprocess, download). */
 #include "kr_test.h"
-#include "parity_fixture.h"
+#include "parity.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +18,9 @@
 #if defined(__has_include)
 #if __has_include(<png.h>)
 #include <png.h>
+
+/* needs a CUDA device: skips without one, runs on the GPU machine */
+KR_LABELS("gpu");
 #define KR_TEST_HAVE_PNG 1
 #endif
 #endif
@@ -97,81 +101,97 @@ static kr_frame synthetic_frame(const kr_intrinsics *k, kr_depth_encoding enc, u
     return f;
 }
 
-/* ---- comparison ------------------------------------------------------------ */
+/* ---- both engines on one frame ------------------------------------------- */
 
-static void compare(const char *what, const kr_pyramid *a, const kr_pyramid *b)
+typedef struct {
+    const kr_preprocess_config *cfg;
+    const kr_frame *f;
+    const kr_intrinsics *k;
+} frame_in;
+
+/* The pyramid of one engine: per level its size, points and normals (NaN:
+ * none) and the counts of valid ones. */
+static bool pyramid(kr_device *dev, void *fixture, const void *arg, kr_parity_out *out)
 {
-    CHECK_EQ(a->levels, b->levels);
-    for (int l = 0; l < a->levels && l < b->levels; l++) {
-        const kr_cloud *ca = &a->level[l], *cb = &b->level[l];
-        CHECK_EQ(ca->width, cb->width);
-        CHECK_EQ(ca->height, cb->height);
-        if (ca->width != cb->width || ca->height != cb->height) return;
-        int n = ca->width * ca->height, point_mismatch = 0, normal_mismatch = 0;
-        double worst_p = 0, worst_n = 0;
-        for (int i = 0; i < n; i++) {
-            const float *pa = ca->points + 3 * i, *pb = cb->points + 3 * i;
-            const float *na = ca->normals + 3 * i, *nb = cb->normals + 3 * i;
-            bool va = !isnan(pa[0]), vb = !isnan(pb[0]);
-            if (va != vb) {
-                point_mismatch++;
-                continue;
-            }
-            if (va) {
-                double norm = sqrt(pa[0] * pa[0] + pa[1] * pa[1] + pa[2] * pa[2]);
-                for (int j = 0; j < 3; j++)
-                    worst_p = fmax(worst_p, fabs(pa[j] - pb[j]) / norm);
-            }
-            bool ma = !isnan(na[0]), mb = !isnan(nb[0]);
-            if (ma != mb) {
-                normal_mismatch++;
-                continue;
-            }
-            if (ma)
-                for (int j = 0; j < 3; j++)
-                    worst_n = fmax(worst_n, fabs(na[j] - nb[j]));
-        }
-        printf("    %s level %d (%dx%d): points %d/%d, normals %d/%d; mask mismatches %d points, "
-               "%d normals; "
-               "max point diff %.3g (relative), max normal diff %.3g\n",
-               what, l, ca->width, ca->height, ca->valid_points, cb->valid_points,
-               ca->valid_normals, cb->valid_normals, point_mismatch, normal_mismatch, worst_p,
-               worst_n);
-        /* Depths and points come from identical float operations: the masks
-         * of points must agree exactly. Normals may flip only where rounding
-         * meets the rejection threshold: at most 0.01 % of the pixels. */
-        CHECK_EQ(point_mismatch, 0);
-        CHECK_LE(normal_mismatch, 1e-4 * n);
-        CHECK_LE(worst_p, 1e-5);
-        CHECK_LE(worst_n, 1e-4);
-        CHECK_EQ(ca->valid_points, cb->valid_points);
-        CHECK_LE(abs(ca->valid_normals - cb->valid_normals), normal_mismatch);
-        CHECK_GT(ca->valid_normals, 0);
+    (void)arg;
+    const frame_in *in = fixture;
+    kr_pyramid p = {0};
+    kr_status st = kr_preprocess(dev, in->cfg, in->f, in->k, &p);
+    CHECK_OK(st);
+    if (st != KR_OK) {
+        kr_pyramid_free(&p);
+        return false;
+    }
+    kr_parity_put_scalar(out, "levels", p.levels);
+    for (int l = 0; l < p.levels; l++) {
+        const kr_cloud *c = &p.level[l];
+        size_t n = (size_t)c->width * (size_t)c->height;
+        double *size = kr_parity_put(out, 1, 2, "size level %d", l);
+        if (size) size[0] = c->width, size[1] = c->height;
+        char name[64];
+        snprintf(name, sizeof name, "points level %d", l);
+        kr_parity_put_f(out, name, c->points, n, 3);
+        snprintf(name, sizeof name, "normals level %d", l);
+        kr_parity_put_f(out, name, c->normals, n, 3);
+        double *valid = kr_parity_put(out, 1, 1, "valid points level %d", l);
+        if (valid) valid[0] = c->valid_points;
+        valid = kr_parity_put(out, 1, 1, "valid normals level %d", l);
+        if (valid) valid[0] = c->valid_normals;
+    }
+    kr_pyramid_free(&p);
+    return true;
+}
+
+/* The valid normals counted by each engine differ by no more than the
+ * pixels whose normal is there on one side only; and the CPU found some. */
+static void normal_counts(const kr_parity_step *step, const kr_parity_out *a,
+                          const kr_parity_out *b, void *fixture)
+{
+    (void)step;
+    (void)fixture;
+    const kr_parity_quantity *levels = kr_parity_get(a, "levels");
+    for (int l = 0; levels && l < (int)levels->v[0]; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "normals level %d", l);
+        const kr_parity_quantity *na = kr_parity_get(a, name), *nb = kr_parity_get(b, name);
+        snprintf(name, sizeof name, "valid normals level %d", l);
+        const kr_parity_quantity *va = kr_parity_get(a, name), *vb = kr_parity_get(b, name);
+        if (!na || !nb || !va || !vb || na->n != nb->n) continue; /* the checks said so */
+        size_t one_sided = 0;
+        for (size_t i = 0; i < na->n; i++)
+            one_sided += isnan(na->v[3 * i]) != isnan(nb->v[3 * i]);
+        CHECK_LE(fabs(va->v[0] - vb->v[0]), one_sided);
+        CHECK_GT(va->v[0], 0);
     }
 }
 
+/* Depths and points come from identical float operations: the masks of
+ * points must agree exactly, the points within 1e-5 of their distance.
+ * Normals may flip only where rounding meets the rejection threshold: at
+ * most 0.01 % of the pixels; elsewhere within 1e-4. */
 static void run_both(const char *what, const kr_preprocess_config *cfg, const kr_frame *f,
                      const kr_intrinsics *k)
 {
-    kr_device *cpu = make_device(KR_BACKEND_CPU), *gpu = make_device(KR_BACKEND_CUDA);
-    CHECK(cpu && gpu);
-    kr_pyramid pc = {0}, pg = {0};
-    if (cpu && gpu) {
-        CHECK_OK(kr_preprocess(cpu, cfg, f, k, &pc));
-        CHECK_OK(kr_preprocess(gpu, cfg, f, k, &pg));
-        if (!kr_test_failed()) compare(what, &pc, &pg);
-    }
-    kr_pyramid_free(&pc);
-    kr_pyramid_free(&pg);
-    kr_device_destroy(&cpu);
-    kr_device_destroy(&gpu);
+    frame_in in = {cfg, f, k};
+    const kr_parity_step step = {
+        .name = what,
+        .cpu = pyramid,
+        .cuda = pyramid,
+        .checks = {PARITY_CHECK("levels", KR_PARITY_BITS, 0),
+                   PARITY_CHECK("size", KR_PARITY_BITS, 0),
+                   PARITY_CHECK("points", KR_PARITY_NORM, 1e-5, .nan_equal = true),
+                   PARITY_CHECK("normals", KR_PARITY_ABS, 1e-4, .nan_equal = true, .allowed = 1e-4),
+                   PARITY_CHECK("valid points", KR_PARITY_BITS, 0)},
+        .also = normal_counts,
+    };
+    kr_parity_run(&step, 1, &in);
 }
 
 static const kr_intrinsics kinect = {640, 480, 525.0f, 525.0f, 319.5f, 239.5f, 0, 0, 0, 0, 0};
 
 KR_TEST(parity_preprocess, synthetic_scaled)
 {
-    NEED_CUDA();
+    PARITY_NEED();
     kr_frame f = synthetic_frame(&kinect, KR_DEPTH_SCALED, 1);
     run_both("scaled", NULL, &f, &kinect);
     kr_frame_release(&f);
@@ -179,7 +199,7 @@ KR_TEST(parity_preprocess, synthetic_scaled)
 
 KR_TEST(parity_preprocess, synthetic_disparity)
 {
-    NEED_CUDA();
+    PARITY_NEED();
     kr_frame f = synthetic_frame(&kinect, KR_DEPTH_DISPARITY11, 2);
     run_both("disparity", NULL, &f, &kinect);
     kr_frame_release(&f);
@@ -187,7 +207,7 @@ KR_TEST(parity_preprocess, synthetic_disparity)
 
 KR_TEST(parity_preprocess, synthetic_odd_size_five_levels)
 {
-    NEED_CUDA();
+    PARITY_NEED();
     kr_intrinsics k = {645, 483, 525.0f, 525.0f, 322.0f, 241.0f, 0, 0, 0, 0, 0};
     kr_frame f = synthetic_frame(&k, KR_DEPTH_SCALED, 3);
     kr_preprocess_config cfg;
@@ -237,7 +257,7 @@ static bool read_first_tum_frame(const char *dir, kr_frame *out)
 
 KR_TEST(parity_preprocess, tum_frame)
 {
-    NEED_CUDA();
+    PARITY_NEED();
     const char *dir = kr_test_data("tum/fr1_xyz_head");
     if (!dir) SKIP("no shared data tum/fr1_xyz_head (set KINREG_DATA)");
 #ifdef KR_TEST_HAVE_PNG
@@ -256,8 +276,8 @@ KR_TEST(parity_preprocess, tum_frame)
 
 KR_TEST(parity_preprocess, cuda_device_context)
 {
-    NEED_CUDA();
-    kr_device *dev = make_device(KR_BACKEND_AUTO);
+    PARITY_NEED();
+    kr_device *dev = kr_parity_make_device(KR_BACKEND_AUTO);
     REQUIRE(dev);
     CHECK_EQ(kr_device_backend(dev), KR_BACKEND_CUDA); /* AUTO takes the GPU */
     CHECK_CONTAINS(kr_device_describe(dev), "cuda: ");
@@ -271,7 +291,7 @@ KR_TEST(parity_preprocess, cuda_device_context)
     REQUIRE_OK(kr_preprocess(dev, NULL, &f, &kinect, &p));
     CHECK(p.storage == block);
     /* A CPU-filled pyramid handed to the GPU, and back. */
-    kr_device *cpu = make_device(KR_BACKEND_CPU);
+    kr_device *cpu = kr_parity_make_device(KR_BACKEND_CPU);
     REQUIRE_OK(kr_preprocess(cpu, NULL, &f, &kinect, &p));
     REQUIRE_OK(kr_preprocess(dev, NULL, &f, &kinect, &p));
     kr_pyramid_free(&p);
@@ -291,7 +311,7 @@ KR_TEST(parity_preprocess, cuda_device_context)
 
 KR_TEST(parity_preprocess, cuda_errors_name_the_statement)
 {
-    NEED_CUDA();
+    PARITY_NEED();
     /* An impossible page-locked allocation fails inside CUDA: the status is
      * KR_ERR_CUDA and the detail names the file, line and the call. */
     void *p = (void *)&p;
@@ -301,7 +321,7 @@ KR_TEST(parity_preprocess, cuda_errors_name_the_statement)
     CHECK_CONTAINS(kr_last_error(), "cudaMallocHost(");
     printf("    %s\n", kr_last_error());
     /* Not sticky: the device still works afterwards. */
-    kr_device *dev = make_device(KR_BACKEND_CUDA);
+    kr_device *dev = kr_parity_make_device(KR_BACKEND_CUDA);
     REQUIRE(dev);
     kr_frame f = synthetic_frame(&kinect, KR_DEPTH_SCALED, 6);
     kr_pyramid pyr = {0};
@@ -310,44 +330,4 @@ KR_TEST(parity_preprocess, cuda_errors_name_the_statement)
     kr_pyramid_free(&pyr);
     kr_frame_release(&f);
     kr_device_destroy(&dev);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median_ms(kr_device *dev, const kr_frame *f, const kr_intrinsics *k, kr_pyramid *p)
-{
-    enum { WARM = 5, RUNS = 50 };
-    double t[RUNS];
-    for (int i = 0; i < WARM; i++)
-        if (kr_preprocess(dev, NULL, f, k, p) != KR_OK) return NAN;
-    for (int i = 0; i < RUNS; i++) {
-        double t0 = kr_now();
-        if (kr_preprocess(dev, NULL, f, k, p) != KR_OK) return NAN;
-        t[i] = (kr_now() - t0) * 1e3;
-    }
-    qsort(t, RUNS, sizeof t[0], cmp_double);
-    return t[RUNS / 2];
-}
-
-/* Not a benchmark (kinreg bench is): a figure for the parity report. */
-KR_TEST(parity_preprocess, timing)
-{
-    NEED_CUDA();
-    kr_frame f = synthetic_frame(&kinect, KR_DEPTH_SCALED, 5);
-    kr_device *cpu = make_device(KR_BACKEND_CPU), *gpu = make_device(KR_BACKEND_CUDA);
-    REQUIRE(cpu && gpu);
-    kr_pyramid p = {0};
-    double tg = median_ms(gpu, &f, &kinect, &p), tc = median_ms(cpu, &f, &kinect, &p);
-    printf("    640x480, 3 levels, median of 50: cuda %.3f ms (upload + kernels + download), %s "
-           "%.3f ms\n",
-           tg, kr_device_describe(cpu), tc);
-    CHECK(isfinite(tg) && isfinite(tc));
-    kr_pyramid_free(&p);
-    kr_device_destroy(&cpu);
-    kr_device_destroy(&gpu);
-    kr_frame_release(&f);
 }

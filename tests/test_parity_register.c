@@ -8,13 +8,16 @@
  * 0.05 mm after the whole schedule, and the three reach the true motion
  * (0.5°, 2 mm). */
 #include "kr_test.h"
-#include "parity_fixture.h"
+#include "parity.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "kinreg/device.h"
 #include "kinreg/register.h"
+
+/* needs a CUDA device: skips without one, runs on the GPU machine */
+KR_LABELS("gpu");
 
 /* A bumpy closed surface (the CuPy anchor's shape) sampled at n points. */
 static float *surface(unsigned *s, size_t n)
@@ -53,52 +56,108 @@ static kr_pose the_motion(void)
     return kr_pose_from_quat(q, t);
 }
 
+/* ---- one registration on each engine ---------------------------------------- */
+
+/* What every engine registers alike: src is (the first n points of) dst
+ * moved by the inverse of the motion, so exact correspondences exist and
+ * besides agreeing with each other every engine must land on the motion
+ * (within max_deg and max_m). */
+typedef struct {
+    kr_register_config c;
+    const float *src, *dst;
+    size_t n, m;
+    const kr_pose *init;
+    kr_pose motion_inv;
+    double max_deg, max_m;
+    bool deterministic; /* of the fused engine's next run */
+    kr_pose kept[2];    /* the fused engine's deterministic poses */
+    int kept_count;
+} reg_in;
+
+/* kr_register with `engine`: the engine is the one asked for, the pose near
+ * the motion; puts the pose and the number of steps. */
+static bool register_with(kr_device *dev, reg_in *in, kr_reg_engine engine, kr_parity_out *out)
+{
+    kr_register_config c = in->c;
+    c.engine = engine;
+    c.deterministic = engine == KR_REG_ENGINE_FUSED && in->deterministic;
+    kr_register_result r;
+    kr_status st = kr_register(dev, &c, in->src, in->n, in->dst, in->m, in->init, &r);
+    CHECK_OK(st);
+    if (st != KR_OK) return false;
+    CHECK_EQ(r.engine, engine);
+    kr_pose d = kr_pose_mul(&r.pose, &in->motion_inv);
+    printf("  %s %s%s: %d steps %.2f ms, error %.4f deg %.4f mm\n", kr_reg_method_name(c.method),
+           kr_reg_engine_name(r.engine), c.deterministic ? " deterministic" : "", r.iterations,
+           r.seconds * 1e3, kr_pose_angle(&d) * 180 / M_PI, kr_pose_translation_norm(&d) * 1e3);
+    CHECK_LT(kr_pose_angle(&d) * 180 / M_PI, in->max_deg);
+    CHECK_LT(kr_pose_translation_norm(&d), in->max_m);
+    if (c.deterministic && in->kept_count < 2) in->kept[in->kept_count++] = r.pose;
+    kr_parity_put_poses(out, "pose", &r.pose, 1);
+    kr_parity_put_scalar(out, "steps", r.iterations);
+    return true;
+}
+
+static bool on_cpu_engine(kr_device *dev, void *fixture, const void *arg, kr_parity_out *out)
+{
+    (void)arg;
+    return register_with(dev, fixture, KR_REG_ENGINE_CPU, out);
+}
+
+static bool on_fused_engine(kr_device *dev, void *fixture, const void *arg, kr_parity_out *out)
+{
+    (void)arg;
+    return register_with(dev, fixture, KR_REG_ENGINE_FUSED, out);
+}
+
+static bool on_cublas_engine(kr_device *dev, void *fixture, const void *arg, kr_parity_out *out)
+{
+    (void)arg;
+    return register_with(dev, fixture, KR_REG_ENGINE_CUBLAS, out);
+}
+
+/* The fused engine with deterministic column sums. */
+static bool on_fused_deterministic(kr_device *dev, void *fixture, const void *arg,
+                                   kr_parity_out *out)
+{
+    reg_in *in = fixture;
+    in->deterministic = true;
+    bool ok = on_fused_engine(dev, fixture, arg, out);
+    in->deterministic = false;
+    return ok;
+}
+
+/* The same number of steps, and the pose within 0.02° and 0.05 mm of the
+ * CPU engine's (see the head of this file). */
+#define SAME_POSE                                                                                  \
+    PARITY_CHECK("steps", KR_PARITY_BITS, 0),                                                      \
+        PARITY_CHECK("pose", KR_PARITY_DEGREES, 0.02, .below = true),                              \
+        PARITY_CHECK("pose", KR_PARITY_DISTANCE, 5e-5, .below = true)
+
+static const kr_parity_step both_device_engines[] = {
+    PARITY_STEP("fused engine", on_cpu_engine, on_fused_engine, NULL, SAME_POSE),
+    PARITY_STEP("cublas engine", on_cpu_engine, on_cublas_engine, NULL, SAME_POSE),
+};
+
 /* n source points against m >= n destination points. */
 static void compare(kr_reg_method method, size_t n, size_t m, int jmax)
 {
-    NEED_CUDA();
+    PARITY_NEED();
     unsigned s = 21;
-    /* src is (the first n points of) dst moved: exact correspondences exist,
-     * so besides agreeing with each other every engine must land on the
-     * motion itself. */
     kr_pose T = the_motion(), Ti = kr_pose_inv(&T);
     float *dst = surface(&s, m), *src = moved(dst, n, &Ti);
     REQUIRE(src != NULL);
-    kr_device *cpu = make_device(KR_BACKEND_CPU), *gpu = make_device(KR_BACKEND_CUDA);
-    REQUIRE(cpu && gpu);
-    kr_register_config c;
-    kr_register_config_default(&c);
-    c.method = method;
-    c.extent = KR_REG_SEED_EXTENT;
-    c.stop_motion = 0; /* the whole schedule on every engine */
+    reg_in in = {
+        .src = src, .dst = dst, .n = n, .m = m, .motion_inv = Ti, .max_deg = 0.5, .max_m = 0.002};
+    kr_register_config_default(&in.c);
+    in.c.method = method;
+    in.c.extent = KR_REG_SEED_EXTENT;
+    in.c.stop_motion = 0; /* the whole schedule on every engine */
     if (jmax) {
-        c.jmax = jmax;
-        c.t_factor = pow(0.95, 100.0 / jmax);
+        in.c.jmax = jmax;
+        in.c.t_factor = pow(0.95, 100.0 / jmax);
     }
-    kr_register_result r[3];
-    kr_reg_engine engines[3] = {KR_REG_ENGINE_CPU, KR_REG_ENGINE_FUSED, KR_REG_ENGINE_CUBLAS};
-    for (int e = 0; e < 3; e++) {
-        c.engine = engines[e];
-        REQUIRE_OK(kr_register(e ? gpu : cpu, &c, src, n, dst, m, NULL, &r[e]));
-        CHECK_EQ(r[e].engine, engines[e]);
-        CHECK_EQ(r[e].iterations, r[0].iterations);
-        kr_pose d = kr_pose_mul(&r[e].pose, &Ti);
-        printf("  %s %s: %d steps %.2f ms, error %.4f deg %.3f mm, vs cpu ",
-               kr_reg_method_name(method), kr_reg_engine_name(engines[e]), r[e].iterations,
-               r[e].seconds * 1e3, kr_pose_angle(&d) * 180 / M_PI,
-               kr_pose_translation_norm(&d) * 1e3);
-        kr_pose ic = kr_pose_inv(&r[0].pose), x = kr_pose_mul(&ic, &r[e].pose);
-        double dt = 0;
-        for (int k = 0; k < 3; k++)
-            dt += pow(r[e].pose.t[k] - r[0].pose.t[k], 2);
-        printf("%.5f deg %.4f mm\n", kr_pose_angle(&x) * 180 / M_PI, sqrt(dt) * 1e3);
-        CHECK_LT(kr_pose_angle(&x) * 180 / M_PI, 0.02);
-        CHECK_LT(sqrt(dt), 5e-5);
-        CHECK_LT(kr_pose_angle(&d) * 180 / M_PI, 0.5);
-        CHECK_LT(kr_pose_translation_norm(&d), 0.002);
-    }
-    kr_device_destroy(&cpu);
-    kr_device_destroy(&gpu);
+    kr_parity_run(both_device_engines, 2, &in);
     free(src);
     free(dst);
 }
@@ -130,43 +189,39 @@ KR_TEST(parity_register, softassign_engines_agree_beyond_the_chip)
     compare(KR_REG_SOFTASSIGN, 800, 6000, 40);
 }
 
+static const kr_parity_step fused_both_ways[] = {
+    PARITY_STEP("fused", on_cpu_engine, on_fused_engine, NULL, SAME_POSE),
+    PARITY_STEP("fused deterministic", on_cpu_engine, on_fused_deterministic, NULL, SAME_POSE),
+    PARITY_STEP("fused deterministic again", on_cpu_engine, on_fused_deterministic, NULL,
+                SAME_POSE),
+};
+
 /* The CPU engine's pose and the fused engine's, with and without
  * deterministic (pipeline/register/softassign_onchip.cu: fixed-point or float column
  * sums), from `init`: within the tolerances above of each other and of the
  * motion. Deterministic runs twice must agree to the last bit. */
 static void softassign_fused_both_ways(kr_register_config c, size_t n, const kr_pose *init)
 {
-    NEED_CUDA();
+    PARITY_NEED();
     unsigned s = 21;
     kr_pose T = the_motion(), Ti = kr_pose_inv(&T);
     float *dst = surface(&s, n), *src = moved(dst, n, &Ti);
-    kr_device *cpu = make_device(KR_BACKEND_CPU), *gpu = make_device(KR_BACKEND_CUDA);
-    REQUIRE(src && cpu && gpu);
+    REQUIRE(src);
     c.method = KR_REG_SOFTASSIGN;
     c.extent = KR_REG_SEED_EXTENT;
     c.stop_motion = 0;
-    kr_register_result ref, r[3];
-    c.engine = KR_REG_ENGINE_CPU;
-    REQUIRE_OK(kr_register(cpu, &c, src, n, dst, n, init, &ref));
-    c.engine = KR_REG_ENGINE_FUSED;
-    for (int k = 0; k < 3; k++) {
-        c.deterministic = k > 0;
-        REQUIRE_OK(kr_register(gpu, &c, src, n, dst, n, init, &r[k]));
-        kr_pose ic = kr_pose_inv(&ref.pose), x = kr_pose_mul(&ic, &r[k].pose);
-        kr_pose d = kr_pose_mul(&r[k].pose, &Ti);
-        printf("  fused%s: %d steps, vs cpu %.5f deg %.4f mm, error %.4f deg %.3f mm\n",
-               k ? " deterministic" : "", r[k].iterations, kr_pose_angle(&x) * 180 / M_PI,
-               kr_pose_translation_norm(&x) * 1e3, kr_pose_angle(&d) * 180 / M_PI,
-               kr_pose_translation_norm(&d) * 1e3);
-        CHECK_EQ(r[k].iterations, ref.iterations);
-        CHECK_LT(kr_pose_angle(&x) * 180 / M_PI, 0.02);
-        CHECK_LT(kr_pose_translation_norm(&x), 5e-5);
-        CHECK_LT(kr_pose_angle(&d) * 180 / M_PI, 0.5);
-        CHECK_LT(kr_pose_translation_norm(&d), 0.002);
-    }
-    CHECK(memcmp(&r[1].pose, &r[2].pose, sizeof r[1].pose) == 0);
-    kr_device_destroy(&cpu);
-    kr_device_destroy(&gpu);
+    reg_in in = {.c = c,
+                 .src = src,
+                 .dst = dst,
+                 .n = n,
+                 .m = n,
+                 .init = init,
+                 .motion_inv = Ti,
+                 .max_deg = 0.5,
+                 .max_m = 0.002};
+    kr_parity_run(fused_both_ways, 3, &in);
+    CHECK_EQ(in.kept_count, 2);
+    CHECK(memcmp(&in.kept[0], &in.kept[1], sizeof in.kept[0]) == 0);
     free(src);
     free(dst);
 }
@@ -193,10 +248,12 @@ KR_TEST(parity_register, softassign_engines_agree_when_cold)
     softassign_fused_both_ways(c, 800, &T);
 }
 
+/* A device fault of its own: the refusal comes on a device that no other
+ * case uses. */
 KR_TEST(parity_register, cublas_says_when_the_matrix_cannot_fit)
 {
-    NEED_CUDA();
-    kr_device *gpu = make_device(KR_BACKEND_CUDA);
+    PARITY_NEED();
+    kr_device *gpu = kr_parity_make_device(KR_BACKEND_CUDA);
     REQUIRE(gpu);
     unsigned s = 3;
     size_t m = 70000;
@@ -213,11 +270,19 @@ KR_TEST(parity_register, cublas_says_when_the_matrix_cannot_fit)
 }
 
 /* Newton (the tracker's engines): the device's graph against the CPU's loop
- * on the surface moved by 10 degrees and 2 cm, within Newton's basin. Both
- * sum the same per-pair terms (core/track_kernels.h) in different orders. */
+ * on the surface moved by 10 degrees and 2 cm, within Newton's basin, both
+ * within 0.1° and 0.5 mm of it. Both sum the same per-pair terms
+ * (core/track_kernels.h) in different orders: within 0.01° and 0.02 mm of
+ * each other. */
+static const kr_parity_step newton_engines[] = {
+    PARITY_STEP("newton", on_cpu_engine, on_fused_engine, NULL,
+                PARITY_CHECK("pose", KR_PARITY_DEGREES, 0.01, .below = true),
+                PARITY_CHECK("pose", KR_PARITY_DISTANCE, 2e-5, .below = true)),
+};
+
 KR_TEST(parity_register, newton_engines_agree)
 {
-    NEED_CUDA();
+    PARITY_NEED();
     unsigned s = 23;
     enum { N = 20000 };
     double h = 10 * M_PI / 360, t[3] = {0.02, 0, -0.01};
@@ -227,29 +292,11 @@ KR_TEST(parity_register, newton_engines_agree)
     float *dst = surface(&s, N), *other = surface(&s, N), *src = moved(other, N, &Ti);
     free(other);
     REQUIRE(src != NULL);
-    kr_device *cpu = make_device(KR_BACKEND_CPU), *gpu = make_device(KR_BACKEND_CUDA);
-    REQUIRE(cpu && gpu);
-    kr_register_config c;
-    kr_register_config_default(&c);
-    c.method = KR_REG_NEWTON;
-    kr_register_result r[2];
-    c.engine = KR_REG_ENGINE_CPU;
-    REQUIRE_OK(kr_register(cpu, &c, src, N, dst, N, NULL, &r[0]));
-    c.engine = KR_REG_ENGINE_FUSED;
-    REQUIRE_OK(kr_register(gpu, &c, src, N, dst, N, NULL, &r[1]));
-    for (int e = 0; e < 2; e++) {
-        kr_pose d = kr_pose_mul(&r[e].pose, &Ti);
-        printf("  newton %s: %d steps %.2f ms, error %.4f deg %.4f mm\n",
-               kr_reg_engine_name(r[e].engine), r[e].iterations, r[e].seconds * 1e3,
-               kr_pose_angle(&d) * 180 / M_PI, kr_pose_translation_norm(&d) * 1e3);
-        CHECK_LT(kr_pose_angle(&d) * 180 / M_PI, 0.1);
-        CHECK_LT(kr_pose_translation_norm(&d), 0.0005);
-    }
-    kr_pose ic = kr_pose_inv(&r[0].pose), x = kr_pose_mul(&ic, &r[1].pose);
-    CHECK_LT(kr_pose_angle(&x) * 180 / M_PI, 0.01);
-    CHECK_LT(kr_pose_translation_norm(&x), 2e-5);
-    kr_device_destroy(&cpu);
-    kr_device_destroy(&gpu);
+    reg_in in = {
+        .src = src, .dst = dst, .n = N, .m = N, .motion_inv = Ti, .max_deg = 0.1, .max_m = 0.0005};
+    kr_register_config_default(&in.c);
+    in.c.method = KR_REG_NEWTON;
+    kr_parity_run(newton_engines, 1, &in);
     free(src);
     free(dst);
 }

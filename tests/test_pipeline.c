@@ -10,6 +10,9 @@
 #include "kinreg/eval.h"
 #include "kinreg/pipeline.h"
 
+/* the capture, tracker, fuser and publisher threads: TSan watches them */
+KR_LABELS("threads");
+
 static int count_pose_lines(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -43,7 +46,7 @@ static double run_and_evaluate(kr_pipeline_config *cfg, kr_pipeline_stats *stats
     return rmse;
 }
 
-KR_TEST(pipeline, synthetic_scan_within_one_centimetre)
+KR_TEST_TAGGED(pipeline, synthetic_scan_within_one_centimetre, "long")
 {
     char traj[512], model[512];
     snprintf(traj, sizeof traj, "%s/synthetic_traj.txt", kr_test_tmpdir());
@@ -64,7 +67,7 @@ KR_TEST(pipeline, synthetic_scan_within_one_centimetre)
     CHECK_GT(st.model_points, 1000);
 }
 
-KR_TEST(pipeline, tum_fr1_xyz_within_bound)
+KR_TEST_TAGGED(pipeline, tum_fr1_xyz_within_bound, "long")
 {
     const char *dir = kr_test_data("tum/fr1_xyz_head");
     if (!dir) SKIP("../shared/data/tum/fr1_xyz_head is absent");
@@ -168,7 +171,7 @@ static void *subscribe(void *arg)
     return NULL;
 }
 
-KR_TEST(pipeline, subscriber_receives_every_pose)
+KR_TEST_TAGGED(pipeline, subscriber_receives_every_pose, "deadline")
 {
     char endpoint[512];
     snprintf(endpoint, sizeof endpoint, "ipc://%s/poses.sock", kr_test_tmpdir());

@@ -10,6 +10,9 @@
 
 #include "kinreg/queue.h"
 
+/* its worker threads are what TSan watches */
+KR_LABELS("threads");
+
 /* A frame whose one-sample buffer carries its own index, so a test can tell
  * that the buffer travelled with the frame. */
 static kr_frame make_frame(uint64_t index)

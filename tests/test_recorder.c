@@ -1,7 +1,8 @@
 /* The recorder: frames written in both formats and read back through the
  * sources; the disparity model's inverse checked against the forward model
  * by brute force; the TUM → fakenect → TUM round trip on real fr1 depth held
- * to half a disparity step; and the layout, ordering and overwrite rules. */
+ * to half a disparity step; the layout, ordering and overwrite rules; and
+ * the intrinsics that `kinreg record` and `convert` keep with a recording. */
 #include "kr_test.h"
 
 #include <math.h>
@@ -617,5 +618,80 @@ KR_TEST(recorder, groundtruth_travels_with_the_frames)
     CHECK_NEAR(g1->stamps[1], g0->stamps[1], 1e-6);
     CHECK_NEAR(g1->poses[1].t[0], g0->poses[1].t[0], 1e-6);
     kr_source_destroy(&back);
+    kr_source_destroy(&src);
+}
+
+/* ---- the program's recordings keep their intrinsics ------------------------ */
+
+static char out[1 << 16];
+
+static int kinreg(const char *args)
+{
+    return kr_test_run_tool(NULL, args, out, sizeof out);
+}
+
+KR_TEST(recorder, recordings_carry_intrinsics_and_runs_say_which)
+{
+    /* record --format tum dropped the source's intrinsics; a later run fell
+     * back to the 525 px default without a word. */
+    char dir[600], bare[700], args[2048];
+    snprintf(dir, sizeof dir, "%s/kinect_tum", kr_test_tmpdir());
+    snprintf(args, sizeof args, "record -q -f tum --intrinsics kinect -n 3 '%s' synthetic", dir);
+    REQUIRE(kinreg(args) == 0);
+    kr_source_config cfg;
+    kr_source_config_default(&cfg);
+    char uri[800];
+    snprintf(uri, sizeof uri, "tum:%s", dir);
+    cfg.uri = uri;
+    kr_source *src = NULL;
+    REQUIRE_OK(kr_source_create(&src, &cfg));
+    kr_intrinsics got = kr_source_intrinsics(src), want;
+    REQUIRE_OK(kr_intrinsics_preset("kinect", &want));
+    CHECK(memcmp(&got, &want, sizeof got) == 0);
+    kr_source_destroy(&src);
+
+    /* run prints the intrinsics, depth units and backend with their origin. */
+    snprintf(args, sizeof args, "run -q -b cpu -n 2 '%s'", dir);
+    REQUIRE(kinreg(args) == 0);
+    CHECK_CONTAINS(out, "fx 570.3");
+    CHECK_CONTAINS(out, "kinreg-intrinsics.txt");
+    CHECK_CONTAINS(out, "5000 units/m (TUM default)");
+    CHECK_CONTAINS(out, "--backend cpu");
+    snprintf(args, sizeof args, "run -q -b cpu -n 2 --intrinsics fr3 '%s'", dir);
+    REQUIRE(kinreg(args) == 0);
+    CHECK_CONTAINS(out, "preset fr3, as given (--intrinsics)");
+
+    /* A TUM directory without the file: one warning naming the preset. */
+    snprintf(bare, sizeof bare, "%s/bare_tum", kr_test_tmpdir());
+    snprintf(args, sizeof args, "cp -r '%s' '%s' && rm '%s/kinreg-intrinsics.txt'", dir, bare,
+             bare);
+    REQUIRE(system(args) == 0);
+    snprintf(args, sizeof args, "run -q -b cpu -n 2 '%s'", bare);
+    REQUIRE(kinreg(args) == 0);
+    CHECK_CONTAINS(out, "warning: tum:");
+    CHECK_CONTAINS(out, "no kinreg-intrinsics.txt: using the default preset");
+}
+
+KR_TEST(recorder, convert_to_tum_keeps_the_dump_intrinsics)
+{
+    char dump[600], tum[600], args[2048];
+    snprintf(dump, sizeof dump, "%s/conv_dump", kr_test_tmpdir());
+    snprintf(tum, sizeof tum, "%s/conv_tum", kr_test_tmpdir());
+    snprintf(args, sizeof args,
+             "record -q -f fakenect --intrinsics 500,501,320,240 -n 2 '%s' synthetic", dump);
+    REQUIRE(kinreg(args) == 0);
+    snprintf(args, sizeof args, "convert -q '%s' '%s'", dump, tum);
+    REQUIRE(kinreg(args) == 0);
+    kr_source_config cfg;
+    kr_source_config_default(&cfg);
+    char uri[800];
+    snprintf(uri, sizeof uri, "tum:%s", tum);
+    cfg.uri = uri;
+    kr_source *src = NULL;
+    REQUIRE_OK(kr_source_create(&src, &cfg));
+    kr_intrinsics k = kr_source_intrinsics(src);
+    CHECK_EQ(k.fx, 500.0f);
+    CHECK_EQ(k.fy, 501.0f);
+    CHECK_EQ(k.cx, 320.0f);
     kr_source_destroy(&src);
 }

@@ -70,7 +70,7 @@ static detection run_log(kr_pipeline_config *cfg, frame_log *log, bool print)
     return d;
 }
 
-KR_TEST(recovery, detection_rates_on_jumps_and_covered)
+KR_TEST_TAGGED(recovery, detection_rates_on_jumps_and_covered, "long")
 {
     kr_pipeline_config cfg;
     kr_pipeline_config_default(&cfg);
@@ -87,7 +87,7 @@ KR_TEST(recovery, detection_rates_on_jumps_and_covered)
     free(log.r);
 }
 
-KR_TEST(recovery, pipeline_recovers_from_jumps_and_covered_stretches)
+KR_TEST_TAGGED(recovery, pipeline_recovers_from_jumps_and_covered_stretches, "long")
 {
     kr_pipeline_config cfg;
     kr_pipeline_config_default(&cfg);

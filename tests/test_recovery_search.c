@@ -305,7 +305,7 @@ static void pipeline_figures(const kr_source_config *scfg, kr_recover_method met
  * (30 s, 20 jumps, 5 covered stretches) and the run without jumps beside it;
  * KR_RECOVERY_METHOD=newton (or another) to measure that method;
  * KR_RECOVERY_PRINT=1 names the events not found again in time. */
-KR_TEST(recovery_search, pipeline_events_and_ate)
+KR_TEST_TAGGED(recovery_search, pipeline_events_and_ate, "long")
 {
     kr_source_config scfg;
     kr_source_config_default(&scfg);

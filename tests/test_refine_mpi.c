@@ -11,6 +11,9 @@
 #include "kinreg/scan.h"
 #include "kinreg/refine.h"
 
+/* Open MPI keeps its own allocations past MPI_Finalize (no leak check) */
+KR_LABELS("mpi");
+
 /* The stated tolerance (README, "Refinement on a cluster"): the ranks add the
  * same per-grid-point terms in another order, so the poses agree to rounding
  * unless a borderline LM decision flips; 1 µm and 1e-4° leave room for that

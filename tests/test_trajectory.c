@@ -1,5 +1,6 @@
 /* TUM trajectory files: round trip through write/read, the line format, and
- * malformed input reported with its file and line. */
+ * malformed input reported with its file and line; the bounded history a
+ * long session keeps. */
 #include "kr_test.h"
 
 #include <stdio.h>
@@ -136,5 +137,26 @@ KR_TEST(trajectory, push_grows_and_keeps_order)
     for (int i = 0; i < 1000; i++)
         bad += t.stamps[i] != i * 0.5 || t.poses[i].t[0] != i;
     CHECK_EQ(bad, 0);
+    kr_trajectory_free(&t);
+}
+
+/* The bounded history (core/trajectory_keep.c) of a long session. */
+KR_TEST(trajectory, trajectory_keeps_the_last_poses)
+{
+    kr_trajectory t = {0};
+    kr_pose pose = kr_pose_identity();
+    size_t most = 0;
+    for (int i = 0; i < 1000; i++) {
+        pose.t[0] = i;
+        REQUIRE_OK(kr_trajectory_push(&t, 0.1 * i, &pose));
+        kr_trajectory_keep_last(&t, 64);
+        if (t.count > most) most = t.count;
+        /* The newest pose is always last, and the history is contiguous. */
+        REQUIRE(t.poses[t.count - 1].t[0] == i);
+        REQUIRE(t.poses[0].t[0] == i - (double)t.count + 1);
+        REQUIRE(t.count >= (i + 1 < 64 ? (size_t)i + 1 : 64));
+    }
+    CHECK_LE(most, 128);
+    CHECK_LE(t.capacity, 128);
     kr_trajectory_free(&t);
 }

@@ -21,6 +21,9 @@
 
 #include "kinreg/transport.h"
 
+/* the publisher's and subscribers' threads: TSan watches them */
+KR_LABELS("threads");
+
 /* ---- helpers -------------------------------------------------------------- */
 
 static uint64_t rng_next(uint64_t *s)

@@ -1,6 +1,7 @@
 /* TUM RGB-D replay: the real fr1_xyz_head sequence when present, and every
  * kind of bad input, made here with libpng: each must give the right status
- * and a message naming the file (and the depth.txt line). */
+ * and a message naming the file (and the depth.txt line). The program takes
+ * DIR/depth.txt for DIR, and --skip-bad names a few bad frames, then counts. */
 #include "kr_test.h"
 
 #include <png.h>
@@ -507,4 +508,72 @@ KR_TEST(tum, stride_with_decode_ahead)
     }
     kr_source_destroy(&src[0]);
     kr_source_destroy(&src[1]);
+}
+
+/* ---- the program on TUM directories ----------------------------------------- */
+
+static char out[1 << 16];
+
+static int kinreg(const char *args)
+{
+    return kr_test_run_tool(NULL, args, out, sizeof out);
+}
+
+KR_TEST(tum, a_source_may_name_its_index_file)
+{
+    /* `kinreg run DIR/depth.txt` said "no such directory". */
+    const char *depth_txt = kr_test_data("tum/fr1_xyz_head/depth.txt");
+    if (!depth_txt) SKIP("no TUM data (KINREG_DATA or ../shared/data)");
+    char args[2048];
+    snprintf(args, sizeof args, "run -q -b cpu -n 2 '%s'", depth_txt);
+    CHECK_EQ(kinreg(args), 0);
+    CHECK_CONTAINS(out, "2 frames");
+    snprintf(args, sizeof args, "run -q -b cpu -n 2 'tum:%s'", depth_txt);
+    CHECK_EQ(kinreg(args), 0);
+}
+
+static int warnings;
+static void count_warnings(kr_log_level level, const char *message, void *user)
+{
+    (void)message, (void)user;
+    warnings += level == KR_LOG_WARN;
+}
+
+KR_TEST(tum, skip_bad_shows_a_few_then_counts)
+{
+    /* --skip-bad printed one line per skipped frame. */
+    char rec[600], args[2048];
+    snprintf(rec, sizeof rec, "%s/skip_src", kr_test_tmpdir());
+    snprintf(args, sizeof args,
+             "record -q -f tum -n 12 '%s' synthetic 2>/dev/null && for f in $(ls '%s/depth' | head "
+             "-10); do "
+             "echo x > '%s/depth/'$f; "
+             "done",
+             rec, rec, rec);
+    REQUIRE(kinreg(args) == 0);
+    kr_source_config cfg;
+    kr_source_config_default(&cfg);
+    char uri[800];
+    snprintf(uri, sizeof uri, "tum:%s", rec);
+    cfg.uri = uri;
+    cfg.skip_bad = true;
+    kr_source *src = NULL;
+    REQUIRE_OK(kr_source_create(&src, &cfg));
+    warnings = 0;
+    kr_log_set(KR_LOG_WARN, count_warnings, NULL);
+    kr_frame f;
+    int frames = 0;
+    while (kr_source_read(src, &f) == KR_OK) {
+        frames++;
+        kr_frame_release(&f);
+    }
+    kr_log_set(KR_LOG_WARN, NULL, NULL);
+    CHECK_EQ(frames, 2);
+    CHECK_EQ(kr_source_skipped(src), 10);
+    CHECK_EQ(warnings, 3);
+    kr_source_destroy(&src);
+    /* The program's summary carries the count. */
+    snprintf(args, sizeof args, "run -q -b cpu --skip-bad '%s'", rec);
+    CHECK_EQ(kinreg(args), 0);
+    CHECK_CONTAINS(out, "skipped 10");
 }
