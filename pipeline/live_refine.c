@@ -91,6 +91,11 @@ kr_status kr_live_refine_init(kr_live_refine *lr, const kr_live_refine_config *c
     rc.levels = 3;
     rc.max_iterations = 10;
     rc.huber = 0.5;
+    /* Keyframes tracked frame to frame lie well inside the fields' basin,
+     * and a window is refined in seconds on one core: no pairwise placement,
+     * and no independent check (measured with neither, docs/BENCHMARKS.md). */
+    rc.initialize = KR_REFINE_INIT_OFF;
+    rc.keep_if_worse = false;
     if (s == KR_OK) s = kr_refiner_create(&lr->refiner, &rc, lr->device, cfg->threads);
     if (s != KR_OK) kr_device_destroy(&lr->device);
     return s;

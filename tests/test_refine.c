@@ -334,6 +334,117 @@ KR_TEST(refine, three_bunny_scans_return_to_bun_conf)
     bunny_returns(which, 3, 9);
 }
 
+/* The five bunny scans with bun.conf's poses; *n_views 0 when absent. */
+static bool bunny_set(kr_scan_set *conf, float *xyz[5], size_t n[5], kr_refine_view views[5],
+                      kr_pose truth[5])
+{
+    const char *dir = kr_test_data("bunny");
+    if (!dir) return false;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/bun.conf", dir);
+    if (kr_scan_set_read(path, conf) != KR_OK || conf->n != 5) return false;
+    for (int k = 0; k < 5; k++) {
+        if (kr_scan_read_ply(conf->scans[k].path, &xyz[k], &n[k]) != KR_OK) return false;
+        views[k] = (kr_refine_view){xyz[k], n[k]};
+        truth[k] = conf->scans[k].pose;
+    }
+    return true;
+}
+
+/* From 10° and 5 cm off, where no field of the scans reaches the others, the
+ * views are placed pairwise first (kr_refine_config.initialize AUTO); the
+ * result is bun.conf's alignment within 0.3° and 1 mm, or fits the scans at
+ * least as well as bun.conf does by the independent measure (the published
+ * alignment is itself a registration). */
+KR_TEST(refine, wide_basin_returns_from_ten_degrees)
+{
+    kr_scan_set conf;
+    float *xyz[5] = {0};
+    size_t n[5];
+    kr_refine_view views[5];
+    kr_pose truth[5], poses[5];
+    if (!bunny_set(&conf, xyz, n, views, truth)) SKIP("no shared data bunny/ (set KINREG_DATA)");
+    unsigned s = 2;
+    for (int k = 0; k < 5; k++) {
+        double c[3] = {0, 0, 0}, w[3];
+        for (size_t i = 0; i < n[k]; i++)
+            for (int a = 0; a < 3; a++)
+                c[a] += xyz[k][3 * i + a] / (double)n[k];
+        kr_pose_apply(&truth[k], c, w);
+        poses[k] = k ? perturb(&truth[k], w, 10, 0.05, &s) : truth[k];
+    }
+    kr_refine_config cfg;
+    kr_refine_config_default(&cfg);
+    kr_refine_result r;
+    REQUIRE_OK(kr_refine(&cfg, NULL, views, 5, poses, &r));
+    CHECK(r.initialized);
+    kr_refine_fit at_truth;
+    REQUIRE_OK(kr_refine_fit_of(views, 5, truth, r.fit_after.radius, NULL, &at_truth));
+    bool close = true;
+    for (int k = 1; k < 5; k++) {
+        double deg, mm;
+        relative_error(poses, truth, k, &deg, &mm);
+        printf("    %s: %.3f deg %.3f mm from bun.conf\n", conf.scans[k].file, deg, mm);
+        close = close && deg <= 0.3 && mm <= 1.0;
+    }
+    printf("    fit %.4f mm (%.1f%% paired) against bun.conf's %.4f mm (%.1f%%)\n",
+           r.fit_after.residual * 1e3, 100 * r.fit_after.overlap, at_truth.residual * 1e3,
+           100 * at_truth.overlap);
+    CHECK_MSG(close || r.fit_after.score <= at_truth.score,
+              "neither within 0.3 deg / 1 mm nor fitting as well as bun.conf");
+    CHECK_EQ(r.disconnected, 0);
+    for (int k = 0; k < 5; k++)
+        free(xyz[k]);
+    kr_scan_set_free(&conf);
+}
+
+/* Started at the published alignment, the result never fits worse by the
+ * independent measure; when nothing fitted better the given poses come back
+ * exactly. */
+KR_TEST(refine, never_worse_than_the_published_alignment)
+{
+    kr_scan_set conf;
+    float *xyz[5] = {0};
+    size_t n[5];
+    kr_refine_view views[5];
+    kr_pose truth[5], poses[5];
+    if (!bunny_set(&conf, xyz, n, views, truth)) SKIP("no shared data bunny/ (set KINREG_DATA)");
+    memcpy(poses, truth, sizeof poses);
+    kr_refine_config cfg;
+    kr_refine_config_default(&cfg);
+    kr_refine_result r;
+    REQUIRE_OK(kr_refine(&cfg, NULL, views, 5, poses, &r));
+    kr_refine_fit before, after;
+    REQUIRE_OK(kr_refine_fit_of(views, 5, truth, 0, NULL, &before));
+    REQUIRE_OK(kr_refine_fit_of(views, 5, poses, 0, NULL, &after));
+    CHECK_NEAR(r.fit_before.score, before.score, 1e-12); /* the measure is deterministic */
+    CHECK_LE(after.score, before.score);
+    if (r.kept_input) CHECK(memcmp(poses, truth, sizeof poses) == 0);
+    for (int k = 0; k < 5; k++)
+        free(xyz[k]);
+    kr_scan_set_free(&conf);
+}
+
+/* Scans that overlap nothing are named, and the run fails unless told so. */
+KR_TEST(refine, a_scan_that_overlaps_none_is_named)
+{
+    const char *dir = kr_test_data("bunny");
+    if (!dir) SKIP("no shared data bunny/ (set KINREG_DATA)");
+    char path[1024], args[2048], out[16384];
+    snprintf(path, sizeof path, "%s/apart.conf", kr_test_tmpdir());
+    FILE *f = fopen(path, "w");
+    REQUIRE(f != NULL);
+    /* bun045 a metre away from bun000: no point of one is near the other. */
+    fprintf(f, "bmesh %s/bun000.ply 0 0 0 0 0 0 1\nbmesh %s/bun045.ply 1 0 0 0 0 0 1\n", dir, dir);
+    fclose(f);
+    snprintf(args, sizeof args, "refine -q %s", path);
+    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 1);
+    CHECK_CONTAINS(out, "bun045.ply overlaps no other scan");
+    CHECK_CONTAINS(out, "--allow-disconnected");
+    snprintf(args, sizeof args, "refine -q --allow-disconnected %s", path);
+    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 0);
+}
+
 KR_TEST(refine, conf_pose_convention_and_round_trip)
 {
     /* A scan point p maps to R(q)ᵀ p + t (DESIGN.md §9). */

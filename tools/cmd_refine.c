@@ -176,13 +176,6 @@ static double problem_digest(const kr_refine_view *views, const kr_pose *poses, 
     return d;
 }
 
-static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_config *cfgp,
-                        kr_refine_sequence_config *seqp, const char *output, const char *model,
-                        kr_backend backend, const char *devices, bool json, bool quiet,
-                        bool perturbing, const double deg[2], const double cm[2], unsigned seed,
-                        int synthetic, bool room, int room_width, int room_height,
-                        double room_noise);
-
 static void say_keyframes(int keyframes, void *user)
 {
     (void)user;
@@ -265,7 +258,24 @@ typedef struct {
     double room_noise;
     double deg[2], cm[2];
     unsigned seed;
+    bool allow_disconnected;
 } refine_options;
+
+static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine_options *o);
+
+/* --initialize auto|on|off. */
+static bool initialize_option(const char *arg, kr_refine_config *cfg)
+{
+    if (!strcmp(arg, "auto"))
+        cfg->initialize = KR_REFINE_INIT_AUTO;
+    else if (!strcmp(arg, "on"))
+        cfg->initialize = KR_REFINE_INIT_ON;
+    else if (!strcmp(arg, "off"))
+        cfg->initialize = KR_REFINE_INIT_OFF;
+    else
+        return false;
+    return true;
+}
 
 /* --synthetic N or room:N[:WIDTHxHEIGHT]; N from 2 to 10000. */
 static bool synthetic_option(refine_options *o, const char *who, const char *name, const char *arg)
@@ -346,6 +356,14 @@ static bool synthetic_option(refine_options *o, const char *who, const char *nam
         KR_HELP("signed fields: distance to each point's tangent plane (normals\n"                 \
                 "by PCA, towards the sensor at the scan's origin); exact on\n"                     \
                 "planes, for long scans of rooms (default: unsigned)"))                            \
+    OPT(INITIALIZE, (0, "initialize", "W", KR_CHOICE("expected auto, on or off")),                 \
+        KR_REFUSE_UNLESS(initialize_option(arg, &o->cfg)),                                         \
+        KR_HELP("place the scans by pairwise registration first: auto (default:\n"                 \
+                "when the given poses leave a scan without overlap), on, off"))                    \
+    OPT(ALLOW_DISCONNECTED, (0, "allow-disconnected", NULL, KR_FLAG),                              \
+        o->allow_disconnected = true,                                                              \
+        KR_HELP("a scan that overlaps no other is reported, not an error\n"                        \
+                "(default: exit status 1)"))                                                       \
     OPT(STAR, (0, "star", NULL, KR_FLAG), o->cfg.star = true,                                      \
         KR_HELP("the thesis's form: pairs (gauge, j) only, grid points inside\n"                   \
                 "every other scan's field"))                                                       \
@@ -429,23 +447,23 @@ int kr_cmd_refine(int argc, char **argv)
             return kr_exit_code(ms);
         }
     }
-    int rc = refine_scans(&mpi, argc, argv, &o.cfg, &o.seq, o.output, o.model, o.backend, o.devices,
-                          o.json, o.quiet, o.perturbing, o.deg, o.cm, o.seed, o.synthetic, o.room,
-                          o.room_width, o.room_height, o.room_noise);
+    int rc = refine_scans(&mpi, argc, argv, &o);
     kr_mpi_end(&mpi);
     return rc;
 }
 
 /* The refinement itself, on this rank of `mpi` (one rank alone without MPI). */
-static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_config *cfgp,
-                        kr_refine_sequence_config *seqp, const char *output, const char *model,
-                        kr_backend backend, const char *devices, bool json, bool quiet,
-                        bool perturbing, const double deg[2], const double cm[2], unsigned seed,
-                        int synthetic, bool room, int room_width, int room_height,
-                        double room_noise)
+static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine_options *o)
 {
-    kr_refine_config cfg = *cfgp;
-    kr_refine_sequence_config seq = *seqp;
+    kr_refine_config cfg = o->cfg;
+    kr_refine_sequence_config seq = o->seq;
+    const char *output = o->output, *model = o->model, *devices = o->devices;
+    kr_backend backend = o->backend;
+    bool json = o->json, quiet = o->quiet, perturbing = o->perturbing, room = o->room;
+    const double *deg = o->deg, *cm = o->cm;
+    unsigned seed = o->seed;
+    int synthetic = o->synthetic, room_width = o->room_width, room_height = o->room_height;
+    double room_noise = o->room_noise;
     bool lead = mpi->rank == 0, shared = mpi->ranks > 1;
     /* Rank 0 speaks for all; the others say only what went wrong with them. */
     if (!lead) {
@@ -623,6 +641,31 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
                    res.sums_seconds, res.iterations, res.accepted, res.rms_before * 1000,
                    res.rms_after * 1000, res.residuals_before, res.residuals_after,
                    cfg.cell * 1000);
+        if (json)
+            printf(",\"fit_before\":{\"score_m\":%.9g,\"overlap\":%.5f,\"residual_m\":%.9g},"
+                   "\"fit_after\":{\"score_m\":%.9g,\"overlap\":%.5f,\"residual_m\":%.9g},"
+                   "\"fit_radius_m\":%.6g,\"initialized\":%s,\"placed\":%d,\"kept_input\":%s",
+                   res.fit_before.score, res.fit_before.overlap, res.fit_before.residual,
+                   res.fit_after.score, res.fit_after.overlap, res.fit_after.residual,
+                   res.fit_after.radius, res.initialized ? "true" : "false", res.placed,
+                   res.kept_input ? "true" : "false");
+        else {
+            printf("fit (nearest neighbours between scans within %.2f mm): %.1f%% paired, RMS "
+                   "%.4f mm -> %.1f%% paired, RMS %.4f mm (score %.4f -> %.4f mm)\n",
+                   res.fit_after.radius * 1000, 100 * res.fit_before.overlap,
+                   res.fit_before.residual * 1000, 100 * res.fit_after.overlap,
+                   res.fit_after.residual * 1000, res.fit_before.score * 1000,
+                   res.fit_after.score * 1000);
+            if (res.initialized)
+                printf("placed by pairwise registration first (%d of %d scans reached)%s\n",
+                       res.placed, n,
+                       res.placement_only ? "; the placement fits better than its joint "
+                                            "refinement and is kept"
+                                          : "");
+            if (res.kept_input)
+                printf("no refinement fitted the scans better than the given poses: they are "
+                       "kept\n");
+        }
         if (!json && (res.ranks > 1 || res.devices > 1))
             printf("%d rank%s, %d GPU%s each; all-reduce payload %.0f bytes per LM iteration "
                    "(%.0f in all)\n",
@@ -651,6 +694,34 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, kr_refine_co
             else
                 printf("largest error against the input: %.3f deg %.3f mm -> %.4f deg %.4f mm\n",
                        max_deg0, max_mm0, max_deg, max_mm);
+        }
+        if (res.disconnected > 0) {
+            /* Name them: each scan's share of samples paired with another. */
+            double *ov = calloc((size_t)n, sizeof *ov);
+            kr_refine_fit f;
+            if (ov && kr_refine_fit_of(views, n, poses, 0, ov, &f) == KR_OK) {
+                if (json) printf(",\"disconnected\":[");
+                for (int k = 0, first = 1; k < n; k++) {
+                    if (ov[k] >= 0.01) continue;
+                    if (json)
+                        printf("%s\"%s\"", first ? "" : ",", conf.scans[k].file);
+                    else
+                        fprintf(stderr,
+                                "kinreg refine: %s overlaps no other scan (%.1f%% of it "
+                                "within %.2f mm of one)\n",
+                                conf.scans[k].file, 100 * ov[k], f.radius * 1000);
+                    first = 0;
+                }
+                if (json) printf("]");
+            }
+            free(ov);
+            if (!o->allow_disconnected) {
+                fprintf(stderr,
+                        "kinreg refine: %d of %d scans overlap no other: their poses are "
+                        "unchanged guesses (--allow-disconnected to accept that)\n",
+                        res.disconnected, n);
+                rc = KR_EXIT_FAILURE;
+            }
         }
         if (json) printf("}\n");
     }

@@ -69,6 +69,15 @@ typedef struct {
      * twice gives two contexts on one device. n_devices 0: the kr_device's own. */
     int devices[KR_REFINE_MAX_DEVICES];
     int n_devices;
+    /* The wide basin and the guarantee (refine_init.h, refine_fit.c):
+     * initialize AUTO (default) places the views by pairwise registration
+     * first when the given poses leave a view without overlap (or the joint
+     * refinement did), ON always, OFF never. keep_if_worse (default true):
+     * the refined poses are returned only when they fit the views better than
+     * the given ones by the independent measure (kr_refine_fit); otherwise the
+     * given poses come back and result.kept_input says so. */
+    enum { KR_REFINE_INIT_AUTO = 0, KR_REFINE_INIT_OFF = 1, KR_REFINE_INIT_ON = 2 } initialize;
+    bool keep_if_worse;
     /* Called after each LM iteration (may be NULL): grid spacing of the
      * level, iteration count so far, and the objective. */
     void (*progress)(void *user, double cell, int iteration, double cost);
@@ -80,6 +89,19 @@ typedef struct {
     const float *xyz;
     size_t n;
 } kr_refine_view;
+
+/* How well poses align the views, measured independently of the distance
+ * fields: exact nearest neighbours between the views' points (at most 30000
+ * per view, 2000 sampled), each sample's distance to the nearest point of any
+ * other view capped at `radius` (0: three times the views' median point
+ * spacing). */
+typedef struct {
+    double spacing;  /* the views' median point spacing, metres */
+    double radius;   /* the cap, metres */
+    double score;    /* RMS of the capped distances: lower is a better fit */
+    double overlap;  /* share of samples with a partner within radius */
+    double residual; /* RMS distance of those, metres */
+} kr_refine_fit;
 
 typedef struct {
     double rms_before, rms_after;   /* RMS residual (m) on the finest grid, before and after */
@@ -96,6 +118,17 @@ typedef struct {
     int evaluations;      /* objective evaluations (one per LM iteration, one per level) */
     double fields_seconds; /* of seconds: normals, fields, and loading them onto the devices */
     double sums_seconds;   /* of seconds: the evaluations' sums (engine and all-reduce) */
+    /* The independent measure (kr_refine_fit) at the given poses and at the
+     * returned ones; whether pairwise registration placed the views first
+     * (and how many views its tree reached); whether the given poses were
+     * kept because nothing fitted better; and how many views overlap no other
+     * at the returned poses (kr_refine_fit_of names them per view). */
+    kr_refine_fit fit_before, fit_after;
+    bool initialized;
+    int placed;
+    bool placement_only; /* the pairwise placement fitted better than any joint refinement */
+    bool kept_input;
+    int disconnected;
 } kr_refine_result;
 
 KR_API void kr_refine_config_default(kr_refine_config *cfg);
@@ -122,6 +155,11 @@ KR_API kr_status kr_refine_devices_parse(const char *text, int devices[KR_REFINE
 /* The solver of the normal equations in this build: "cholmod" (block-sparse,
  * SuiteSparse) or "dense". */
 KR_API const char *kr_refine_solver(void);
+
+/* view_overlap (may be NULL): n_views shares, one per view; a view at 0
+ * overlaps none of the others at these poses. */
+KR_API kr_status kr_refine_fit_of(const kr_refine_view *views, int n_views, const kr_pose *poses,
+                                  double radius, double *view_overlap, kr_refine_fit *out);
 
 /* A depth sequence refined by its keyframes (kinreg refine --sequence): the
  * frames of `uri` whose trajectory pose (`trajectory`, TUM, matched by

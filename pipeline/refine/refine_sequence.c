@@ -108,6 +108,9 @@ kr_status kr_refine_sequence(const kr_refine_sequence_config *a, kr_refine_confi
                              kr_device *dev, kr_refine_result *res,
                              kr_refine_sequence_result *result)
 {
+    /* Keyframes placed by a trajectory: no pairwise placement; the result is
+     * still never worse than the trajectory's poses. */
+    cfg->initialize = KR_REFINE_INIT_OFF;
     kr_refine_sequence_result counts = {0};
     kr_trajectory traj = {0}, out = {0};
     kr_status s = kr_trajectory_read_tum(a->trajectory, &traj);
