@@ -120,6 +120,8 @@ static bool on_the_cpu(kr_device *dev, void *fixture, const void *arg, kr_parity
     return refine_with(fixture, NULL, -1, out);
 }
 
+static bool split_staged(kr_device *dev, void *fixture, const void *arg, kr_parity_out *out);
+
 static bool split(kr_device *dev, void *fixture, const void *arg, kr_parity_out *out)
 {
     (void)dev, (void)arg;
@@ -128,6 +130,16 @@ static bool split(kr_device *dev, void *fixture, const void *arg, kr_parity_out 
     bool ok = refine_with(fixture, list, count, out);
     if (ok) CHECK_EQ(kr_parity_get(out, "devices used")->v[0], count);
     if (ok) near_the_truth(fixture, out);
+    return ok;
+}
+
+/* The same split with every field copied through the host. */
+static bool split_staged(kr_device *dev, void *fixture, const void *arg, kr_parity_out *out)
+{
+    split_in *in = fixture;
+    in->cfg.staged_copies = true;
+    bool ok = split(dev, fixture, arg, out);
+    in->cfg.staged_copies = false;
     return ok;
 }
 
@@ -160,6 +172,40 @@ KR_TEST(gpu_refine_devices, split_over_devices_matches_one_device)
     kr_refine_config_default(&in.cfg);
     in.cfg.cell = 0.003;
     kr_parity_run(split_steps, 1, &in);
+    for (int k = 0; k < V; k++)
+        free(xyz[k]);
+}
+
+/* The two routes of a field between devices, peer to peer and through the
+ * host (or, with one GPU, two contexts on it): the same fields, so the same
+ * poses within the sums' rounding (the issue's 1 µm / 1e-4°). */
+static const kr_parity_step route_steps[] = {
+    {.name = "staged against peer copies",
+     .cpu = split,
+     .cuda = split_staged,
+     .checks = {PARITY_CHECK("poses", KR_PARITY_DEGREES, 1e-4, .below = true),
+                PARITY_CHECK("poses", KR_PARITY_DISTANCE, 1e-6, .below = true)},
+     .cpu_name = "peer",
+     .cuda_name = "staged"},
+};
+
+KR_TEST(gpu_refine_devices, staged_copies_match_peer_copies)
+{
+    kr_device *cpu, *gpu;
+    if (!kr_parity_devices(&cpu, &gpu)) return;
+    float *xyz[V];
+    size_t n[V];
+    kr_pose truth[V], start[V];
+    REQUIRE_OK(kr_scan_synthetic_object(V, 60000, xyz, n, truth));
+    start_poses(truth, start);
+    kr_refine_view views[V];
+    for (int k = 0; k < V; k++)
+        views[k] = (kr_refine_view){xyz[k], n[k]};
+    split_in in = {
+        .views = V, .view = views, .start = start, .truth = truth, .gpu = gpu, .truth_deg = 0.5};
+    kr_refine_config_default(&in.cfg);
+    in.cfg.cell = 0.003;
+    kr_parity_run(route_steps, 1, &in);
     for (int k = 0; k < V; k++)
         free(xyz[k]);
 }

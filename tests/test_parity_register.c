@@ -260,6 +260,7 @@ KR_TEST(parity_register, cublas_says_when_the_matrix_cannot_fit)
     float *dst = surface(&s, m), *src = surface(&s, 100);
     kr_register_config c;
     kr_register_config_default(&c);
+    c.method = KR_REG_EMICP; /* the seed's N x M matrix: EM-ICP's */
     c.engine = KR_REG_ENGINE_CUBLAS;
     kr_register_result r;
     CHECK_STATUS(kr_register(gpu, &c, src, 100, dst, m, NULL, &r), KR_ERR_NOMEM);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kinreg/scan.h"
 #include "tools/commands.h"
@@ -15,6 +16,13 @@
 #include "tools/cli/number_option.h"
 #include "kinreg/refine.h"
 #include "tools/mpi/refine_mpi.h"
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static unsigned rng_state;
 static double urand(void)
@@ -415,6 +423,9 @@ static bool synthetic_option(refine_options *o, const char *who, const char *nam
     OPT(DEVICES, (0, "devices", "LIST", KR_TEXT), o->devices = arg,                                \
         KR_HELP("cuda backend: split the sums over these GPUs ('all', '0,1');\n"                   \
                 "default one device (under mpirun: the rank's by local rank)"))                    \
+    OPT(STAGED_COPIES, (0, "staged-copies", NULL, KR_FLAG), o->cfg.staged_copies = true,           \
+        KR_HELP("with --devices: fields go between GPUs through the host, not\n"                   \
+                "peer to peer (the route GPUs that cannot reach each other take)"))                \
     OPT(MPI, (0, "mpi", NULL, KR_FLAG), o->want_mpi = true,                                        \
         KR_HELP("insist on MPI (mpirun -np N kinreg refine ... shares the sums\n"                  \
                 "over N ranks; started by mpirun this is implied)"))                               \
@@ -518,6 +529,7 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
     kr_scan_set conf = {0};
     float **made = NULL;
     size_t *made_n = NULL;
+    double t_read = now_seconds();
     kr_status s = synthetic ? make_synthetic(synthetic, room, room_width, room_height, room_noise,
                                              &conf, &made, &made_n)
                             : kr_scan_set_read(argv[optind], &conf);
@@ -548,6 +560,7 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
         views[k] = (kr_refine_view){xyz[k], count[k]};
         input[k] = poses[k] = conf.scans[k].pose;
     }
+    double read_seconds = now_seconds() - t_read; /* the scans read or made */
     if (s == KR_OK && (cfg.gauge < 0 || cfg.gauge >= n))
         s = kr_error(KR_ERR_INVALID_ARG, "--gauge %d: the set has scans 0..%d", cfg.gauge, n - 1);
     if (shared) {
@@ -627,11 +640,14 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
                    "\"accepted\":%d,"
                    "\"seconds\":%.6f,\"ranks\":%d,\"devices\":%d,\"solver\":\"%s\","
                    "\"reduced_bytes\":%.0f,\"bytes_per_iteration\":%.0f,"
-                   "\"fields_seconds\":%.6f,\"sums_seconds\":%.6f,\"evaluations\":%d",
+                   "\"fields_seconds\":%.6f,\"sums_seconds\":%.6f,\"solve_seconds\":%.6f,"
+                   "\"fit_seconds\":%.6f,\"init_seconds\":%.6f,\"read_seconds\":%.6f,"
+                   "\"evaluations\":%d",
                    n, kr_backend_name(res.backend), res.rms_before, res.rms_after,
                    res.residuals_before, res.residuals_after, res.iterations, res.accepted,
                    res.seconds, res.ranks, res.devices, kr_refine_solver(), res.reduced_bytes,
                    bytes_per_iteration(&res), res.fields_seconds, res.sums_seconds,
+                   res.solve_seconds, res.fit_seconds, res.init_seconds, read_seconds,
                    res.evaluations);
         else
             printf("refined %d scans on %s in %.3f s (fields %.3f s, sums %.3f s; %d LM "

@@ -69,6 +69,10 @@ typedef struct {
      * twice gives two contexts on one device. n_devices 0: the kr_device's own. */
     int devices[KR_REFINE_MAX_DEVICES];
     int n_devices;
+    /* With several devices, each view's field goes from the device that
+     * built it to the others peer to peer where they reach each other
+     * (false), or always through page-locked host memory (true). */
+    bool staged_copies;
     /* The wide basin and the guarantee (refine_init.h, refine_fit.c):
      * initialize AUTO (default) places the views by pairwise registration
      * first when the given poses leave a view without overlap (or the joint
@@ -118,6 +122,9 @@ typedef struct {
     int evaluations;      /* objective evaluations (one per LM iteration, one per level) */
     double fields_seconds; /* of seconds: normals, fields, and loading them onto the devices */
     double sums_seconds;   /* of seconds: the evaluations' sums (engine and all-reduce) */
+    double solve_seconds;  /* of seconds: the normal equations (assembled, solved, shared) */
+    double fit_seconds;    /* of seconds: the independent measure (trees and evaluations) */
+    double init_seconds;   /* of seconds: the pairwise placement */
     /* The independent measure (kr_refine_fit) at the given poses and at the
      * returned ones; whether pairwise registration placed the views first
      * (and how many views its tree reached); whether the given poses were

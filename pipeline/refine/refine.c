@@ -111,7 +111,8 @@ typedef struct {
     kr_refine_engine *eng;
     double bytes; /* all-reduce payload so far */
     int evaluations;
-    double sums_seconds; /* in the engine's evaluations and their all-reduces */
+    double sums_seconds;  /* in the engine's evaluations and their all-reduces */
+    double solve_seconds; /* assembling and solving the normal equations */
 } run;
 
 static void level_free(level *L)
@@ -363,6 +364,7 @@ static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double ra
         st->iterations++;
         double dmax = 0;
         kr_status solved = KR_OK;
+        double t_solve = now_seconds();
         /* The sums are the same on every process; only rank 0 solves, and its
          * step reaches the others exactly. */
         if (!part || part->rank == 0) {
@@ -371,6 +373,7 @@ static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double ra
             if (solved == KR_OK && !(dmax > 0)) memset(x, 0, sizeof *x * (size_t)n);
         }
         if (part) solved = kr_refine_broadcast_step(part, x, n, solved, &R->bytes);
+        R->solve_seconds += now_seconds() - t_solve;
         if (solved == KR_ERR_NUMERIC) {
             lambda *= 10;
             if (lambda > 1e12) break;
@@ -466,6 +469,7 @@ static kr_status refine_joint(const kr_refine_config *cfg, kr_device *dev,
     kr_refine_engine *eng = NULL;
     s = kr_refine_engine_create(&eng, dev, cfg->devices, cfg->n_devices);
     if (s != KR_OK) return s;
+    kr_refine_engine_stage_copies(eng, cfg->staged_copies);
     run R = {.cfg = cfg, .eng = eng};
     kr_pose *work = malloc(sizeof *work * (size_t)n_views);
     if (!work) {
@@ -536,6 +540,7 @@ static kr_status refine_joint(const kr_refine_config *cfg, kr_device *dev,
         res.reduced_bytes = R.bytes;
         res.evaluations = R.evaluations;
         res.sums_seconds = R.sums_seconds;
+        res.solve_seconds = R.solve_seconds;
         res.fields_seconds = fields_seconds;
         memcpy(poses, work, sizeof *poses * (size_t)n_views);
         if (result) *result = res;
@@ -606,7 +611,9 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     int placed = 0;
     if (!a || !b || !b0 || !ov)
         s = kr_error(KR_ERR_NOMEM, "refine: no memory for %d poses", n_views);
+    double t_fit = now_seconds(), fit_seconds = 0, init_seconds = 0;
     if (s == KR_OK) s = kr_refine_fitter_eval(fitter, poses, 0, ov, &fit_in);
+    fit_seconds += now_seconds() - t_fit;
     /* Far from aligned, the views are placed pairwise first; otherwise the
      * joint refinement starts from the given poses, and the pairwise
      * placement is tried too if it did not converge. */
@@ -617,16 +624,20 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     init = decision != 0;
     if (s == KR_OK && !init) {
         memcpy(a, poses, sizeof *a * V);
-        if ((s = refine_joint(cfg, dev, views, n_views, a, &ra)) == KR_OK)
+        if ((s = refine_joint(cfg, dev, views, n_views, a, &ra)) == KR_OK) {
+            t_fit = now_seconds();
             s = kr_refine_fitter_eval(fitter, a, 0, ov, &fit_a);
+            fit_seconds += now_seconds() - t_fit;
+        }
         have_a = s == KR_OK;
         decision = cfg->initialize == KR_REFINE_INIT_AUTO && fit_a.overlap < CONVERGED;
         if (s == KR_OK) s = agree(cfg, &decision, 1);
         init = decision != 0;
     }
     if (s == KR_OK && init) {
-        double extent = kr_refine_fitter_extent(fitter);
+        double extent = kr_refine_fitter_extent(fitter), t_init = now_seconds();
         s = kr_refine_init_pairwise(dev, views, n_views, poses, cfg->gauge, extent, b0, &placed);
+        init_seconds = now_seconds() - t_init;
         if (s == KR_OK) s = agree_poses(cfg, b0, n_views);
         if (s == KR_OK) s = kr_refine_fitter_eval(fitter, b0, 0, NULL, &fit_b0);
         memcpy(b, b0, sizeof *b * V);
@@ -656,7 +667,11 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
             memcpy(poses, best, sizeof *poses * V);
             res.fit_after = fit_best;
         }
+        t_fit = now_seconds();
         s = kr_refine_fitter_eval(fitter, poses, 0, ov, &res.fit_after);
+        fit_seconds += now_seconds() - t_fit;
+        res.fit_seconds = fit_seconds;
+        res.init_seconds = init_seconds;
         res.disconnected = 0;
         for (size_t k = 0; k < V; k++)
             res.disconnected += ov[k] < DISCONNECTED_OVERLAP;

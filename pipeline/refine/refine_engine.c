@@ -40,6 +40,7 @@ struct kr_refine_engine {
     kr_gpu_context *dev_ctx; /* the kr_device's context */
     kr_refine_cuda_field_info *info[2];
     int rank, ranks; /* this process's share of the grid points */
+    bool staged;     /* fields go from device to device through the host */
 };
 
 /* Runs job(eng, d, arg) for every device d, one host thread each (a CUDA
@@ -137,6 +138,11 @@ void kr_refine_engine_destroy(kr_refine_engine **eng)
     free(e->part_acc);
     free(e);
     *eng = NULL;
+}
+
+void kr_refine_engine_stage_copies(kr_refine_engine *eng, bool staged)
+{
+    eng->staged = staged;
 }
 
 kr_backend kr_refine_engine_backend(const kr_refine_engine *eng)
@@ -320,7 +326,8 @@ static kr_status exchange_one(kr_refine_engine *eng, int d, void *arg)
     kr_status s = KR_OK;
     for (int k = 0; k < eng->views && s == KR_OK; k++)
         if (owner(eng, k) != d)
-            s = kr_refine_cuda_fields_copy(eng->fields[d], eng->fields[owner(eng, k)], slot, k);
+            s = kr_refine_cuda_fields_copy(eng->fields[d], eng->fields[owner(eng, k)], slot, k,
+                                           eng->staged);
     return s;
 }
 

@@ -16,6 +16,9 @@ kr_status kr_refine_engine_create(kr_refine_engine **out, kr_device *dev, const 
                                   int n_devices);
 void kr_refine_engine_destroy(kr_refine_engine **eng);
 kr_backend kr_refine_engine_backend(const kr_refine_engine *eng);
+/* Fields built on one device reach the others through the host (true), or
+ * peer to peer where the devices allow it (false, the default). */
+void kr_refine_engine_stage_copies(kr_refine_engine *eng, bool staged);
 /* CUDA devices the sums run on (0 on the CPU). */
 int kr_refine_engine_devices(const kr_refine_engine *eng);
 /* A field built on the host (kr_dfield_build; with normals, not NULL,

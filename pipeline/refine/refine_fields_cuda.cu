@@ -33,6 +33,7 @@
  * pipeline/refine/refine_cuda.cu's); scratch grows and is kept. An allocation that fails
  * names the view and the bytes and says what to change. */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -670,49 +671,95 @@ extern "C" kr_status kr_refine_cuda_fields_info(const kr_refine_cuda_fields *f, 
     return KR_OK;
 }
 
-/* bytes from src's device to dst's (both idle but for this copy). */
-static kr_status copy_between(kr_refine_cuda_fields *dst, const kr_refine_cuda_fields *src,
-                              void *to, const void *from, size_t bytes)
+/* bytes from src's device to dst's through page-locked host memory: the
+ * route between devices that cannot reach each other, and the one a caller
+ * may force (staged copies) to compare with the peer route. The read waits
+ * for src's stream, the write for dst's. */
+static kr_status staged_copy(kr_refine_cuda_fields *dst, const kr_refine_cuda_fields *src, void *to,
+                             const void *from, size_t bytes)
 {
-    if (!bytes) return KR_OK;
-    int dd = dst->ctx->device, sd = src->ctx->device, can = 0;
-    if (dd == sd)
-        return KR_CUDA_STATUS(
-            cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_of(dst)));
-    KR_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, dd, sd));
-    if (can) {
-        /* Pool allocations are reachable from another device only once the
-         * pool grants it (peer access alone does not). */
-        if (sd >= 64 || !dst->pool_access[sd]) {
-            cudaMemPool_t pool;
-            KR_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, sd));
-            cudaMemAccessDesc desc;
-            memset(&desc, 0, sizeof desc);
-            desc.location.type = cudaMemLocationTypeDevice;
-            desc.location.id = dd;
-            desc.flags = cudaMemAccessFlagsProtReadWrite;
-            KR_CUDA_CHECK(cudaMemPoolSetAccess(pool, &desc, 1));
-            if (sd < 64) dst->pool_access[sd] = 1;
-        }
-        return KR_CUDA_STATUS(cudaMemcpyPeerAsync(to, dd, from, sd, bytes, stream_of(dst)));
-    }
-    /* No path between them: through the host. */
-    void *host = malloc(bytes);
-    if (!host) return kr_error(KR_ERR_NOMEM, "refine: no host memory to copy %zu bytes", bytes);
-    kr_status s = kr_gpu_enter(src->ctx);
-    if (s == KR_OK) s = KR_CUDA_STATUS(cudaMemcpy(host, from, bytes, cudaMemcpyDeviceToHost));
+    void *host = NULL;
+    kr_status s = kr_gpu_host_alloc(&host, bytes);
+    if (s != KR_OK) return s;
+    if ((s = kr_gpu_enter(src->ctx)) == KR_OK)
+        s = KR_CUDA_STATUS(
+            cudaMemcpyAsync(host, from, bytes, cudaMemcpyDeviceToHost, stream_of(src)));
+    if (s == KR_OK) s = KR_CUDA_STATUS(cudaStreamSynchronize(stream_of(src)));
     kr_status back = kr_gpu_enter(dst->ctx);
     if (s == KR_OK) s = back;
     if (s == KR_OK)
         s = KR_CUDA_STATUS(
             cudaMemcpyAsync(to, host, bytes, cudaMemcpyHostToDevice, stream_of(dst)));
     if (s == KR_OK) s = KR_CUDA_STATUS(cudaStreamSynchronize(stream_of(dst)));
-    free(host);
+    kr_gpu_host_free(host);
     return s;
 }
 
+/* Peer access from device `from` to `to`'s memory, once per process (it is
+ * the device's, not a context's; asking twice is an error that a sanitizer
+ * reports). `from` is the current device. */
+static kr_status enable_peer(int from, int to)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static unsigned char enabled[64][64];
+    if (from < 0 || to < 0 || from >= 64 || to >= 64)
+        return KR_CUDA_STATUS(cudaDeviceEnablePeerAccess(to, 0));
+    kr_status s = KR_OK;
+    pthread_mutex_lock(&lock);
+    if (!enabled[from][to]) {
+        cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled)
+            (void)cudaGetLastError(); /* another caller */
+        else
+            s = KR_CUDA_STATUS(e);
+        if (s == KR_OK) enabled[from][to] = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    return s;
+}
+
+/* bytes from src's device to dst's (both idle but for this copy): on one
+ * device a device-to-device copy, between devices that reach each other a
+ * peer copy, otherwise (or when `staged`) through the host. */
+static kr_status copy_between(kr_refine_cuda_fields *dst, const kr_refine_cuda_fields *src,
+                              void *to, const void *from, size_t bytes, bool staged)
+{
+    if (!bytes) return KR_OK;
+    if (staged) return staged_copy(dst, src, to, from, bytes);
+    int dd = dst->ctx->device, sd = src->ctx->device, can = 0;
+    if (dd == sd)
+        return KR_CUDA_STATUS(
+            cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_of(dst)));
+    KR_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, dd, sd));
+    if (!can) return staged_copy(dst, src, to, from, bytes);
+    /* Pool allocations are reachable from another device only once the
+     * pool grants it (peer access alone does not), and the copy engines of
+     * both ends touch both pools: each device's pool is opened to the other
+     * (once: granting maps the whole pool), and peer access enabled. Seen on
+     * two H200s joined by NVLink: with only the source's pool opened to the
+     * destination, every peer copy ended in an unspecified launch failure. */
+    if (sd >= 64 || !dst->pool_access[sd]) {
+        int ends[2][2] = {{sd, dd}, {dd, sd}}; /* {pool's device, device given access} */
+        for (int e = 0; e < 2; e++) {
+            cudaMemPool_t pool;
+            KR_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, ends[e][0]));
+            cudaMemAccessDesc desc;
+            memset(&desc, 0, sizeof desc);
+            desc.location.type = cudaMemLocationTypeDevice;
+            desc.location.id = ends[e][1];
+            desc.flags = cudaMemAccessFlagsProtReadWrite;
+            KR_CUDA_CHECK(cudaMemPoolSetAccess(pool, &desc, 1));
+        }
+        kr_status pe = enable_peer(dd, sd);
+        if (pe != KR_OK) return pe;
+        if (sd < 64) dst->pool_access[sd] = 1;
+    }
+    return KR_CUDA_STATUS(cudaMemcpyPeerAsync(to, dd, from, sd, bytes, stream_of(dst)));
+}
+
 extern "C" kr_status kr_refine_cuda_fields_copy(kr_refine_cuda_fields *f,
-                                                const kr_refine_cuda_fields *src, int slot, int k)
+                                                const kr_refine_cuda_fields *src, int slot, int k,
+                                                bool staged)
 {
     kr_status s = check_view(f, slot, k);
     if (s == KR_OK) s = check_view(src, slot, k);
@@ -733,9 +780,11 @@ extern "C" kr_status kr_refine_cuda_fields_copy(kr_refine_cuda_fields *f,
     if (s == KR_OK) s = dev_alloc(f, (void **)&d->slots, sizeof(int) * from->capacity, "slots", k);
     if (s == KR_OK) s = dev_alloc(f, (void **)&d->values, sizeof(float) * cells, "values", k);
     if (s == KR_OK)
-        s = copy_between(f, src, d->keys, from->keys, sizeof(uint64_t) * from->capacity);
-    if (s == KR_OK) s = copy_between(f, src, d->slots, from->slots, sizeof(int) * from->capacity);
-    if (s == KR_OK) s = copy_between(f, src, d->values, from->values, sizeof(float) * cells);
+        s = copy_between(f, src, d->keys, from->keys, sizeof(uint64_t) * from->capacity, staged);
+    if (s == KR_OK)
+        s = copy_between(f, src, d->slots, from->slots, sizeof(int) * from->capacity, staged);
+    if (s == KR_OK)
+        s = copy_between(f, src, d->values, from->values, sizeof(float) * cells, staged);
     kr_status waited = KR_CUDA_STATUS(cudaStreamSynchronize(stream_of(f)));
     if (s == KR_OK) s = waited;
     if (s != KR_OK) {

@@ -13,6 +13,7 @@
 #ifndef KINREG_PIPELINE_REFINE_REFINE_FIELDS_CUDA_H
 #define KINREG_PIPELINE_REFINE_REFINE_FIELDS_CUDA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,9 +60,10 @@ kr_status kr_refine_cuda_fields_build(kr_refine_cuda_fields *f, int slot, int k,
 
 /* Copies view k's field of `slot` from src (which built it and is idle) onto
  * f: keys, slots and values, not the grid points. Devices that can reach each
- * other copy directly, others through the host. Waits for the device. */
+ * other copy directly (peer), others through page-locked host memory, and
+ * so do all when `staged`. Waits for the device. */
 kr_status kr_refine_cuda_fields_copy(kr_refine_cuda_fields *f, const kr_refine_cuda_fields *src,
-                                     int slot, int k);
+                                     int slot, int k, bool staged);
 
 /* View k's field of `slot` on f's device. */
 kr_status kr_refine_cuda_fields_info(const kr_refine_cuda_fields *f, int slot, int k,

@@ -44,9 +44,9 @@ kr_status kr_refine_cuda_fields_build(kr_refine_cuda_fields *f, int slot, int k,
 }
 
 kr_status kr_refine_cuda_fields_copy(kr_refine_cuda_fields *f, const kr_refine_cuda_fields *src,
-                                     int slot, int k)
+                                     int slot, int k, bool staged)
 {
-    (void)f, (void)src, (void)slot, (void)k;
+    (void)f, (void)src, (void)slot, (void)k, (void)staged;
     return no_cuda();
 }
 
