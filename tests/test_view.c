@@ -298,3 +298,21 @@ KR_TEST(view, port_in_use_and_public_address_are_one_clear_line)
     CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 2);
     CHECK_CONTAINS(out, "is not an IPv4 address");
 }
+
+/* The README's own example, `kinreg run --view PORT` without -p: the view
+ * subscribes to a private ipc:// socket whose name lived in a block that had
+ * ended before the pipeline read it (ASan: stack-use-after-scope in
+ * kr_publisher_create; issue 30 item 4). Run under the sanitizer pass. */
+KR_TEST(view, run_view_without_publish_uses_a_private_socket)
+{
+    char out[8192];
+    if (kr_test_run_tool(NULL, "view --help", out, sizeof out) != 0)
+        SKIP("kinreg was built without the live view (libmicrohttpd-dev missing)");
+    int rc =
+        kr_test_run_tool(NULL, "run synthetic -n 10 -b cpu -q --view 127.0.0.1:0", out, sizeof out);
+    CHECK_MSG(rc == 0, "kinreg run --view exited with %d:\n%s", rc, out);
+    CHECK_CONTAINS(out, "live view at http://127.0.0.1:");
+    CHECK_CONTAINS(out, "of ipc://");
+    CHECK_CONTAINS(out, "/kinreg-view-");
+    CHECK(strstr(out, "AddressSanitizer") == NULL);
+}

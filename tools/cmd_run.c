@@ -153,8 +153,10 @@ int kr_cmd_run(int argc, char **argv)
         return KR_EXIT_FAILURE;
 
     kr_view *view = NULL;
+    /* The pipeline publishes on `ipc` (cfg.publish.endpoint points into it)
+     * until it is destroyed: it lives as long as the function. */
+    char endpoint[300], ipc[300];
     if (ro.view) {
-        char endpoint[300], ipc[300];
         if (!view_endpoint(&cfg, endpoint, sizeof endpoint, ipc, sizeof ipc)) return KR_EXIT_USAGE;
         kr_view_config vc = {.endpoint = endpoint, .http = ro.view, .public_bind = ro.view_public};
         int vrc = kr_view_start(&view, &vc, "kinreg run");
