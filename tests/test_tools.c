@@ -4,7 +4,9 @@
 
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "kinreg/scan.h"
 #include "kinreg/source.h"
 #include "kinreg/trajectory.h"
 
@@ -338,4 +340,60 @@ KR_TEST(tools, libfreenect_fakenect_replays_a_kinreg_dump)
     kr_source_destroy(&a);
     kr_source_destroy(&b);
 #endif
+}
+
+/* ---- every output checked (issue 30, items 1 and 2) ---------------------------- */
+
+/* Standard output that cannot be written (/dev/full: every write fails with
+ * ENOSPC) is an error naming it and the cause, exit status 4, for every
+ * command: `kinreg eval ... > /dev/full` used to exit 0, `refine --json`
+ * and `register --json` to leave 0-byte files and exit 0. */
+KR_TEST(tools, stdout_that_cannot_be_written_is_exit_4)
+{
+    if (access("/dev/full", W_OK) != 0) SKIP("no /dev/full here");
+    char gt[512], args[1200];
+    snprintf(gt, sizeof gt, "%s/stdout_gt.txt", kr_test_tmpdir());
+    FILE *f = fopen(gt, "w");
+    REQUIRE(f);
+    for (int i = 0; i < 60; i++)
+        fprintf(f, "%d.0 %g %g 0 0 0 0 1\n", i, 0.01 * i, 0.02 * i);
+    fclose(f);
+    const char *commands[] = {"eval '%s' '%s'",
+                              "eval --json '%s' '%s'",
+                              "register --synthetic 300 --json",
+                              "register --synthetic 300",
+                              "refine --synthetic 3 --cell 0.004 --json -q",
+                              "--version",
+                              "eval --help"};
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, commands[i], gt, gt);
+        snprintf(args, sizeof args, "%s > /dev/full", cmd);
+        int rc = kinreg(args, out, sizeof out);
+        CHECK_MSG(rc == 4, "kinreg %s exited with %d, not 4:\n%s", args, rc, out);
+        CHECK_CONTAINS(out, "cannot write to standard output (/dev/full): No space left on device");
+    }
+}
+
+/* A file-size limit (ulimit -f) on standard output: the write fails with
+ * EFBIG, said, exit 4, instead of SIGXFSZ killing the program (refine was
+ * killed with status 153, without a word). A file given as standard output
+ * holds the report whole or not at all. */
+KR_TEST(tools, stdout_past_a_file_size_limit_is_said)
+{
+    char path[512], args[1200];
+    snprintf(path, sizeof path, "%s/limited_stdout.txt", kr_test_tmpdir());
+    /* 1 block (512 bytes in dash, 1024 in bash): the report of 4 scans is
+     * longer. */
+    snprintf(args, sizeof args,
+             "refine --synthetic 4 --cell 0.004 --perturb 1,0.2 --json -q > '%s'", path);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "ulimit -f 1 && exec '%s' %s", kr_test_tool(), args);
+    int rc = kr_test_shell(cmd, out, sizeof out);
+    CHECK_MSG(rc == 4, "refine under ulimit -f 1 exited with %d, not 4:\n%s", rc, out);
+    char expect[700];
+    snprintf(expect, sizeof expect, "cannot write to standard output (%s): File too large", path);
+    CHECK_CONTAINS(out, expect);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && st.st_size == 0);
 }
