@@ -397,3 +397,67 @@ KR_TEST(tools, stdout_past_a_file_size_limit_is_said)
     struct stat st;
     CHECK(stat(path, &st) == 0 && st.st_size == 0);
 }
+
+/* Bytes in a file, -1 when there is none. */
+static long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* A failed write never harms the file that was there: `refine --model`
+ * under `ulimit -f 100` used to leave a truncated PLY whose header still
+ * claimed every vertex (and to die of SIGXFSZ); `bench --json` wrote in
+ * place. Now each is exit 4 with the path and the cause, and the earlier
+ * good file is whole. */
+KR_TEST(tools, failed_file_writes_keep_the_file_there_before)
+{
+    const char *dir = kr_test_tmpdir();
+    char model[512], conf[512], json[512], args[1600], cmd[2000];
+    snprintf(model, sizeof model, "%s/kept_model.ply", dir);
+    snprintf(conf, sizeof conf, "%s/kept.conf", dir);
+    snprintf(json, sizeof json, "%s/kept_bench.json", dir);
+    snprintf(args, sizeof args, "refine --synthetic 4 --cell 0.004 -q -o '%s' --model '%s'", conf,
+             model);
+    REQUIRE(kinreg(args, out, sizeof out) == 0);
+    long model_size = file_size(model), conf_size = file_size(conf);
+    REQUIRE(model_size > 100000);
+    float *xyz = NULL;
+    size_t n0 = 0, n = 0;
+    REQUIRE_OK(kr_scan_read_ply(model, &xyz, &n0));
+    free(xyz);
+    snprintf(cmd, sizeof cmd, "ulimit -f 100 && exec '%s' %s", kr_test_tool(), args);
+    int rc = kr_test_shell(cmd, out, sizeof out);
+    CHECK_MSG(rc == 4, "refine --model under ulimit -f 100 exited with %d, not 4:\n%s", rc, out);
+    char expect[700];
+    snprintf(expect, sizeof expect, "%s: File too large", model);
+    CHECK_CONTAINS(out, expect);
+    CHECK_CONTAINS(out, "the file there before, if any, is unchanged");
+    CHECK_EQ(file_size(model), model_size);
+    CHECK_EQ(file_size(conf), conf_size);
+    xyz = NULL;
+    CHECK_OK(kr_scan_read_ply(model, &xyz, &n));
+    CHECK_EQ(n, n0);
+    free(xyz);
+
+    /* bench --json: a good report, then one that cannot be written. */
+    snprintf(args, sizeof args, "bench -b cpu -n 6 -q --json '%s'", json);
+    REQUIRE(kinreg(args, out, sizeof out) == 0);
+    long json_size = file_size(json);
+    REQUIRE(json_size > 100);
+    /* 512 bytes (dash counts 512-byte blocks): the report has about 770. */
+    snprintf(cmd, sizeof cmd, "ulimit -f 1 && exec '%s' %s > /dev/null", kr_test_tool(), args);
+    rc = kr_test_shell(cmd, out, sizeof out);
+    CHECK_MSG(rc == 4, "bench --json under ulimit -f 1 exited with %d, not 4:\n%s", rc, out);
+    snprintf(expect, sizeof expect, "cannot write the JSON report to %s: File too large", json);
+    CHECK_CONTAINS(out, expect);
+    CHECK_EQ(file_size(json), json_size);
+    if (access("/dev/full", W_OK) == 0) {
+        CHECK_EQ(kinreg("bench -b cpu -n 6 -q --json /dev/full", out, sizeof out), 4);
+        CHECK_CONTAINS(out, "cannot write the JSON report to /dev/full: No space left on device");
+    }
+    /* No temporary is left beside them. */
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c 'tmp-' || true", dir);
+    kr_test_shell(cmd, out, sizeof out);
+    CHECK_EQ(atoi(out), 0);
+}
