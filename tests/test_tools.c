@@ -461,3 +461,63 @@ KR_TEST(tools, failed_file_writes_keep_the_file_there_before)
     kr_test_shell(cmd, out, sizeof out);
     CHECK_EQ(atoi(out), 0);
 }
+
+/* Issue 30, item 9: what files say reaches the terminal only as text. A
+ * depth.txt or .conf can name files whose names hold escape sequences (they
+ * retitle a terminal, ESC]0;...BEL, or clear it, ESC[2J); no such byte comes
+ * out of the program on stdout or stderr, and JSON escapes them. */
+KR_TEST(tools, file_contents_reach_the_terminal_as_text)
+{
+    const char *tmp = kr_test_tmpdir();
+    char dir[600], path[800], args[1600];
+    /* A TUM listing naming missing frames with escapes in their names. */
+    snprintf(dir, sizeof dir, "%s/escapes_tum", tmp);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/depth.txt", dir);
+    FILE *f = fopen(path, "w");
+    REQUIRE(f);
+    fputs("1.0 depth/\x1b]0;pwned\x07.png\n2.0 depth/\x1b[2J.png\n3.0 x\x9b"
+          "2J.png\n",
+          f);
+    fclose(f);
+    snprintf(args, sizeof args, "run -q -b cpu --skip-bad --intrinsics fr1 'tum:%s'", dir);
+    kinreg(args, out, sizeof out);
+    CHECK_CONTAINS(out, "skipping frame");
+    CHECK_MSG(!strchr(out, '\x1b') && !strchr(out, '\x07') && !strchr(out, '\x9b'),
+              "a control character reached the terminal:\n%s", out);
+
+    /* A scan set whose scans are named so: refine's progress, its table and
+     * its JSON. */
+    float *views[3];
+    size_t count[3];
+    kr_pose poses[3];
+    REQUIRE_OK(kr_scan_synthetic_object(3, 20000, views, count, poses));
+    const char *names[3] = {"a\x1b]0;pwned\x07.ply", "b\x1b[2J.ply",
+                            "c\xc2\x9b"
+                            "2J.ply"};
+    kr_scan_set_entry entries[3];
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, names[k]);
+        REQUIRE_OK(kr_scan_write_ply(path, views[k], NULL, count[k], NULL));
+        free(views[k]);
+        entries[k].file = (char *)names[k];
+        entries[k].path = NULL;
+        entries[k].pose = poses[k];
+    }
+    kr_scan_set set = {.scans = entries, .n = 3};
+    char conf[600];
+    snprintf(conf, sizeof conf, "%s/escapes.conf", tmp);
+    REQUIRE_OK(kr_scan_set_write(conf, &set, poses));
+    snprintf(args, sizeof args, "refine '%s' --cell 0.004 --perturb 1,0.2", conf);
+    int rc = kinreg(args, out, sizeof out);
+    CHECK_MSG(rc == 0, "refine exited with %d:\n%s", rc, out);
+    CHECK_CONTAINS(out, "a\\e]0;pwned\\x07.ply");
+    CHECK_MSG(!strchr(out, '\x1b') && !strchr(out, '\x07') && !strstr(out, "\xc2\x9b"),
+              "a control character reached the terminal:\n%s", out);
+    snprintf(args, sizeof args, "refine '%s' --cell 0.004 --perturb 1,0.2 --json -q", conf);
+    rc = kinreg(args, out, sizeof out);
+    CHECK_MSG(rc == 0, "refine --json exited with %d:\n%s", rc, out);
+    CHECK_CONTAINS(out, "\"scan\":\"a\\u001b]0;pwned\\u0007.ply\"");
+    CHECK_MSG(!strchr(out, '\x1b') && !strchr(out, '\x07'),
+              "a control character reached the JSON:\n%s", out);
+}
