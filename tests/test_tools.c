@@ -476,9 +476,7 @@ KR_TEST(tools, file_contents_reach_the_terminal_as_text)
     snprintf(path, sizeof path, "%s/depth.txt", dir);
     FILE *f = fopen(path, "w");
     REQUIRE(f);
-    fputs("1.0 depth/\x1b]0;pwned\x07.png\n2.0 depth/\x1b[2J.png\n3.0 x\x9b"
-          "2J.png\n",
-          f);
+    fputs("1.0 depth/\x1b]0;pwned\x07.png\n2.0 depth/\x1b[2J.png\n3.0 x\2332J.png\n", f);
     fclose(f);
     snprintf(args, sizeof args, "run -q -b cpu --skip-bad --intrinsics fr1 'tum:%s'", dir);
     kinreg(args, out, sizeof out);
@@ -492,9 +490,9 @@ KR_TEST(tools, file_contents_reach_the_terminal_as_text)
     size_t count[3];
     kr_pose poses[3];
     REQUIRE_OK(kr_scan_synthetic_object(3, 20000, views, count, poses));
-    const char *names[3] = {"a\x1b]0;pwned\x07.ply", "b\x1b[2J.ply",
-                            "c\xc2\x9b"
-                            "2J.ply"};
+    /* The third holds U+009B (CSI) in UTF-8: octal escapes, so that no hex
+     * escape runs into the "2J" after it. */
+    const char *names[3] = {"a\x1b]0;pwned\x07.ply", "b\x1b[2J.ply", "c\302\2332J.ply"};
     kr_scan_set_entry entries[3];
     for (int k = 0; k < 3; k++) {
         snprintf(path, sizeof path, "%s/%s", tmp, names[k]);
