@@ -84,7 +84,7 @@ struct kr_view {
     bool loopback;
     char hostname[256]; /* this machine's name, for a Host header beyond loopback */
     char who[32];
-    atomic_ullong foreign_host, too_large; /* requests refused */
+    atomic_ullong foreign_host; /* requests refused: their Host names another server */
     file_bytes three, orbit; /* three.min.js and OrbitControls.js from libjs-three */
 };
 
@@ -366,10 +366,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
  * through kr_log, as debug lines: a client's mistakes are not the user's. */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    kr_view *v = cls;
+    (void)cls;
     char msg[256];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    if (strstr(msg, "too large") || strstr(msg, "too big")) atomic_fetch_add(&v->too_large, 1);
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
@@ -448,7 +447,6 @@ int kr_view_start(kr_view **out, const kr_view_config *cfg, const char *who)
     if (!v) return 1;
     atomic_init(&v->stop, false);
     atomic_init(&v->foreign_host, 0);
-    atomic_init(&v->too_large, 0);
     snprintf(v->who, sizeof v->who, "%s", who);
     v->loopback = kr_view_is_loopback(&addr);
     if (gethostname(v->hostname, sizeof v->hostname) != 0) v->hostname[0] = '\0';
