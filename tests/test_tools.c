@@ -519,3 +519,25 @@ KR_TEST(tools, file_contents_reach_the_terminal_as_text)
     CHECK_MSG(!strchr(out, '\x1b') && !strchr(out, '\x07'),
               "a control character reached the JSON:\n%s", out);
 }
+
+/* A recording whose frame cannot be written (a file-size limit): exit status
+ * 4 like every output failure (it was 1), the frame file named with the
+ * cause, and nothing half written left in the directory. */
+KR_TEST(tools, record_frame_that_cannot_be_written_is_exit_4)
+{
+    char dir[512], cmd[1400];
+    snprintf(dir, sizeof dir, "%s/rec_limited", kr_test_tmpdir());
+    /* 200 blocks of 512 bytes: a 600 KiB frame does not fit. */
+    snprintf(cmd, sizeof cmd, "ulimit -f 200 && exec '%s' record -q -n 3 '%s' synthetic",
+             kr_test_tool(), dir);
+    int rc = kr_test_shell(cmd, out, sizeof out);
+    CHECK_MSG(rc == 4, "record under ulimit -f 200 exited with %d, not 4:\n%s", rc, out);
+    char expect[700];
+    snprintf(expect, sizeof expect, "cannot write the depth frame to %s/d-", dir);
+    CHECK_CONTAINS(out, expect);
+    CHECK_CONTAINS(out, "File too large");
+    CHECK_CONTAINS(out, "0 frames written");
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c 'pgm' || true", dir);
+    kr_test_shell(cmd, out, sizeof out);
+    CHECK_EQ(atoi(out), 0);
+}
