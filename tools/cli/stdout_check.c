@@ -2,6 +2,7 @@
 #include "stdout_check.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -76,6 +77,8 @@ static void describe(char *buf, size_t size)
     snprintf(buf, size, "%s", path);
 }
 
+static char named[1100]; /* what descriptor 1 was, when it was closed */
+
 static void say(const char *who, int err)
 {
     if (said) return;
@@ -83,15 +86,13 @@ static void say(const char *who, int err)
     /* A file keeps what the last complete flush left, not half a line:
      * `kinreg sub > poses.txt` stays a TUM file the reader takes. */
     if (whole >= 0 && ftruncate(STDOUT_FILENO, whole) == 0) lseek(STDOUT_FILENO, whole, SEEK_SET);
-    char what[1100];
-    describe(what, sizeof what);
+    char what[sizeof named];
+    if (named[0])
+        snprintf(what, sizeof what, "%s", named);
+    else
+        describe(what, sizeof what);
     fprintf(stderr, "%s: cannot write to standard output (%s): %s\n", who ? who : "kinreg", what,
             strerror(err ? err : EIO));
-}
-
-bool kr_stdout_failed(void)
-{
-    return first_error != 0 || said || ferror(stdout);
 }
 
 bool kr_stdout_flush(const char *who)
@@ -112,10 +113,20 @@ int kr_stdout_close(const char *who, int code)
     bool ok = kr_stdout_flush(who);
     /* stdout itself stays (exit() flushes it again, finding nothing); the
      * descriptor is closed here because a file system that reports write
-     * errors late (NFS) says so at close. */
-    if (ok && close(STDOUT_FILENO) != 0 && errno != EBADF) {
-        say(who, errno);
-        ok = false;
+     * errors late (NFS) says so at close. /dev/null takes its number, so
+     * that no file opened later becomes "standard output". */
+    if (ok) {
+        describe(named, sizeof named);
+        int rc = close(STDOUT_FILENO), err = errno;
+        int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (null > STDOUT_FILENO) {
+            dup2(null, STDOUT_FILENO);
+            close(null);
+        }
+        if (rc != 0 && err != EBADF) {
+            say(who, err);
+            ok = false;
+        }
     }
     return ok ? code : code ? code : KR_EXIT_OUTPUT;
 }

@@ -37,9 +37,6 @@ void kr_stdout_init(void);
  * CAUSE` once and returns false (and false from then on). */
 bool kr_stdout_flush(const char *who);
 
-/* Whether a write to stdout has failed (said or not yet). */
-bool kr_stdout_failed(void);
-
 /* At exit: flushes and closes stdout. Returns `code` when everything was
  * written, else says why (once) and returns `code` if it already reports a
  * failure, KR_EXIT_OUTPUT (4) if it was 0. */
