@@ -16,7 +16,10 @@ bool kr_fakenect_parse_depth_name(const char *name, double *stamp, uint32_t *tic
     char *end;
     errno = 0;
     double t = strtod(p, &end);
-    if (end == p || errno == ERANGE || !isfinite(t) || *end != '-') return false;
+    /* Seconds on the host's clock: Unix time is 1.7e9, 1e10 the year 2286;
+     * beyond that the name is no recording's (and the ticks derived from
+     * it would overflow). */
+    if (end == p || errno == ERANGE || !isfinite(t) || fabs(t) > 1e10 || *end != '-') return false;
     p = end + 1;
     /* strtoul would accept a sign or spaces; a counter is digits only. */
     if (!isdigit((unsigned char)*p)) return false;

@@ -12,13 +12,21 @@
 
 #define FIELDS "width height fx fy cx cy k1 k2 p1 p2 k3"
 
+/* The ranges of `--intrinsics` (tools/cli/pipeline_options.c), so a file can
+ * hold nothing the option would refuse: pixels for a sensor of at most
+ * 8192x8192, focal lengths 1..100000, centres within +-100000, distortion
+ * coefficients of real lenses within +-1000 (fx = 1e30 once gave an empty
+ * model and identity poses without a word). */
 static bool valid(const kr_intrinsics *k)
 {
     const float v[] = {k->fx, k->fy, k->cx, k->cy, k->k1, k->k2, k->p1, k->p2, k->k3};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         if (!isfinite(v[i])) return false;
-    return k->width >= 1 && k->width <= 8192 && k->height >= 1 && k->height <= 8192 && k->fx > 0 &&
-           k->fy > 0;
+    if (k->fx < 1 || k->fx > 100000 || k->fy < 1 || k->fy > 100000) return false;
+    if (fabsf(k->cx) > 100000 || fabsf(k->cy) > 100000) return false;
+    for (size_t i = 4; i < sizeof v / sizeof v[0]; i++)
+        if (fabsf(v[i]) > 1000) return false;
+    return k->width >= 1 && k->width <= 8192 && k->height >= 1 && k->height <= 8192;
 }
 
 /* The data line: 6 or 11 numbers, nothing else. */
@@ -42,6 +50,9 @@ static bool parse_values(const char *line, kr_intrinsics *k)
     if (n != 6 && n != 11) return false;
     if (v[0] != floor(v[0]) || v[1] != floor(v[1]) || fabs(v[0]) > 1e6 || fabs(v[1]) > 1e6)
         return false;
+    /* Checked as doubles, before a conversion to float could overflow. */
+    for (int i = 2; i < n; i++)
+        if (fabs(v[i]) > 1e6) return false;
     kr_intrinsics r = {
         (int)v[0], (int)v[1], (float)v[2], (float)v[3], (float)v[4], (float)v[5], 0, 0, 0, 0, 0};
     if (n == 11) {
@@ -82,7 +93,8 @@ kr_status kr_intrinsics_file_read(const char *path, kr_intrinsics *out)
         else if (!parse_values(p, &k))
             st = kr_error(KR_ERR_FORMAT,
                           "%s:%u: malformed intrinsics '%.80s': expected '" FIELDS
-                          "' (or the first 6) with width and height 1..8192 and fx, fy positive",
+                          "' (or the first 6) with width and height 1..8192, fx and fy "
+                          "1..100000, cx and cy within +-100000, distortion within +-1000",
                           path, lineno, p);
         data_line = lineno;
     }
@@ -111,7 +123,7 @@ kr_status kr_intrinsics_file_write(const char *path, const kr_intrinsics *k)
     if (!k || !valid(k))
         return kr_error(KR_ERR_INVALID_ARG,
                         "cannot record intrinsics in %s: width and height must be 1..8192, fx "
-                        "and fy positive and every value finite",
+                        "and fy 1..100000, cx and cy within +-100000, distortion within +-1000",
                         path);
     const float v[] = {k->fx, k->fy, k->cx, k->cy, k->k1, k->k2, k->p1, k->p2, k->k3};
     char values[9 * 20] = "", one[24];
@@ -120,17 +132,16 @@ kr_status kr_intrinsics_file_write(const char *path, const kr_intrinsics *k)
         strcat(values, " ");
         strcat(values, one);
     }
-    FILE *f = fopen(path, "w");
-    if (!f) return kr_error(KR_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-    fprintf(f,
+    /* Whole or not at all: a failure leaves the file that was there. */
+    kr_output o;
+    kr_status st = kr_output_open(&o, path, "the intrinsics", false);
+    if (st != KR_OK) return st;
+    fprintf(o.f,
             "# kinreg intrinsics of the depth frames in this directory (pixels; distortion in\n"
             "# OpenCV order); read by kinreg's fakenect:DIR and tum:DIR sources, ignored by\n"
             "# libfreenect and the TUM RGB-D tools\n"
             "# " FIELDS "\n"
             "%d %d%s\n",
             k->width, k->height, values);
-    int failed = ferror(f), err = errno;
-    if (fclose(f) != 0 && !failed) failed = 1, err = errno;
-    if (failed) return kr_error(KR_ERR_IO, "cannot write %s: %s", path, strerror(err));
-    return KR_OK;
+    return kr_output_commit(&o);
 }

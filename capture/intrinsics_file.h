@@ -10,7 +10,8 @@
  *
  * (pixels; Brown–Conrady distortion in OpenCV order, all zero for a plain
  * pinhole), or the first 6 of them with the distortion taken as zero. Width
- * and height are 1..8192, fx and fy positive, everything finite. Example:
+ * and height are 1..8192, fx and fy 1..100000, cx and cy within +-100000 and
+ * the distortion within +-1000 (the ranges of --intrinsics). Example:
  *
  *     # kinreg intrinsics: width height fx fy cx cy k1 k2 p1 p2 k3
  *     640 480 570.3 570.3 319.5 239.5 0 0 0 0 0                             */

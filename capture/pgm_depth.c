@@ -125,17 +125,12 @@ kr_status kr_pgm_read_depth(const char *path, const char *where, int want_w, int
 
 kr_status kr_pgm_write_depth(const char *path, int width, int height, const uint16_t *samples)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) return kr_error(KR_ERR_IO, "cannot create depth frame %s: %s", path, strerror(errno));
+    /* Whole or not at all: a failure leaves no truncated frame. */
+    kr_output o;
+    kr_status st = kr_output_open(&o, path, "the depth frame", true);
+    if (st != KR_OK) return st;
     size_t n = (size_t)width * (size_t)height;
-    bool ok = fprintf(f, "P5 %d %d 65535\n", width, height) > 0 &&
-              fwrite(samples, sizeof *samples, n, f) == n;
-    int err = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = false;
-        err = errno;
-    }
-    if (ok) return KR_OK;
-    unlink(path);
-    return kr_error(KR_ERR_IO, "cannot write depth frame %s: %s", path, strerror(err));
+    fprintf(o.f, "P5 %d %d 65535\n", width, height);
+    fwrite(samples, sizeof *samples, n, o.f);
+    return kr_output_commit(&o);
 }

@@ -1,5 +1,6 @@
 /* libpng encoding of 16-bit depth PNGs for the TUM recorder. */
 #include "capture/png_depth.h"
+#include "core/files.h"
 
 #include <errno.h>
 #include <png.h>
@@ -48,28 +49,25 @@ static int encode(png_structp png, png_infop info, FILE *f, int w, int h, const 
 
 kr_status kr_png_write_depth16(const char *path, int width, int height, const uint16_t *samples)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) return kr_error(KR_ERR_IO, "cannot create depth image %s: %s", path, strerror(errno));
+    /* Whole or not at all: a failure leaves no half frame (and no frame). */
+    kr_output o;
+    kr_status st = kr_output_open(&o, path, "the depth image", true);
+    if (st != KR_OK) return st;
     png_sink sink = {""};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &sink, on_error, on_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!png || !info) {
         png_destroy_write_struct(&png, &info);
-        fclose(f);
-        unlink(path);
+        kr_output_abort(&o);
         return kr_error(KR_ERR_NOMEM, "cannot create a libpng writer for %s", path);
     }
-    errno = 0;
-    int failed = encode(png, info, f, width, height, samples);
-    int err = errno;
+    int failed = encode(png, info, o.f, width, height, samples);
     png_destroy_write_struct(&png, &info);
-    failed |= ferror(f);
-    if (fclose(f) != 0 && !failed) failed = 1, err = errno;
-    if (!failed) return KR_OK;
-    unlink(path);
-    /* libpng reports a failed fwrite as "Write Error"; errno says why. */
-    const char *why = err ? strerror(err) : "I/O error";
-    if (sink.message[0])
-        return kr_error(KR_ERR_IO, "cannot write depth image %s: %s (%s)", path, sink.message, why);
-    return kr_error(KR_ERR_IO, "cannot write depth image %s: %s", path, why);
+    /* A failed fwrite is reported by the commit with its cause (libpng
+     * only says "Write Error"); anything else libpng refused is said here. */
+    if (failed && !ferror(o.f)) {
+        kr_output_abort(&o);
+        return kr_error(KR_ERR_IO, "cannot write depth image %s: %s", path, sink.message);
+    }
+    return kr_output_commit(&o);
 }

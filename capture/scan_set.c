@@ -112,9 +112,17 @@ kr_status kr_scan_set_read(const char *path, kr_scan_set *out)
             break;
         }
         double qn = q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w;
-        if (!(qn > 1e-12) || !isfinite(t[0] + t[1] + t[2])) {
+        if (!(qn > 1e-12) || !isfinite(qn) || !isfinite(t[0] + t[1] + t[2])) {
             s = kr_error(KR_ERR_FORMAT, "%s:%d: the pose is not finite or its quaternion is zero",
                          path, lineno);
+            break;
+        }
+        /* Positions in metres, as a trajectory's: a scan 1e8 m away is no
+         * scan of this set, and its squares would swamp the solver. */
+        if (fabs(t[0]) > 1e8 || fabs(t[1]) > 1e8 || fabs(t[2]) > 1e8) {
+            s = kr_error(KR_ERR_FORMAT,
+                         "%s:%d: the position (%g %g %g) is out of range (within 1e8 m)", path,
+                         lineno, t[0], t[1], t[2]);
             break;
         }
         if (c.n == cap) {

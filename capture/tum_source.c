@@ -87,13 +87,17 @@ static kr_status parse_line(tum_source *t, const char *dir, char *line, unsigned
     char *end;
     errno = 0;
     double stamp = strtod(p, &end);
-    bool ok = end != p && errno != ERANGE && isfinite(stamp) && isspace((unsigned char)*end);
+    /* A stamp is seconds (Unix time is 1.7e9; 1e10 is the year 2286), as a
+     * trajectory's: a value past that is no frame's time. */
+    bool ok = end != p && errno != ERANGE && isfinite(stamp) && fabs(stamp) <= 1e10 &&
+              isspace((unsigned char)*end);
     char *rel = end;
     while (ok && isspace((unsigned char)*rel))
         rel++;
     if (!ok || *rel == '\0')
         return kr_error(KR_ERR_FORMAT,
-                        "%s:%u: malformed line '%.80s': expected 'timestamp path/to/depth.png'",
+                        "%s:%u: malformed line '%.80s': expected 'timestamp path/to/depth.png' "
+                        "(timestamps in seconds, within +-1e10)",
                         t->depth_txt, lineno, p);
     if (t->count && stamp < *prev)
         return kr_error(KR_ERR_ORDER,

@@ -19,14 +19,51 @@ const char *kr_strerror(kr_status status)
 
 static _Thread_local char last_error[1024];
 
+/* Length (2..4) of the well-formed UTF-8 sequence at s, 0 when the bytes
+ * there are not one (RFC 3629: no overlong forms, no surrogates, nothing
+ * above U+10FFFF). s[0] >= 0x80. */
+static size_t utf8_length(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    size_t n = c >= 0xC2 && c < 0xE0   ? 2
+               : c >= 0xE0 && c < 0xF0 ? 3
+               : c >= 0xF0 && c < 0xF5 ? 4
+                                       : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if (n == 3 && ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0))) return 0;
+    if (n == 4 && ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] >= 0x90))) return 0;
+    return n;
+}
+
 /* Messages quote what files and peers said (a line of a .conf, a file name
  * from depth.txt): their control characters (an escape sequence that would
  * retitle or clear the user's terminal, a newline that would forge a second
- * message) become '?'. UTF-8 text passes unchanged. */
-static void printable(char *s)
+ * message; C1 controls such as CSI, U+009B, as UTF-8 or as a lone byte)
+ * become '?', and so does every byte that is not part of valid UTF-8. Other
+ * UTF-8 text passes unchanged. */
+static void printable(char *text)
 {
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+    unsigned char *s = (unsigned char *)text;
+    while (*s) {
+        if (*s < 0x20 || *s == 0x7f) {
+            *s++ = '?';
+            continue;
+        }
+        if (*s < 0x80) {
+            s++;
+            continue;
+        }
+        size_t n = utf8_length(s);
+        if (n == 0) {
+            *s++ = '?';
+        } else if (n == 2 && s[0] == 0xC2 && s[1] < 0xA0) { /* U+0080..U+009F */
+            s[0] = s[1] = '?';
+            s += 2;
+        } else {
+            s += n;
+        }
+    }
 }
 
 const char *kr_last_error(void)

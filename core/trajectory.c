@@ -2,6 +2,7 @@
  * camera-to-world, '#' comments. Reading builds into a private trajectory and
  * swaps it in only on success, so a failed read leaves the caller's untouched. */
 #include "kinreg/trajectory.h"
+#include "core/files.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -51,6 +52,13 @@ void kr_trajectory_free(kr_trajectory *traj)
     memset(traj, 0, sizeof *traj);
 }
 
+/* What a trajectory line may hold, like an option's range (issue 30): stamps
+ * are seconds on some clock (Unix time is 1.7e9; 1e10 is the year 2286),
+ * positions metres up to 1e8 (UTM coordinates are below 1e7). A value past
+ * these is no pose, and squared in the alignment it would overflow. */
+#define STAMP_MAX 1e10
+#define POSITION_MAX 1e8
+
 /* Parses one non-comment line into 8 numbers; false when it is not exactly
  * 8 finite numbers separated by whitespace. */
 static bool parse_values(const char *line, double v[8])
@@ -80,10 +88,12 @@ kr_status kr_trajectory_read_tum(const char *path, kr_trajectory *traj)
     if (!path || !traj)
         return kr_error(KR_ERR_INVALID_ARG,
                         "kr_trajectory_read_tum: path and trajectory must not be NULL");
-    FILE *f = fopen(path, "r");
+    char why[256];
+    /* A named pipe or device would hang or never end: regular files only. */
+    FILE *f = kr_fopen_regular(path, why, sizeof why);
     if (!f)
         return kr_error(KR_ERR_IO, "cannot open trajectory %s: %s (give a TUM trajectory file)",
-                        path, strerror(errno));
+                        path, why);
     kr_trajectory tmp = {0};
     kr_status st = KR_OK;
     char *line = NULL;
@@ -98,6 +108,19 @@ kr_status kr_trajectory_read_tum(const char *path, kr_trajectory *traj)
                           "%s:%u: malformed trajectory line (expected 'timestamp tx ty tz qx qy "
                           "qz qw', 8 numbers): fix or remove the line",
                           path, lineno);
+            break;
+        }
+        if (fabs(v[0]) > STAMP_MAX || fabs(v[1]) > POSITION_MAX || fabs(v[2]) > POSITION_MAX ||
+            fabs(v[3]) > POSITION_MAX) {
+            st = kr_error(KR_ERR_FORMAT,
+                          "%s:%u: %s %g is out of range (timestamps within %g s, positions "
+                          "within %g m): the line is not a 'timestamp tx ty tz qx qy qz qw' pose",
+                          path, lineno, fabs(v[0]) > STAMP_MAX ? "timestamp" : "position",
+                          fabs(v[0]) > STAMP_MAX      ? v[0]
+                          : fabs(v[1]) > POSITION_MAX ? v[1]
+                          : fabs(v[2]) > POSITION_MAX ? v[2]
+                                                      : v[3],
+                          STAMP_MAX, POSITION_MAX);
             break;
         }
         kr_quat q = {v[4], v[5], v[6], v[7]};
@@ -144,22 +167,16 @@ kr_status kr_trajectory_write_tum(const char *path, const kr_trajectory *traj)
     if (!path || !traj)
         return kr_error(KR_ERR_INVALID_ARG,
                         "kr_trajectory_write_tum: path and trajectory must not be NULL");
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return kr_error(
-            KR_ERR_IO,
-            "cannot create trajectory %s: %s (check the directory exists and is writable)", path,
-            strerror(errno));
-    fputs("# timestamp tx ty tz qx qy qz qw (camera-to-world, metres)\n", f);
+    /* Whole or not at all: a failure leaves the file that was there. */
+    kr_output o;
+    kr_status st = kr_output_open(&o, path, "the trajectory", false);
+    if (st != KR_OK) return st;
+    fputs("# timestamp tx ty tz qx qy qz qw (camera-to-world, metres)\n", o.f);
     char buf[256];
-    for (size_t i = 0; i < traj->count; i++) {
+    for (size_t i = 0; i < traj->count && !ferror(o.f); i++) {
         kr_trajectory_format_line(traj->stamps[i], &traj->poses[i], buf, sizeof buf);
-        fputs(buf, f);
-        fputc('\n', f);
+        fputs(buf, o.f);
+        fputc('\n', o.f);
     }
-    int failed = ferror(f);
-    if (fclose(f) != 0 || failed)
-        return kr_error(KR_ERR_IO, "cannot write trajectory %s: %s (disk full?)", path,
-                        strerror(errno));
-    return KR_OK;
+    return kr_output_commit(&o);
 }

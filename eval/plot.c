@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/files.h"
 #include "kinreg/eval.h"
 
 enum {
@@ -105,12 +106,14 @@ static void svg_polyline(FILE *f, const layout *L, int index, int which, const c
     fputs("\"/>\n", f);
 }
 
+/* Both writers go through kr_output: the plot is written whole or not at
+ * all, and a failure leaves the file that was there before untouched. */
 static kr_status write_svg(const char *path, const layout *L)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return kr_error(KR_ERR_IO,
-                        "cannot create plot %s (check the directory exists and is writable)", path);
+    kr_output o;
+    kr_status st = kr_output_open(&o, path, "the plot", false);
+    if (st != KR_OK) return st;
+    FILE *f = o.f;
     int width = KR_EVAL_PLOT_WIDTH, height = KR_EVAL_PLOT_HEIGHT;
     fprintf(f,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -178,10 +181,7 @@ static kr_status write_svg(const char *path, const layout *L)
         "</g>\n</svg>\n",
         lx, LEGEND_Y, lx + 30, LEGEND_Y, lx + 38, LEGEND_Y + 5, lx + 170, LEGEND_Y, lx + 200,
         LEGEND_Y, lx + 208, LEGEND_Y + 5);
-    int failed = ferror(f);
-    if (fclose(f) != 0 || failed)
-        return kr_error(KR_ERR_IO, "cannot write plot %s (disk full?)", path);
-    return KR_OK;
+    return kr_output_commit(&o);
 }
 
 /* ---- raster ---------------------------------------------------------------- */
@@ -362,28 +362,11 @@ static void on_png_warning(png_structp png, png_const_charp msg)
     (void)msg;
 }
 
-static kr_status write_png(const char *path, const image *im)
+/* The part libpng may longjmp out of; nothing it changes lives in
+ * registers across the jump. Returns 0 on success. */
+static int encode_png(png_structp png, png_infop info, FILE *f, const image *im)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return kr_error(KR_ERR_IO,
-                        "cannot create plot %s (check the directory exists and is writable)", path);
-    png_err err = {""};
-    png_structp png =
-        png_create_write_struct(PNG_LIBPNG_VER_STRING, &err, on_png_error, on_png_warning);
-    png_infop info = png ? png_create_info_struct(png) : NULL;
-    if (!png || !info) {
-        png_destroy_write_struct(&png, &info);
-        fclose(f);
-        return kr_error(KR_ERR_NOMEM, "cannot write plot %s: libpng could not start", path);
-    }
-    /* Nothing the error path reads is modified after setjmp. */
-    if (setjmp(png_jmpbuf(png))) {
-        png_destroy_write_struct(&png, &info);
-        fclose(f);
-        remove(path);
-        return kr_error(KR_ERR_IO, "cannot write plot %s: %s", path, err.message);
-    }
+    if (setjmp(png_jmpbuf(png))) return 1;
     png_init_io(png, f);
     png_set_IHDR(png, info, (png_uint_32)im->w, (png_uint_32)im->h, 8, PNG_COLOR_TYPE_RGB,
                  PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
@@ -391,9 +374,32 @@ static kr_status write_png(const char *path, const image *im)
     for (int y = 0; y < im->h; y++)
         png_write_row(png, im->rgb + (size_t)y * im->w * 3);
     png_write_end(png, NULL);
+    return 0;
+}
+
+static kr_status write_png(const char *path, const image *im)
+{
+    kr_output o;
+    kr_status st = kr_output_open(&o, path, "the plot", true);
+    if (st != KR_OK) return st;
+    png_err err = {""};
+    png_structp png =
+        png_create_write_struct(PNG_LIBPNG_VER_STRING, &err, on_png_error, on_png_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!png || !info) {
+        png_destroy_write_struct(&png, &info);
+        kr_output_abort(&o);
+        return kr_error(KR_ERR_NOMEM, "cannot write plot %s: libpng could not start", path);
+    }
+    int failed = encode_png(png, info, o.f, im);
     png_destroy_write_struct(&png, &info);
-    if (fclose(f) != 0) return kr_error(KR_ERR_IO, "cannot write plot %s (disk full?)", path);
-    return KR_OK;
+    /* A failed write is seen by the commit too, with its cause (libpng
+     * only says "Write Error"). */
+    if (failed && !ferror(o.f)) {
+        kr_output_abort(&o);
+        return kr_error(KR_ERR_IO, "cannot write plot %s: %s", path, err.message);
+    }
+    return kr_output_commit(&o);
 }
 
 /* ---- entry ----------------------------------------------------------------- */

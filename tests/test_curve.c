@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "kinreg/frame.h"
 #include "kinreg/transport.h"
 
 static const char *tool(void)
@@ -271,7 +272,10 @@ KR_TEST(curve, only_the_allowed_subscriber_receives)
     CHECK_EQ(got, N);
     CHECK_EQ(kr_publisher_dropped(pub), 0);
     CHECK_STATUS(kr_subscriber_receive(plain, 300, &m), KR_END);
-    CHECK_STATUS(kr_subscriber_receive(unknown, 300, &m), KR_END);
+    /* Mallory hears nothing: at most that she was refused (curve.
+     * refused_key_is_said_on_both_sides). */
+    kr_status us = kr_subscriber_receive(unknown, 300, &m);
+    CHECK_MSG(us == KR_END || us == KR_ERR_TRANSPORT, "Mallory's receive: %d", us);
     kr_publisher_guard_stats gs;
     kr_publisher_guard_get(pub, &gs);
     CHECK_GE(gs.clients_denied, 1); /* Mallory (the plain one fails before ZAP) */
@@ -536,4 +540,115 @@ KR_TEST(curve, documented_c_examples_compile)
              KINREG_C_COMPILER, KINREG_SOURCE_DIR, src);
     CHECK_MSG(kr_test_shell(cmd, log, sizeof log) == 0,
               "the documented examples do not compile:\n%s", log);
+}
+
+/* Issue 30, item 7: a key file is read only when it is a regular file. A
+ * named pipe used to hold `kinreg sub --curve-server FIFO` forever, waiting
+ * for a writer; /dev/zero is refused before a byte is read. */
+KR_TEST(curve, key_files_must_be_regular_files)
+{
+    const char *fifo = tmp_path("key.fifo");
+    unlink(fifo);
+    REQUIRE(mkfifo(fifo, 0600) == 0);
+    char key[KR_CURVE_KEY_LEN + 1];
+    kr_curve_keypair kp;
+    double t0 = kr_now();
+    CHECK_STATUS(kr_curve_public_load(fifo, key), KR_ERR_IO);
+    CHECK_CONTAINS(kr_last_error(), fifo);
+    CHECK_CONTAINS(kr_last_error(), "named pipe");
+    CHECK_STATUS(kr_curve_keypair_load(fifo, &kp), KR_ERR_IO);
+    CHECK_STATUS(kr_curve_public_load("/dev/zero", key), KR_ERR_IO);
+    CHECK_CONTAINS(kr_last_error(), "a device");
+    CHECK_LT(kr_now() - t0, 5);
+    /* The hint for a missing file stays. */
+    CHECK_STATUS(kr_curve_public_load(tmp_path("no_such.key"), key), KR_ERR_IO);
+    CHECK_CONTAINS(kr_last_error(), "make one with kinreg keygen NAME");
+    /* And the program says so in one line, exit status 2, at once. */
+    char out[4096], args[1200];
+    snprintf(args, sizeof args,
+             "'%s' sub --curve-server '%s' --curve-secret '%s' --timeout 30 tcp://127.0.0.1:9 2>&1",
+             tool(), fifo, fifo);
+    FILE *p = popen(args, "r");
+    REQUIRE(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    CHECK_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 2);
+    CHECK_CONTAINS(out, "named pipe");
+    unlink(fifo);
+}
+
+/* What the publisher's log said (kr_log_set), joined. */
+static char logged[8192];
+static void collect_log(kr_log_level level, const char *message, void *user)
+{
+    (void)level;
+    (void)user;
+    size_t n = strlen(logged);
+    snprintf(logged + n, sizeof logged - n, "%s\n", message);
+}
+
+/* Issue 30, item 9: a subscriber whose key the publisher refuses used to see
+ * only "no message ... (is a publisher running there?)", and the publisher
+ * said nothing. Now the subscriber's receive fails with the reason, and the
+ * publisher logs the refused address and key once. */
+KR_TEST(curve, refused_key_is_said_on_both_sides)
+{
+    if (!need_curve()) SKIP("libzmq without CURVE");
+    kr_curve_keypair server, alice, mallory;
+    REQUIRE_OK(kr_curve_keypair_new(&server));
+    REQUIRE_OK(kr_curve_keypair_new(&alice));
+    REQUIRE_OK(kr_curve_keypair_new(&mallory));
+    const char *allow[] = {alice.public_key};
+    kr_publisher_config cfg;
+    kr_publisher_config_default(&cfg);
+    cfg.endpoint = "tcp://127.0.0.1:*";
+    cfg.curve_secret_key = server.secret_key;
+    cfg.curve_allow = allow;
+    cfg.curve_allow_count = 1;
+    logged[0] = '\0';
+    kr_log_set(KR_LOG_WARN, collect_log, NULL);
+    kr_publisher *pub = NULL;
+    REQUIRE_OK(kr_publisher_create(&pub, &cfg));
+    const char *ep = kr_publisher_endpoint(pub);
+    kr_subscriber *sub = curve_subscriber(ep, server.public_key, &mallory);
+    REQUIRE(sub);
+    /* However long the handshake takes: the refusal is the answer. */
+    kr_message m;
+    kr_status st = KR_END;
+    for (double t0 = kr_now(); st == KR_END && kr_now() - t0 < 60;)
+        st = kr_subscriber_receive(sub, 200, &m);
+    CHECK_STATUS(st, KR_ERR_TRANSPORT);
+    CHECK_CONTAINS(kr_last_error(), "refused this subscriber's CURVE key");
+    CHECK_CONTAINS(kr_last_error(), "--curve-allow");
+    kr_subscriber_destroy(&sub);
+    kr_publisher_destroy(&pub);
+    kr_log_set(KR_LOG_WARN, NULL, NULL);
+    char expect[200];
+    snprintf(expect, sizeof expect, "refused a subscriber from 127.0.0.1: its CURVE public key %s",
+             mallory.public_key);
+    CHECK_CONTAINS(logged, expect);
+    CHECK_CONTAINS(logged, "not on the allow-list");
+
+    /* The program: one line with the reason, exit status 1, not a timeout. */
+    const char *spub = tmp_path("refused_server.key"), *mkey = tmp_path("refused_mallory");
+    char args[2048], out[4096];
+    snprintf(args, sizeof args, "rm -f '%s' '%s.key' '%s.key_secret'; '%s' keygen '%s' >/dev/null",
+             spub, mkey, mkey, tool(), mkey);
+    REQUIRE(system(args) == 0);
+    snprintf(args, sizeof args, "public-key = \"%s\"\n", server.public_key);
+    write_text(spub, args, 0644);
+    REQUIRE_OK(kr_publisher_create(&pub, &cfg));
+    snprintf(args, sizeof args,
+             "'%s' sub --curve-server '%s' --curve-secret '%s.key_secret' --timeout 60 '%s' 2>&1",
+             tool(), spub, mkey, kr_publisher_endpoint(pub));
+    FILE *p = popen(args, "r");
+    REQUIRE(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    CHECK_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1);
+    CHECK_CONTAINS(out, "refused this subscriber's CURVE key");
+    CHECK(strstr(out, "is a publisher running there") == NULL);
+    kr_publisher_destroy(&pub);
 }

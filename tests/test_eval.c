@@ -9,6 +9,9 @@
 
 #include "kinreg/eval.h"
 #include "kinreg/trajectory.h"
+#include <unistd.h>
+#include <sys/resource.h>
+#include <signal.h>
 
 /* TUM stamps are Unix times; large values exercise the stamp arithmetic. */
 #define T0 1305031102.0
@@ -687,4 +690,57 @@ KR_TEST(eval, plot_png_tick_labels_are_readable)
     free(px);
     REQUIRE(first >= 0);
     CHECK_MSG(last - first + 1 >= 12, "tick labels %d pixels high", last - first + 1);
+}
+
+/* Issue 30, item 2: a plot that cannot be written whole (a file-size limit
+ * half way, /dev/full) is an error naming the file and the cause, and the
+ * plot that was there before is left as it was, for SVG and PNG alike. */
+KR_TEST(eval, failed_plot_keeps_the_plot_there_before)
+{
+    kr_trajectory gt = {0}, est = {0};
+    make_path(&gt, 2000, RATE, 0);
+    kr_pose A = some_transform();
+    transformed_copy(&gt, &A, NULL, &est);
+    const char *names[] = {"kept.svg", "kept.png"};
+    for (int k = 0; k < 2; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", kr_test_tmpdir(), names[k]);
+        REQUIRE_OK(kr_eval_plot(path, &gt, &est, NULL));
+        size_t before = 0, after = 0;
+        char *good = slurp(path, &before);
+        REQUIRE(good && before > 4096);
+        pid_t child = fork();
+        REQUIRE(child >= 0);
+        if (child == 0) {
+            signal(SIGXFSZ, SIG_IGN);
+            struct rlimit lim = {4096, 4096};
+            setrlimit(RLIMIT_FSIZE, &lim);
+            kr_status s = kr_eval_plot(path, &gt, &est, NULL);
+            _exit(s == KR_ERR_IO && strstr(kr_last_error(), names[k]) &&
+                          strstr(kr_last_error(), "File too large")
+                      ? 0
+                      : 1);
+        }
+        int status = 0;
+        REQUIRE(waitpid(child, &status, 0) == child);
+        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "%s past the file-size limit: status %d", names[k], status);
+        char *kept = slurp(path, &after);
+        CHECK(kept && after == before && !memcmp(kept, good, before));
+        free(good);
+        free(kept);
+        if (access("/dev/full", W_OK) == 0) {
+            char full[64];
+            snprintf(full, sizeof full, "/dev/full");
+            /* The format follows the name; /dev/full has none: a link does. */
+            char link[512];
+            snprintf(link, sizeof link, "%s/full_%s", kr_test_tmpdir(), names[k]);
+            unlink(link);
+            REQUIRE(symlink(full, link) == 0);
+            CHECK_STATUS(kr_eval_plot(link, &gt, &est, NULL), KR_ERR_IO);
+            CHECK_CONTAINS(kr_last_error(), "No space left");
+        }
+    }
+    kr_trajectory_free(&gt);
+    kr_trajectory_free(&est);
 }

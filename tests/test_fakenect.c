@@ -423,3 +423,53 @@ KR_TEST(fakenect, skip_bad_counts_and_continues)
     kr_source_destroy(&src);
     kr_log_set(KR_LOG_WARN, NULL, NULL);
 }
+
+/* Issue 30: every value read from a file is range-checked like its option.
+ * kinreg-intrinsics.txt took fx = 1e30 (an empty model and identity poses
+ * without a word); it now allows what --intrinsics allows: fx, fy
+ * 1..100000, cx, cy within +-100000, distortion within +-1000. A frame's
+ * time in INDEX.txt is within +-1e10 s. */
+KR_TEST(fakenect, file_values_in_the_options_ranges)
+{
+    const char *dir = make_dump("ranges");
+    REQUIRE(good_pgm(dir, "d-1.0-1.pgm"));
+    REQUIRE(write_file(dir, "INDEX.txt", "d-1.0-1.pgm\n"));
+    const char *bad[] = {"640 480 1e30 500 320 240\n",
+                         "640 480 500 100001 320 240\n",
+                         "640 480 0.5 500 320 240\n",
+                         "640 480 500 500 2e5 240\n",
+                         "640 480 500 500 320 -1e40\n",
+                         "640 480 500 500 320 240 1e4 0 0 0 0\n",
+                         "640 480 500 500 320 240 0 0 0 0 -1001\n"};
+    char path[800];
+    snprintf(path, sizeof path, "%s/kinreg-intrinsics.txt", dir);
+    kr_source *src = NULL;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        REQUIRE(write_file(dir, "kinreg-intrinsics.txt", bad[i]));
+        CHECK_STATUS(open_dump(dir, false, &src), KR_ERR_FORMAT);
+        CHECK_CONTAINS(kr_last_error(), path);
+        CHECK_CONTAINS(kr_last_error(), "fx and fy 1..100000");
+        CHECK(src == NULL);
+    }
+    /* The edges are allowed. */
+    REQUIRE(write_file(dir, "kinreg-intrinsics.txt",
+                       "640 480 100000 1 -100000 100000 1000 -1000 0 0 0\n"));
+    REQUIRE_OK(open_dump(dir, false, &src));
+    kr_source_destroy(&src);
+    REQUIRE(write_file(dir, "kinreg-intrinsics.txt", "640 480 500 500 320 240\n"));
+    REQUIRE(good_pgm(dir, "d-1e11-1.pgm"));
+    REQUIRE(write_file(dir, "INDEX.txt", "d-1.0-1.pgm\nd-1e11-1.pgm\n"));
+    CHECK_STATUS(open_dump(dir, false, &src), KR_ERR_FORMAT);
+    char where[900];
+    snprintf(where, sizeof where, "%s/INDEX.txt:2", dir);
+    CHECK_CONTAINS(kr_last_error(), where);
+    /* A named pipe as the intrinsics file is refused at once. */
+    unlink(path);
+    REQUIRE(mkfifo(path, 0600) == 0);
+    REQUIRE(write_file(dir, "INDEX.txt", "d-1.0-1.pgm\n"));
+    double t0 = kr_now();
+    CHECK_STATUS(open_dump(dir, false, &src), KR_ERR_IO);
+    CHECK_CONTAINS(kr_last_error(), "named pipe");
+    CHECK_LT(kr_now() - t0, 5);
+    unlink(path);
+}

@@ -730,3 +730,21 @@ KR_TEST(refine, every_frame_follows_its_stretch_keyframes)
     kr_trajectory_free(&every);
     kr_trajectory_free(&kf);
 }
+
+/* Issue 30: a .conf's values are range-checked like a trajectory's: a scan
+ * placed 1e30 m away is refused, naming the line. */
+KR_TEST(refine, scan_set_positions_in_range)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/far.conf", kr_test_tmpdir());
+    FILE *f = fopen(path, "w");
+    REQUIRE(f);
+    fputs("bmesh a.ply 0 0 0 0 0 0 1\nbmesh b.ply 1e30 0 0 0 0 0 1\n", f);
+    fclose(f);
+    kr_scan_set c;
+    CHECK_STATUS(kr_scan_set_read(path, &c), KR_ERR_FORMAT);
+    char where[700];
+    snprintf(where, sizeof where, "%s:2", path);
+    CHECK_CONTAINS(kr_last_error(), where);
+    CHECK_CONTAINS(kr_last_error(), "out of range");
+}

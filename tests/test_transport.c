@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "kinreg/trajectory.h"
 #include "kinreg/transport.h"
 
 /* the publisher's and subscribers' threads: TSan watches them */
@@ -1312,4 +1314,140 @@ KR_TEST(transport, wait_subscriber_holds_the_first_message_until_one_joins)
     REQUIRE_OK(kr_publisher_create(&nowhere, &cfg));
     CHECK_OK(kr_publisher_wait_subscriber(nowhere, 1000));
     kr_publisher_destroy(&nowhere);
+}
+
+/* ---- kinreg sub's output is checked (issue 30, items 1 and 9) ---------------- */
+
+/* Starts argv with stdout to the file out_path (under a file-size limit of
+ * fsize bytes when > 0, SIGXFSZ at its default) and stderr to err_name. */
+static pid_t start_to_file(char *const argv[], const char *out_path, long fsize, child *c,
+                           const char *err_name)
+{
+    c->len = 0;
+    c->eof = false; /* child_sync polls stdout; -1 is never ready */
+    c->out[0] = '\0';
+    c->out_fd = -1;
+    snprintf(c->err_path, sizeof c->err_path, "%s/%s", kr_test_tmpdir(), err_name);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int err = open(c->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (out < 0 || err < 0) _exit(127);
+        dup2(out, 1);
+        dup2(err, 2);
+        signal(SIGXFSZ, SIG_DFL);
+        if (fsize > 0) {
+            struct rlimit rl = {(rlim_t)fsize, (rlim_t)fsize};
+            if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(126);
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    c->pid = pid;
+    return pid;
+}
+
+/* The exit status within timeout_s (-1: killed by a signal, or killed here). */
+static int wait_child(pid_t pid, double timeout_s)
+{
+    int status = 0;
+    for (double t0 = now_s(); waitpid(pid, &status, WNOHANG) != pid;) {
+        if (now_s() - t0 > timeout_s) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* `kinreg sub > poses.txt` under a file-size limit: it used to be killed by
+ * SIGXFSZ (or, on a full disk, to report "received 100 ... 0 missed" and exit
+ * 0 with 43 poses on disk). Now the first failed line stops it with the file
+ * and the cause, exit status 4, and the file keeps whole lines only. */
+KR_TEST(transport, kinreg_sub_stops_at_the_first_failed_write)
+{
+    kr_publisher *pub = make_publisher("tcp://127.0.0.1:*", 10000);
+    REQUIRE(pub);
+    char ep[256], path[512];
+    snprintf(ep, sizeof ep, "%s", kr_publisher_endpoint(pub));
+    snprintf(path, sizeof path, "%s/sub_limited.txt", kr_test_tmpdir());
+    char *argv[] = {(char *)kr_test_tool(), "sub", ep, NULL};
+    static child c;
+    /* 2000 bytes: about 25 TUM lines of the 100 sent, the last one cut. */
+    if (start_to_file(argv, path, 2000, &c, "sub_limited.err") <= 0) {
+        kr_publisher_destroy(&pub);
+        REQUIRE(false);
+    }
+    bool synced = child_sync(&c, pub, NULL);
+    uint64_t s = 99;
+    for (int i = 0; synced && i < 100; i++) {
+        kr_pose_msg p = random_pose(&s);
+        CHECK_OK(kr_publisher_send_pose(pub, &p));
+    }
+    kr_status_msg stop;
+    memset(&stop, 0, sizeof stop);
+    stop.event = KR_EVENT_STOPPED;
+    CHECK_OK(kr_publisher_send_status(pub, &stop));
+    int code = wait_child(c.pid, 15);
+    const char *err = read_file(c.err_path);
+    CHECK_MSG(synced, "kinreg sub never printed a status message; stderr:\n%s", err);
+    CHECK_MSG(code == 4, "kinreg sub exited with %d (4 expected); stderr:\n%s", code, err);
+    char expect[700];
+    snprintf(expect, sizeof expect,
+             "kinreg sub: cannot write to standard output (%s): File too large", path);
+    CHECK_CONTAINS(err, expect);
+    CHECK_CONTAINS(err, "stopped at the first failed write to standard output");
+    /* Whole lines only: kinreg's own reader takes the file. */
+    kr_trajectory t = {0};
+    CHECK_OK(kr_trajectory_read_tum(path, &t));
+    CHECK_GT(t.count, 5);
+    CHECK_LT(t.count, 100);
+    kr_trajectory_free(&t);
+    kr_publisher_destroy(&pub);
+}
+
+/* A pose whose quaternion is not of unit length (zero, say) is no rotation:
+ * `kinreg sub` wrote it as a TUM line that `kinreg eval` then rejected, so
+ * one bad pose spoiled the whole file. It is now left out, said and counted. */
+KR_TEST(transport, kinreg_sub_writes_no_pose_the_reader_rejects)
+{
+    kr_publisher *pub = make_publisher("tcp://127.0.0.1:*", 10000);
+    REQUIRE(pub);
+    char ep[256], path[512];
+    snprintf(ep, sizeof ep, "%s", kr_publisher_endpoint(pub));
+    snprintf(path, sizeof path, "%s/sub_quat.txt", kr_test_tmpdir());
+    char *argv[] = {(char *)kr_test_tool(), "sub", ep, NULL};
+    static child c;
+    if (start_to_file(argv, path, 0, &c, "sub_quat.err") <= 0) {
+        kr_publisher_destroy(&pub);
+        REQUIRE(false);
+    }
+    bool synced = child_sync(&c, pub, NULL);
+    uint64_t s = 3;
+    for (int i = 0; synced && i < 10; i++) {
+        kr_pose_msg p = random_pose(&s);
+        if (i == 4) memset(p.q, 0, sizeof p.q);
+        if (i == 6)
+            for (int k = 0; k < 4; k++)
+                p.q[k] *= 2;
+        CHECK_OK(kr_publisher_send_pose(pub, &p));
+    }
+    kr_status_msg stop;
+    memset(&stop, 0, sizeof stop);
+    stop.event = KR_EVENT_STOPPED;
+    CHECK_OK(kr_publisher_send_status(pub, &stop));
+    int code = wait_child(c.pid, 15);
+    const char *err = read_file(c.err_path);
+    CHECK_MSG(synced && code == 0, "kinreg sub exited with %d; stderr:\n%s", code, err);
+    CHECK_CONTAINS(err, "not written: its quaternion has norm 0, not 1");
+    CHECK_CONTAINS(err, "2 not a rotation");
+    kr_trajectory t = {0};
+    CHECK_OK(kr_trajectory_read_tum(path, &t));
+    CHECK_EQ(t.count, 8);
+    kr_trajectory_free(&t);
+    kr_publisher_destroy(&pub);
 }

@@ -577,3 +577,22 @@ KR_TEST(tum, skip_bad_shows_a_few_then_counts)
     CHECK_EQ(kinreg(args), 0);
     CHECK_CONTAINS(out, "skipped 10");
 }
+
+/* Issue 30: a depth.txt stamp is seconds within +-1e10, like a
+ * trajectory's; 1e300 is no frame's time. */
+KR_TEST(tum, depth_txt_stamps_in_range)
+{
+    const char *dir = make_dir("stamp_range");
+    REQUIRE(good_png(dir, "a.png"));
+    REQUIRE(write_depth_txt(dir, "1.0 depth/a.png\n1e300 depth/a.png\n"));
+    kr_source *src = NULL;
+    CHECK_STATUS(open_tum(dir, false, &src), KR_ERR_FORMAT);
+    char where[900];
+    snprintf(where, sizeof where, "%s/depth.txt:2", dir);
+    CHECK_CONTAINS(kr_last_error(), where);
+    CHECK_CONTAINS(kr_last_error(), "within +-1e10");
+    CHECK(src == NULL);
+    REQUIRE(write_depth_txt(dir, "1305031102.175304 depth/a.png\n"));
+    REQUIRE_OK(open_tum(dir, false, &src));
+    kr_source_destroy(&src);
+}

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tools/commands.h"
+#include "tools/cli/output_file.h"
 #include "tools/cli/output_path.h"
 #include "tools/cli/common_options.h"
 #include "tools/cli/pipeline_options.h"
@@ -357,11 +358,15 @@ int kr_cmd_bench(int argc, char **argv)
     }
 
     if (json_path) {
-        FILE *f = strcmp(json_path, "-") ? fopen(json_path, "w") : stdout;
-        if (!f) {
-            fprintf(stderr, "kinreg bench: cannot write %s\n", json_path);
-            return KR_EXIT_FAILURE;
+        /* A file is written whole or not at all; "-" is stdout, checked at exit. */
+        kr_output_file out;
+        bool to_file = strcmp(json_path, "-") != 0;
+        if (to_file && !kr_output_file_open(&out, "kinreg bench", "the JSON report", json_path)) {
+            for (int i = 0; i < ST_COUNT; i++)
+                free(st[i].v);
+            return KR_EXIT_OUTPUT;
         }
+        FILE *f = to_file ? out.f : stdout;
         fprintf(f,
                 "{\"source\": \"%s\", \"device\": \"%s\", \"frames\": %d, \"lost\": %d, "
                 "\"median_ms\": {",
@@ -382,7 +387,11 @@ int kr_cmd_bench(int argc, char **argv)
                 (unsigned long long)ps.losses_ended, (unsigned long long)ps.losses_ended_fast,
                 (unsigned long long)ps.recoveries, (unsigned long long)ps.recovery_failures);
         fprintf(f, "}\n");
-        if (f != stdout) fclose(f);
+        if (to_file && !kr_output_file_commit(&out, "kinreg bench")) {
+            for (int i = 0; i < ST_COUNT; i++)
+                free(st[i].v);
+            return KR_EXIT_OUTPUT;
+        }
     }
     for (int i = 0; i < ST_COUNT; i++)
         free(st[i].v);

@@ -87,11 +87,18 @@ int kr_cmd_demo(int argc, char **argv)
     const kr_trajectory *est = kr_pipeline_trajectory(p);
     kr_ate ate;
     kr_status es = gt ? kr_eval_ate(gt, est, 0, &ate) : KR_ERR_EMPTY;
-    if (gt && kr_trajectory_write_tum(gt_path, gt) != KR_OK)
+    /* Every file is said to be written only when it was; one that was not
+     * (full disk, file-size limit) is named with the cause: exit status 4. */
+    bool output_failed = stats.trajectory_failed || stats.model_save_failed;
+    if (gt && kr_trajectory_write_tum(gt_path, gt) != KR_OK) {
         fprintf(stderr, "kinreg demo: %s\n", kr_last_error());
+        output_failed = true;
+    }
     if (es == KR_OK) {
-        if (kr_eval_plot(plot_path, gt, est, &ate) != KR_OK)
+        if (kr_eval_plot(plot_path, gt, est, &ate) != KR_OK) {
             fprintf(stderr, "kinreg demo: %s\n", kr_last_error());
+            output_failed = true;
+        }
         printf("ATE RMSE %.2f cm (median %.2f cm, max %.2f cm) over %zu frames; %.1f frames/s; "
                "lost %llu\n",
                100 * ate.rmse, 100 * ate.median, 100 * ate.max, ate.pairs, stats.fps,
@@ -103,7 +110,7 @@ int kr_cmd_demo(int argc, char **argv)
                    (unsigned long long)(stats.frames_filled + stats.frames_interpolated),
                    (unsigned long long)stats.frames_unfilled, 100 * fin.rmse, 100 * fin.median,
                    100 * fin.max);
-        if (!stats.trajectory_failed && !stats.model_save_failed) /* said only when true */
+        if (!output_failed) /* said only when true */
             printf("wrote %s, %s, %s, %s, %s\n", traj_path, cfg.trajectory_final_path, gt_path,
                    model_path, plot_path);
     } else if (!gt) {
@@ -111,15 +118,14 @@ int kr_cmd_demo(int argc, char **argv)
         printf("%s has no ground truth (groundtruth.txt), so no ATE; %.1f frames/s; lost %llu\n",
                kr_source_describe(kr_pipeline_source(p)), stats.fps,
                (unsigned long long)stats.frames_lost);
-        if (!stats.trajectory_failed && !stats.model_save_failed)
-            printf("wrote %s, %s\n", traj_path, model_path);
+        if (!output_failed) printf("wrote %s, %s\n", traj_path, model_path);
         es = KR_OK;
     } else {
         fprintf(stderr, "kinreg demo: cannot evaluate against the ground truth: %s\n",
                 kr_last_error());
     }
     kr_pipeline_destroy(&p);
-    if (stats.trajectory_failed || stats.model_save_failed) return KR_EXIT_OUTPUT;
+    if (output_failed) return KR_EXIT_OUTPUT;
     if (s == KR_OK && es != KR_OK) return KR_EXIT_FAILURE;
     return kr_exit_code(s);
 }

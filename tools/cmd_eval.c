@@ -11,6 +11,7 @@
 #include "kinreg/eval.h"
 #include "tools/cli/common_options.h"
 #include "tools/cli/output_path.h"
+#include "tools/cli/terminal_text.h"
 
 /* --max-dt and --delta: a number of seconds greater than 0. */
 static bool positive_seconds(const char *arg, double *out)
@@ -75,22 +76,6 @@ KR_OPTION_TABLE(eval_option_table, EVAL_OPTIONS, eval_options, o, NULL);
 
 /* Descriptions in column 20, "  --long" not lined up under "  -h, --help". */
 static const kr_command eval_command = {"eval", &eval_option_table, {20, 2, 2}, 0, false};
-
-/* JSON string literal (paths may hold quotes, backslashes or controls). */
-static void json_string(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
-}
 
 int kr_cmd_eval(int argc, char **argv)
 {
@@ -165,9 +150,9 @@ int kr_cmd_eval(int argc, char **argv)
     kr_quat q = kr_pose_to_quat(&ate.alignment);
     if (json) {
         printf("{\"gt\": ");
-        json_string(stdout, gt_path);
+        kr_json_string(stdout, gt_path);
         printf(", \"est\": ");
-        json_string(stdout, est_path);
+        kr_json_string(stdout, est_path);
         printf(", \"gt_poses\": %zu, \"est_poses\": %zu, \"max_dt\": %g, \"t_offset\": %.9g, "
                "\"align\": \"%s\", \"pairs\": %zu,\n",
                gt.count, est.count, max_dt, t_offset, align_start ? "start" : "horn", ate.pairs);
@@ -177,7 +162,7 @@ int kr_cmd_eval(int argc, char **argv)
                ate.alignment.t[2], q.x, q.y, q.z, q.w);
         if (rpe_error[0]) {
             printf(" \"rpe\": null, \"rpe_error\": ");
-            json_string(stdout, rpe_error);
+            kr_json_string(stdout, rpe_error);
         } else {
             printf(" \"rpe\": {\"delta\": %g, \"pairs\": %zu, \"trans_rmse\": %.9g, "
                    "\"trans_mean\": %.9g, "
@@ -186,7 +171,7 @@ int kr_cmd_eval(int argc, char **argv)
         }
         printf(",\n \"plot\": ");
         if (plot)
-            json_string(stdout, plot);
+            kr_json_string(stdout, plot);
         else
             printf("null");
         printf("}\n");
@@ -212,7 +197,7 @@ int kr_cmd_eval(int argc, char **argv)
                ate.alignment.t[0], ate.alignment.t[1], ate.alignment.t[2], q.x, q.y, q.z, q.w);
         if (plot) printf("plot             %s\n", plot);
     }
-    rc = plot_failed ? KR_EXIT_FAILURE : KR_EXIT_OK;
+    rc = plot_failed ? KR_EXIT_OUTPUT : KR_EXIT_OK;
 done:
     kr_trajectory_free(&gt);
     kr_trajectory_free(&est);

@@ -22,7 +22,9 @@ typedef struct {
         "tum:DIR, fakenect:DIR or a directory.\n\n"))                                              \
     GROUP(kr_record_option_table, rec, KR_SHOW_ALL)                                                \
     TEXT(KR_HELP("\nexit status: 0 done (also after Ctrl-C), 1 failure, 2 usage error,\n"          \
-                 "3 the sensor stopped delivering frames\n\n"                                      \
+                 "3 the sensor stopped delivering frames, 4 a file could not be written\n"         \
+                 "(full disk, file-size limit: the message names it; the frames before it\n"       \
+                 "stay a valid recording)\n\n"                                                     \
                  "example: kinreg record -n 300 desk_dump kinect\n"                                \
                  "         kinreg run fakenect:desk_dump\n"))
 KR_OPTION_TABLE(record_option_table, RECORD_COMMAND, record_args, a, NULL);

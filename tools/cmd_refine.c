@@ -14,6 +14,7 @@
 #include "tools/commands.h"
 #include "tools/cli/common_options.h"
 #include "tools/cli/number_option.h"
+#include "tools/cli/terminal_text.h"
 #include "kinreg/refine.h"
 #include "tools/mpi/refine_mpi.h"
 
@@ -548,8 +549,12 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
     if (s == KR_OK && n < 2)
         s = kr_error(KR_ERR_EMPTY, "the set has %d scan; refinement needs 2 or more", n);
     for (int k = 0; k < n && s == KR_OK; k++) {
-        if (!quiet && !json)
-            fprintf(stderr, "\rrefine: reading %s (%d/%d)   ", conf.scans[k].file, k + 1, n);
+        if (!quiet && !json) {
+            /* A name from the .conf: no escape sequence of it reaches the terminal. */
+            char name[1024];
+            kr_terminal_text(name, sizeof name, conf.scans[k].file);
+            fprintf(stderr, "\rrefine: reading %s (%d/%d)   ", name, k + 1, n);
+        }
         if (made) {
             xyz[k] = made[k];
             count[k] = made_n[k];
@@ -625,11 +630,16 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
     }
     if (!quiet && !json) fprintf(stderr, "\r%-70s\r", "");
     bool reported = shared && s != KR_OK; /* each rank said why above */
-    if (s == KR_OK && output) s = kr_scan_set_write(output, &conf, poses);
-    if (s == KR_OK && model) s = write_model(model, xyz, count, poses, n);
+    /* An output that cannot be written (full disk, file-size limit) is exit
+     * status 4; the file that was there before is left whole. */
+    bool output_failed = false;
+    if (s == KR_OK && output)
+        output_failed = (s = kr_scan_set_write(output, &conf, poses)) != KR_OK;
+    if (s == KR_OK && model)
+        output_failed = (s = write_model(model, xyz, count, poses, n)) != KR_OK;
     if (s != KR_OK) {
         if (!reported) fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
-        rc = kr_exit_code(s);
+        rc = output_failed && s == KR_ERR_IO ? KR_EXIT_OUTPUT : kr_exit_code(s);
     } else if (!lead) {
         /* Rank 0 reports. */
     } else {
@@ -697,13 +707,19 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
                 max_mm = fmax(max_mm, m1);
                 max_deg0 = fmax(max_deg0, d0);
                 max_mm0 = fmax(max_mm0, m0);
-                if (json)
-                    printf("%s{\"scan\":\"%s\",\"deg_before\":%.6f,\"mm_before\":%.6f,\"deg\":%.6f,"
-                           "\"mm\":%.6f}",
-                           k ? "," : "", conf.scans[k].file, d0, m0, d1, m1);
-                else
-                    printf("  %-16s %6.3f deg %7.3f mm -> %6.4f deg %6.4f mm\n", conf.scans[k].file,
-                           d0, m0, d1, m1);
+                /* The scan's name comes from the .conf: escaped for JSON and
+                 * for the terminal alike. */
+                if (json) {
+                    printf("%s{\"scan\":", k ? "," : "");
+                    kr_json_string(stdout, conf.scans[k].file);
+                    printf(",\"deg_before\":%.6f,\"mm_before\":%.6f,\"deg\":%.6f,\"mm\":%.6f}", d0,
+                           m0, d1, m1);
+                } else {
+                    char name[1024];
+                    kr_terminal_text(name, sizeof name, conf.scans[k].file);
+                    printf("  %-16s %6.3f deg %7.3f mm -> %6.4f deg %6.4f mm\n", name, d0, m0, d1,
+                           m1);
+                }
             }
             if (json)
                 printf("],\"max_deg\":%.6f,\"max_mm\":%.6f", max_deg, max_mm);

@@ -241,7 +241,7 @@ typedef struct {
     OPT(JSON, KR_OPT_JSON, o->json = true, KR_HELP("print one JSON object instead of text"))       \
     OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_NO_HELP)                                               \
     TEXT(KR_HELP("\nExit status: 0 success, 1 failure (unreadable file, registration failed),\n"   \
-                 "2 usage error.\n"))
+                 "2 usage error, 4 standard output could not be written.\n"))
 KR_OPTION_TABLE(register_option_table, REGISTER_OPTIONS, register_options, o, NULL);
 
 /* Descriptions in column 20; getopt's own messages and the help on a bad option. */

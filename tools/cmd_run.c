@@ -77,10 +77,11 @@ typedef struct {
                  "-t traj.txt -p tcp://*:5555\n\n"                                                 \
                  "exit status: 0 the source ended or Ctrl-C/SIGTERM stopped the run (every pose\n" \
                  "computed is written and published), 1 the run failed, 2 a usage error,\n"        \
-                 "3 the sensor stopped delivering frames (--stall-timeout), 4 the trajectory or\n" \
-                 "the model could not be written (full disk, file-size limit, I/O error: the\n"    \
-                 "message names the file and the cause; poses were still published and the\n"      \
-                 "trajectory keeps the poses written before the failure, whole lines only).\n"))
+                 "3 the sensor stopped delivering frames (--stall-timeout), 4 the trajectory,\n"   \
+                 "the model or standard output could not be written (full disk, file-size\n"       \
+                 "limit, I/O error: the message names the file and the cause; poses were still\n"  \
+                 "published and the trajectory keeps the poses written before the failure,\n"      \
+                 "whole lines only).\n"))
 KR_OPTION_TABLE(run_option_table, RUN_OPTIONS, run_options, o, NULL);
 
 static const kr_command run_command = {"run", &run_option_table, KR_HELP_LAYOUT_DEFAULT, 0, false};
@@ -153,8 +154,10 @@ int kr_cmd_run(int argc, char **argv)
         return KR_EXIT_FAILURE;
 
     kr_view *view = NULL;
+    /* The pipeline publishes on `ipc` (cfg.publish.endpoint points into it)
+     * until it is destroyed: it lives as long as the function. */
+    char endpoint[300], ipc[300];
     if (ro.view) {
-        char endpoint[300], ipc[300];
         if (!view_endpoint(&cfg, endpoint, sizeof endpoint, ipc, sizeof ipc)) return KR_EXIT_USAGE;
         kr_view_config vc = {.endpoint = endpoint, .http = ro.view, .public_bind = ro.view_public};
         int vrc = kr_view_start(&view, &vc, "kinreg run");

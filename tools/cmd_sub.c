@@ -12,6 +12,7 @@
 #include "tools/commands.h"
 #include "tools/cli/common_options.h"
 #include "sub_final.h"
+#include "tools/cli/stdout_check.h"
 #include "tools/cli/terminal_text.h"
 #include "kinreg/transport.h"
 
@@ -41,6 +42,8 @@ typedef struct {
     uint64_t received[KR_TOPIC_SLOTS]; /* per kr_topic */
     uint64_t gaps, missed, malformed;
     uint64_t nonfinite; /* poses not printed as TUM lines: a value was NaN or infinite */
+    uint64_t not_unit;  /* ... or the quaternion was not of unit length */
+    bool out_failed;    /* a write to stdout failed: the program stopped there */
 } sub_totals;
 
 static int parse_topics(const char *list, unsigned *mask)
@@ -129,7 +132,8 @@ typedef struct {
     TEXT(KR_HELP("\n"                                                                              \
                  "Exit status: 0 done (count reached, stream stopped, idle timeout or Ctrl-C),\n"  \
                  "1 nothing arrived before the timeout, the publisher ended with an error, or a\n" \
-                 "transport error; 2 usage error.\n"                                               \
+                 "transport error; 2 usage error; 4 standard output could not be written (the\n"   \
+                 "program stops at the first line that fails).\n"                                  \
                  "Wire format and JSON fields: docs/PROTOCOL.md.\n"))
 KR_OPTION_TABLE(sub_option_table, SUB_OPTIONS, sub_args, a, NULL);
 
@@ -208,34 +212,6 @@ static void json_array(FILE *f, const char *key, const double *v, int n)
     fputc(']', f);
 }
 
-/* A JSON string of untrusted text: control characters as \\u escapes, and
- * each byte that is not part of valid UTF-8 as U+FFFD, so the line is valid
- * JSON and valid UTF-8 whatever the publisher sent. */
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        size_t n = kr_utf8_sequence(p);
-        if (n == 0) {
-            fputs("\\ufffd", f);
-            p++;
-        } else if (n > 1) {
-            fwrite(p, 1, n, f);
-            p += n;
-        } else {
-            if (*p == '"' || *p == '\\')
-                fprintf(f, "\\%c", *p);
-            else if (*p < 0x20 || *p == 0x7f)
-                fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f);
-            p++;
-        }
-    }
-    fputc('"', f);
-}
-
 static void print_pose_json(const kr_pose_msg *p, uint64_t gap)
 {
     printf("{\"topic\":\"%s\",\"seq\":%" PRIu64 ",\"frame\":%" PRIu64, kr_topic_name(p->topic),
@@ -262,7 +238,7 @@ static void print_status_json(const kr_status_msg *s, uint64_t gap)
     json_float(stdout, "fps", s->fps, 9);
     printf(",\"model_points\":%" PRIu64 ",\"messages_dropped\":%" PRIu64 ",\"text\":",
            s->model_points, s->messages_dropped);
-    json_string(stdout, s->text);
+    kr_json_string(stdout, s->text);
     printf(",\"gap\":%" PRIu64 "}\n", gap);
 }
 
@@ -278,9 +254,10 @@ static void print_model_json(const kr_model_msg *m, uint64_t gap)
     printf(",\"gap\":%" PRIu64 "}\n", gap);
 }
 
-/* A TUM line, or nothing when a value is NaN or infinite: kinreg's own
- * trajectory reader (and most others) reject such lines, so one bad pose
- * would spoil the whole file. Counted and said on stderr instead. */
+/* A TUM line, or nothing when a value is NaN or infinite or the quaternion
+ * is not a rotation: kinreg's own trajectory reader (and most others) reject
+ * such lines, so one bad pose would spoil the whole file. Counted and said on
+ * stderr instead. */
 static void print_pose_tum(const kr_pose_msg *p, sub_totals *tot)
 {
     double v[8] = {p->timestamp, p->t[0], p->t[1], p->t[2], p->q[0], p->q[1], p->q[2], p->q[3]};
@@ -291,6 +268,17 @@ static void print_pose_tum(const kr_pose_msg *p, sub_totals *tot)
                     kr_topic_name(p->topic), p->seq);
             return;
         }
+    /* The reader's own tolerance (core/trajectory.c): rounded quaternions
+     * pass, a zero or scaled one does not. */
+    double qn = sqrt(v[4] * v[4] + v[5] * v[5] + v[6] * v[6] + v[7] * v[7]);
+    if (!(fabs(qn - 1.0) <= 1e-2)) {
+        tot->not_unit++;
+        fprintf(stderr,
+                "kinreg sub: %s seq %" PRIu64
+                " not written: its quaternion has norm %g, not 1, so it is no rotation\n",
+                kr_topic_name(p->topic), p->seq, qn);
+        return;
+    }
     printf("%.6f %.9f %.9f %.9f %.9f %.9f %.9f %.9f\n", v[0], v[1], v[2], v[3], v[4], v[5], v[6],
            v[7]);
 }
@@ -351,8 +339,6 @@ static bool print_message(const sub_options *o, const kr_message *m, sub_totals 
     } else {
         print_pose_tum(&m->pose, tot);
     }
-    /* Flush per line: the reader is usually another program waiting on it. */
-    fflush(stdout);
     return m->topic == KR_TOPIC_STATUS &&
            (m->status.event == KR_EVENT_STOPPED || m->status.event == KR_EVENT_ERROR);
 }
@@ -370,15 +356,24 @@ static void print_summary(const sub_totals *t)
             t->gaps == 1 ? "" : "s", t->missed == UINT64_MAX ? "at least " : "", t->missed,
             t->malformed);
     if (t->nonfinite) fprintf(stderr, ", %" PRIu64 " not finite", t->nonfinite);
+    if (t->not_unit) fprintf(stderr, ", %" PRIu64 " not a rotation", t->not_unit);
+    if (t->out_failed) fprintf(stderr, "; stopped at the first failed write to standard output");
     fputc('\n', stderr);
 }
 
 /* --final: the held trajectory, after the stream; returns the exit code. */
 static int print_final(sub_final *f, sub_totals *tot, int code)
 {
-    for (size_t i = 0; i < f->count; i++)
+    for (size_t i = 0; i < f->count && !tot->out_failed; i++) {
         print_pose_tum(&f->poses[i], tot);
-    fflush(stdout);
+        /* Stop at the first failed line, as the live lines do. */
+        if (ferror(stdout) && !kr_stdout_flush("kinreg sub")) tot->out_failed = true;
+    }
+    if (!tot->out_failed && !kr_stdout_flush("kinreg sub")) tot->out_failed = true;
+    if (tot->out_failed) {
+        sub_final_free(f);
+        return KR_EXIT_OUTPUT;
+    }
     fprintf(stderr,
             "kinreg sub: final trajectory of %zu frames, %" PRIu64 " of them from final messages\n",
             f->count, f->replaced);
@@ -432,6 +427,12 @@ static int run(const sub_options *o, kr_subscriber *sub, sub_totals *tot)
         }
         any = true;
         bool stopped = print_message(o, &m, tot);
+        /* Flush per line: the reader is usually another program waiting on
+         * it. A line that cannot be written ends the subscription there. */
+        if (!kr_stdout_flush("kinreg sub")) {
+            tot->out_failed = true;
+            return KR_EXIT_OUTPUT;
+        }
         bool pose =
             m.topic == KR_TOPIC_POSE || m.topic == KR_TOPIC_REFINE || m.topic == KR_TOPIC_FINAL;
         if (pose && o->count && ++poses >= o->count) return KR_EXIT_OK;

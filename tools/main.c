@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "tools/commands.h"
+#include "tools/cli/stdout_check.h"
 #include "tools/cli/stop_signals.h"
 #include "kinreg/device.h"
 #include "kinreg/transport.h"
@@ -48,8 +49,9 @@ static void usage(FILE *out)
     fprintf(
         out,
         "\nexit status: 0 success (run: also after Ctrl-C or SIGTERM), 1 failure, 2 usage error,\n"
-        "3 the sensor stopped delivering frames (run), 4 an output file could not be written "
-        "(run)\n");
+        "3 the sensor stopped delivering frames (run), 4 an output (a file, standard output) "
+        "could\n"
+        "not be written\n");
 }
 
 int main(int argc, char **argv)
@@ -68,20 +70,27 @@ int main(int argc, char **argv)
      * the model already at its cap, against +4 MiB with the threshold held
      * at its 128 KiB default (tests/test_memory.c). */
     mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    /* Every command's output is checked: a write that fails is said, with
+     * the file and the cause, and ends in exit status 4 (stdout_check.h). */
+    kr_stdout_init();
     if (argc < 2) {
         usage(stderr);
         return KR_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return KR_EXIT_OK;
+        return kr_stdout_close("kinreg", KR_EXIT_OK);
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version")) {
         printf("kinreg %s (wire protocol %d, %s)\n", KINREG_VERSION, KR_WIRE_VERSION, kr_build_backends());
-        return KR_EXIT_OK;
+        return kr_stdout_close("kinreg", KR_EXIT_OK);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name)) {
+            char who[32];
+            snprintf(who, sizeof who, "kinreg %s", commands[i].name);
+            return kr_stdout_close(who, commands[i].fn(argc - 1, argv + 1));
+        }
     fprintf(stderr, "kinreg: unknown %s '%s' (see 'kinreg --help')\n", argv[1][0] == '-' ? "option" : "command",
             argv[1]);
     return KR_EXIT_USAGE;

@@ -121,11 +121,14 @@ int kr_record_source(kr_source *src, const kr_record_job *job)
     const char *format = kr_record_format_name(job->recorder.format);
     kr_recorder *rec = NULL;
     kr_status st = kr_recorder_create(&rec, job->dir, &job->recorder);
-    if (st == KR_OK) st = write_sidecars(rec, src);
+    bool sidecar_failed = false;
+    if (st == KR_OK) sidecar_failed = (st = write_sidecars(rec, src)) != KR_OK;
     if (st != KR_OK) {
         fprintf(stderr, "%s: %s: %s\n", job->who, kr_strerror(st), kr_last_error());
         kr_recorder_destroy(&rec);
-        return KR_EXIT_FAILURE;
+        /* A file that could not be written (full disk, file-size limit) is
+         * status 4, as in every command; a refused directory stays 1. */
+        return sidecar_failed && st == KR_ERR_IO ? KR_EXIT_OUTPUT : KR_EXIT_FAILURE;
     }
     fprintf(stderr, "%s: %s -> %s (%s)\n", job->who, kr_source_describe(src), job->dir, format);
     fprintf(stderr, "%s: %s\n", job->who, kr_source_settings(src));
@@ -152,5 +155,6 @@ int kr_record_source(kr_source *src, const kr_record_job *job)
     fprintf(stderr, "%s: %llu frames written to %s (%s)\n", job->who,
             (unsigned long long)kr_recorder_frames(rec), job->dir, format);
     kr_recorder_destroy(&rec);
-    return write_failed ? KR_EXIT_FAILURE : kr_exit_code(st);
+    if (write_failed) return st == KR_ERR_IO ? KR_EXIT_OUTPUT : KR_EXIT_FAILURE;
+    return kr_exit_code(st);
 }

@@ -8,6 +8,7 @@
  * ...`), possibly indented; `#` starts a comment; other lines (czmq's
  * `metadata` and `curve` section names) are ignored. docs/SECURITY.md. */
 #include "kinreg/transport.h"
+#include "core/files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -122,10 +123,16 @@ kr_status kr_curve_keypair_save(const kr_curve_keypair *kp, const char *base)
 /* Reads a whole small file into a NUL-terminated buffer (free it). */
 static kr_status read_small(const char *path, char **out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return kr_error(KR_ERR_IO, "cannot read key file %s: %s%s", path, strerror(errno),
-                        errno == ENOENT ? " (make one with kinreg keygen NAME)" : "");
+    /* A named pipe would wait for a writer forever, /dev/zero never end: a
+     * key file is a regular file. */
+    char why[256];
+    errno = 0;
+    FILE *f = kr_fopen_regular(path, why, sizeof why);
+    if (!f) {
+        bool missing = errno == ENOENT;
+        return kr_error(KR_ERR_IO, "cannot read key file %s: %s%s", path, why,
+                        missing ? " (make one with kinreg keygen NAME)" : "");
+    }
     char *buf = malloc(KEY_FILE_MAX + 1);
     if (!buf) {
         fclose(f);

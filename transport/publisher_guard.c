@@ -33,6 +33,10 @@ struct kr_pub_guard {
     atomic_int connections;
     char (*allow)[KR_CURVE_KEY_LEN + 1];
     size_t allow_count;
+    /* Refused clients already said (address and key), so that one
+     * subscriber retrying is one line, not one a handshake. */
+    char said[16][KR_CURVE_KEY_LEN + 48];
+    int said_count;
     atomic_ullong refused, denied, resets;
 };
 
@@ -113,6 +117,43 @@ static bool allowed(const kr_pub_guard *g, const uint8_t *key, size_t n)
     return false;
 }
 
+/* A refused client is counted and said once (the publisher used to refuse
+ * in silence, and the subscriber saw only that nothing came): its address
+ * and CURVE public key, and what lets it in. Past 16 different clients, only
+ * every power of two of the count is said. */
+static void say_denied(kr_pub_guard *g, bool curve, zmq_msg_t *address, zmq_msg_t *key)
+{
+    unsigned long long n = atomic_fetch_add(&g->denied, 1) + 1;
+    char addr[40] = "?", z85[KR_CURVE_KEY_LEN + 1] = "";
+    if (address) {
+        size_t an =
+            zmq_msg_size(address) < sizeof addr - 1 ? zmq_msg_size(address) : sizeof addr - 1;
+        memcpy(addr, zmq_msg_data(address), an);
+        addr[an] = '\0';
+    }
+    if (curve && key && zmq_msg_size(key) == 32) zmq_z85_encode(z85, zmq_msg_data(key), 32);
+    char who[sizeof g->said[0]];
+    snprintf(who, sizeof who, "%s %s", addr, z85);
+    for (int i = 0; i < g->said_count; i++)
+        if (!strcmp(g->said[i], who)) return;
+    if (g->said_count < (int)(sizeof g->said / sizeof g->said[0])) {
+        memcpy(g->said[g->said_count++], who, sizeof who);
+    } else if (n & (n - 1)) {
+        return;
+    }
+    if (z85[0])
+        kr_log(KR_LOG_WARN,
+               "publisher: refused a subscriber from %s: its CURVE public key %s is not on the "
+               "allow-list (add its NAME.key to the --curve-allow file and restart to let it in; "
+               "%llu refused so far)",
+               addr, z85, n);
+    else
+        kr_log(KR_LOG_WARN,
+               "publisher: refused a subscriber from %s: it does not use CURVE (it needs "
+               "--curve-server and --curve-secret; %llu refused so far)",
+               addr, n);
+}
+
 /* One ZAP request (RFC 27): version, request id, domain, address, identity,
  * mechanism, credentials. The reply admits a CURVE client whose public key
  * is on the allow-list and nothing else. */
@@ -138,7 +179,7 @@ static void answer_zap(kr_pub_guard *g)
     if (count == 0) return;
     bool curve = count >= 7 && zmq_msg_size(&f[5]) == 5 && !memcmp(zmq_msg_data(&f[5]), "CURVE", 5);
     bool ok = curve && allowed(g, zmq_msg_data(&f[6]), zmq_msg_size(&f[6]));
-    if (!ok) atomic_fetch_add(&g->denied, 1);
+    if (!ok) say_denied(g, curve, count > 3 ? &f[3] : NULL, count > 6 ? &f[6] : NULL);
     const char *code = ok ? "200" : "400";
     const char *text = ok ? "OK" : "public key not on the allow-list";
     zmq_send(g->zap, "1.0", 3, ZMQ_SNDMORE);

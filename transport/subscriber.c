@@ -24,6 +24,12 @@
 
 struct kr_subscriber {
     void *ctx, *sock;
+    /* With CURVE: a PAIR reading the SUB socket's handshake events, so that
+     * a publisher refusing this subscriber's key is an error that says so,
+     * not a silence that looks like no publisher at all. NULL without. */
+    void *monitor;
+    int handshake_failures; /* in a row, without a handshake that succeeded */
+    bool warned;
     bool seen[TOPIC_MAX];
     uint64_t last_seq[TOPIC_MAX];
     char endpoint[256];
@@ -33,6 +39,11 @@ struct kr_subscriber {
 
 static void close_socket(kr_subscriber *s)
 {
+    if (s->monitor) {
+        zmq_socket_monitor(s->sock, NULL, 0);
+        zmq_close(s->monitor);
+        s->monitor = NULL;
+    }
     if (s->sock) zmq_close(s->sock);
     if (s->ctx)
         while (zmq_ctx_term(s->ctx) != 0 && errno == EINTR) {
@@ -67,6 +78,25 @@ static kr_status set_curve(void *sock, const kr_subscriber_config *cfg)
         zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, keys[1], KR_CURVE_KEY_LEN) != 0 ||
         zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, keys[2], KR_CURVE_KEY_LEN) != 0)
         return kr_error(KR_ERR_TRANSPORT, "cannot set the subscriber's CURVE keys: %s", zmq_strerror(errno));
+    return KR_OK;
+}
+
+/* The handshake events of the SUB socket, on a PAIR in the same context;
+ * started before connect so that no handshake escapes it. */
+static kr_status start_monitor(kr_subscriber *s)
+{
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://kinreg-sub-monitor-%p", (void *)s);
+    int linger = 0;
+    if (zmq_socket_monitor(s->sock, ep,
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0 ||
+        !(s->monitor = zmq_socket(s->ctx, ZMQ_PAIR)) ||
+        zmq_setsockopt(s->monitor, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_connect(s->monitor, ep) != 0)
+        return kr_error(KR_ERR_TRANSPORT, "cannot watch the subscriber's CURVE handshakes: %s",
+                        zmq_strerror(errno));
     return KR_OK;
 }
 
@@ -112,6 +142,7 @@ kr_status kr_subscriber_open(kr_subscriber **out, const kr_subscriber_config *cf
         goto fail;
     }
     if ((st = set_curve(s->sock, cfg)) != KR_OK) goto fail;
+    if (cfg->curve_server_key && (st = start_monitor(s)) != KR_OK) goto fail;
     /* Subscriptions are byte prefixes; no topic name is a prefix of another,
      * and receive() still matches the whole topic frame. */
     unsigned mask = topics ? topics : DEFAULT_TOPICS;
@@ -260,15 +291,60 @@ kr_status kr_subscriber_receive(kr_subscriber *sub, int timeout_ms, kr_message *
     }
 }
 
+/* One handshake event: KR_SKIPPED to wait on, or the error of a publisher
+ * that refused this subscriber's key. */
+static kr_status handshake_event(kr_subscriber *sub)
+{
+    uint8_t head[6];
+    int n = zmq_recv(sub->monitor, head, sizeof head, ZMQ_DONTWAIT);
+    int more = 0;
+    size_t len = sizeof more;
+    while (zmq_getsockopt(sub->monitor, ZMQ_RCVMORE, &more, &len) == 0 && more) {
+        char skip[8];
+        zmq_recv(sub->monitor, skip, sizeof skip, 0);
+    }
+    if (n != 6) return KR_SKIPPED;
+    uint16_t event;
+    uint32_t value;
+    memcpy(&event, head, 2);
+    memcpy(&value, head + 2, 4);
+    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        sub->handshake_failures = 0;
+    } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+        /* The publisher's ZAP handler said no (RFC 27 status 400): this
+         * key is not on its allow-list. ZeroMQ does not try again. */
+        return kr_error(KR_ERR_TRANSPORT,
+                        "the publisher at %s refused this subscriber's CURVE key (status %u): "
+                        "its public key is not on the publisher's allow-list; give the "
+                        "publisher's operator your NAME.key to add to --curve-allow",
+                        sub->endpoint, (unsigned)value);
+    } else if (++sub->handshake_failures >= 3 && !sub->warned) {
+        /* The connection closes during the handshake: with CURVE, most often
+         * a --curve-server that is not the publisher's key (ZeroMQ retries). */
+        sub->warned = true;
+        kr_log(KR_LOG_WARN,
+               "subscriber: the encrypted handshake with %s failed %d times in a row: check that "
+               "--curve-server is the publisher's public key (its NAME.key) and that it "
+               "publishes with CURVE",
+               sub->endpoint, sub->handshake_failures);
+    }
+    return KR_SKIPPED;
+}
+
 static kr_status receive_one(kr_subscriber *sub, int timeout_ms, kr_message *out)
 {
-    zmq_pollitem_t item = {.socket = sub->sock, .events = ZMQ_POLLIN};
-    int rc = zmq_poll(&item, 1, timeout_ms < 0 ? -1 : timeout_ms);
+    zmq_pollitem_t items[2] = {{.socket = sub->sock, .events = ZMQ_POLLIN},
+                               {.socket = sub->monitor, .events = ZMQ_POLLIN}};
+    int rc = zmq_poll(items, sub->monitor ? 2 : 1, timeout_ms < 0 ? -1 : timeout_ms);
     if (rc < 0) {
         if (errno == EINTR) return kr_error(KR_ERR_INTERRUPTED, "receive interrupted by a signal");
         return kr_error(KR_ERR_TRANSPORT, "cannot poll %s: %s", sub->endpoint, zmq_strerror(errno));
     }
     if (rc == 0) return KR_END;
+    if (sub->monitor && (items[1].revents & ZMQ_POLLIN)) {
+        kr_status hs = handshake_event(sub);
+        if (hs != KR_SKIPPED || !(items[0].revents & ZMQ_POLLIN)) return hs;
+    }
 
     zmq_msg_t frame[2];
     zmq_msg_init(&frame[0]);

@@ -75,3 +75,31 @@ void kr_terminal_text(char *dst, size_t cap, const char *src)
     }
     dst[len] = '\0';
 }
+
+/* A JSON string of untrusted text: control characters as \\u escapes, and
+ * each byte that is not part of valid UTF-8 as U+FFFD, so the line is valid
+ * JSON and valid UTF-8 whatever the publisher sent. */
+void kr_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        size_t n = kr_utf8_sequence(p);
+        if (n == 0) {
+            fputs("\\ufffd", f);
+            p++;
+        } else if (n > 1) {
+            fwrite(p, 1, n, f);
+            p += n;
+        } else {
+            if (*p == '"' || *p == '\\')
+                fprintf(f, "\\%c", *p);
+            else if (*p < 0x20 || *p == 0x7f)
+                fprintf(f, "\\u%04x", *p);
+            else
+                fputc(*p, f);
+            p++;
+        }
+    }
+    fputc('"', f);
+}

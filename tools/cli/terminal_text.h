@@ -4,6 +4,7 @@
 #define KINREG_TOOLS_CLI_TERMINAL_TEXT_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* Length (1..4) of the well-formed UTF-8 sequence at s (RFC 3629: no
  * overlong forms, no surrogates, nothing above U+10FFFF), 0 when the bytes
@@ -16,5 +17,11 @@ size_t kr_utf8_sequence(const unsigned char *s);
  * \xNN; a backslash as \\, so that the result reads back unambiguously.
  * Cut short at a character boundary when dst is too small. */
 void kr_terminal_text(char *dst, size_t cap, const char *src);
+
+/* Writes src to f as a JSON string literal, quotes included: control
+ * characters as \u escapes, each byte that is not part of valid UTF-8 as
+ * U+FFFD, so the output is valid JSON and valid UTF-8 whatever src holds (a
+ * status text from the network, a file name from a .conf). */
+void kr_json_string(FILE *f, const char *src);
 
 #endif

@@ -373,8 +373,13 @@ function connect() {
   const es = new EventSource("events");
   es.onopen = () => { state.connected = true; state.connects++; };
   // EventSource reconnects by itself (the server asks for 1 s); the page
-  // shows the gap meanwhile.
-  es.onerror = () => { state.connected = false; };
+  // shows the gap meanwhile. An answer other than a stream (503 while the
+  // server has as many pages as it serves) closes it for good: the page
+  // tries again itself after 2 s.
+  es.onerror = () => {
+    state.connected = false;
+    if (es.readyState === EventSource.CLOSED && !state.stopped) setTimeout(connect, 2000);
+  };
   es.addEventListener("pose", e => { onPose(JSON.parse(e.data)); maybeStill(es); });
   es.addEventListener("refine", e => onRefine(JSON.parse(e.data)));
   es.addEventListener("status", e => onStatus(JSON.parse(e.data)));

@@ -1,18 +1,42 @@
-/* The live view's server (tools/view/view.h): libmicrohttpd with a thread per
- * connection, so a page's Server-Sent Events stream may block in its reader
- * until its buffer has data, and a thread subscribed to the pose stream that
- * turns messages into events for the hub (tools/view/view_hub.h). */
+/* The live view's server (tools/view/view.h): libmicrohttpd on one thread
+ * (epoll), a thread subscribed to the pose stream that turns messages into
+ * events for the hub (tools/view/view_hub.h), and nothing that can hold up
+ * either (issue 30, item 5):
+ *
+ *   - connections: at most MAX_CONNECTIONS at once (and within the open-file
+ *     limit); one that sends or takes nothing for IDLE_SECONDS is closed, so
+ *     a client that connects and stays silent, or a page that stopped
+ *     reading, is gone after that long. An idle connection costs a socket
+ *     and a small buffer, not a thread;
+ *   - requests: headers and URL within HEADER_BYTES (431 past it), GET and
+ *     HEAD only, and a Host header naming this server: localhost or a 127.x
+ *     address on loopback, the bound address or this machine's name
+ *     otherwise; anything else (a DNS-rebinding page) gets 421;
+ *   - event streams: at most MAX_PAGES pages, each with PAGE_BUFFER_BYTES of
+ *     buffer in the hub and a fixed kernel send buffer; a page that stopped
+ *     reading gives its place (and its buffer) to a new one, else the new
+ *     one gets 503 and its script retries;
+ *   - a stream is suspended while its buffer is empty and resumed by the hub
+ *     when an event arrives: no thread waits per page.
+ *
+ * Nothing here is on the tracker's path: the tracker publishes on a socket
+ * and never waits (docs/PROTOCOL.md); this process's view threads run at a
+ * lower priority. */
 #include "view.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kinreg/frame.h"
@@ -22,10 +46,26 @@
 #include "view_events.h"
 #include "view_hub.h"
 
-/* Per page: about four seconds of 100k-point model snapshots in base64 plus
+/* Per page: about two seconds of 100k-point model snapshots in base64 plus
  * the poses between them; beyond this a page drops events (and is told). */
-#define PAGE_BUFFER_BYTES (8u << 20)
+#define PAGE_BUFFER_BYTES (4u << 20)
 #define HISTORY_POSES 20000
+/* Pages at once: their buffers together stay within 64 MiB. */
+#define MAX_PAGES 16
+/* Connections at once (pages, page loads, idle ones); lowered to fit the
+ * open-file limit. */
+#define MAX_CONNECTIONS 2048
+/* Seconds without a byte in or out before a connection is closed. */
+#define IDLE_SECONDS 10
+/* Per connection: the request line and headers must fit (libmicrohttpd's
+ * buffer for them, 431 beyond it). */
+#define HEADER_BYTES (16u << 10)
+/* The kernel's send buffer of an event stream (fixed: autotuning would
+ * give a page that never reads megabytes of kernel memory). */
+#define STREAM_SNDBUF (256 << 10)
+/* File descriptors kept for everything else (the stream's sockets, the
+ * tracker's files, libraries). */
+#define FD_RESERVE 256
 
 typedef struct {
     char *data;
@@ -40,27 +80,48 @@ struct kr_view {
     bool feed_running;
     atomic_bool stop;
     int port;
+    struct sockaddr_in addr; /* bound */
+    bool loopback;
+    char hostname[256]; /* this machine's name, for a Host header beyond loopback */
+    char who[32];
+    atomic_ullong foreign_host; /* requests refused: their Host names another server */
     file_bytes three, orbit; /* three.min.js and OrbitControls.js from libjs-three */
 };
 
+/* A whole file, if it is a regular one of at most 64 MiB (a named pipe
+ * would hang the start, a device never end). */
 static file_bytes read_file(const char *path)
 {
     file_bytes f = {NULL, 0};
-    FILE *in = fopen(path, "rb");
-    if (!in) return f;
-    if (fseek(in, 0, SEEK_END) == 0) {
-        long n = ftell(in);
-        if (n > 0 && fseek(in, 0, SEEK_SET) == 0 && (f.data = malloc((size_t)n))) {
-            f.len = fread(f.data, 1, (size_t)n, in);
-            if (f.len != (size_t)n) {
-                free(f.data);
-                f.data = NULL;
-                f.len = 0;
-            }
-        }
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return f;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size <= 0 || sb.st_size > (64 << 20) ||
+        !(f.data = malloc((size_t)sb.st_size))) {
+        close(fd);
+        return f;
     }
-    fclose(in);
+    size_t n = (size_t)sb.st_size;
+    while (f.len < n) {
+        ssize_t r = read(fd, f.data + f.len, n - f.len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        f.len += (size_t)r;
+    }
+    close(fd);
+    if (f.len != n) {
+        free(f.data);
+        f.data = NULL;
+        f.len = 0;
+    }
     return f;
+}
+
+/* The view's threads yield to the tracker's on a busy machine (Linux: a
+ * thread's nice value is its own). */
+static void lower_priority(void)
+{
+    (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 5);
 }
 
 /* ---- the stream's thread ------------------------------------------------- */
@@ -105,6 +166,7 @@ static void *feed_main(void *arg)
                        KR_WIRE_MODEL_CHUNK_POINTS * KR_WIRE_MODEL_POINT_SIZE + 2) /
                       3) +
                  16;
+    lower_priority();
     char *buf = malloc(cap);
     if (!buf) {
         kr_log(KR_LOG_ERROR, "view: cannot allocate the event buffer");
@@ -132,23 +194,27 @@ static void *feed_main(void *arg)
 typedef struct {
     kr_view *view;
     kr_view_client *client;
+    struct MHD_Connection *conn;
 } sse_stream;
+
+/* The hub's wake callback: data arrived for a suspended stream. */
+static void sse_wake(void *conn)
+{
+    MHD_resume_connection(conn);
+}
 
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
     sse_stream *s = cls;
-    /* A comment line every few seconds of silence keeps proxies and the
-     * browser from timing the stream out, and notices a closed page. */
-    ssize_t n = kr_view_client_read(s->view->hub, s->client, buf, max, 5.0);
+    ssize_t n = kr_view_client_take(s->view->hub, s->client, buf, max);
     if (n < 0) return MHD_CONTENT_READER_END_OF_STREAM;
-    if (n == 0) {
-        static const char ping[] = ": ping\n\n";
-        if (max < sizeof ping - 1) return 0;
-        memcpy(buf, ping, sizeof ping - 1);
-        return (ssize_t)(sizeof ping - 1);
-    }
-    return n;
+    if (n > 0) return n;
+    /* Nothing to send: the connection sleeps until the hub has an event for
+     * it (at least the hub's tick, once a second). */
+    MHD_suspend_connection(s->conn);
+    if (!kr_view_client_sleep(s->view->hub, s->client)) MHD_resume_connection(s->conn);
+    return 0;
 }
 
 static void sse_free(void *cls)
@@ -165,9 +231,57 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned code, const c
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
     MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    if (code == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(r, "Retry-After", "2");
     enum MHD_Result ok = MHD_queue_response(conn, code, r);
     MHD_destroy_response(r);
     return ok;
+}
+
+/* Whether the Host header names this server (DNS rebinding: a page of
+ * evil.example.com whose name now resolves to 127.0.0.1 must not read the
+ * stream). Allowed: localhost or any 127.x address (and [::1]) on loopback;
+ * beyond loopback also the bound address (any IPv4 address when bound to
+ * 0.0.0.0) and this machine's name, with or without its domain. A port, if
+ * given, must be the one served. No Host at all (HTTP/1.0; no browser) is
+ * let through: libmicrohttpd refuses an HTTP/1.1 request without one. */
+static bool host_allowed(const kr_view *v, const char *host)
+{
+    if (!host) return true;
+    char name[256];
+    const char *end = host + strlen(host);
+    const char *port = NULL;
+    if (host[0] == '[') { /* [v6]:port */
+        const char *close = strchr(host, ']');
+        if (!close) return false;
+        port = close[1] == ':' ? close + 2 : close[1] ? end : NULL;
+        if (port == end) return false;
+        snprintf(name, sizeof name, "%.*s", (int)(close + 1 - host), host);
+    } else {
+        const char *colon = strrchr(host, ':');
+        if (colon) port = colon + 1;
+        size_t n = (size_t)((colon ? colon : end) - host);
+        if (n == 0 || n >= sizeof name) return false;
+        memcpy(name, host, n);
+        name[n] = '\0';
+    }
+    if (port) {
+        char *e;
+        long p = strtol(port, &e, 10);
+        if (e == port || *e || p != v->port) return false;
+    } else if (v->port != 80) {
+        return false;
+    }
+    struct in_addr a;
+    bool is_ip = inet_pton(AF_INET, name, &a) == 1;
+    if (!strcasecmp(name, "localhost") || !strcmp(name, "[::1]") ||
+        (is_ip && (ntohl(a.s_addr) >> 24) == 127))
+        return true;
+    if (v->loopback) return false;
+    if (is_ip)
+        return v->addr.sin_addr.s_addr == htonl(INADDR_ANY) || a.s_addr == v->addr.sin_addr.s_addr;
+    size_t hn = strlen(v->hostname);
+    return hn && !strncasecmp(name, v->hostname, hn) && (name[hn] == '\0' || name[hn] == '.');
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -176,12 +290,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
     (void)version;
     (void)upload_data;
-    (void)upload_size;
     (void)con_cls;
     kr_view *v = cls;
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+    static _Thread_local bool lowered;
+    if (!lowered) {
+        lower_priority();
+        lowered = true;
+    }
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        *upload_size = 0; /* a body is not read */
         return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "GET only\n", 9,
                      MHD_RESPMEM_PERSISTENT);
+    }
+    if (!host_allowed(v, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host"))) {
+        atomic_fetch_add(&v->foreign_host, 1);
+        static const char foreign[] =
+            "kinreg view: this server is not the host your address names; open it by its own "
+            "address (http://127.0.0.1:PORT/ on this machine)\n";
+        return reply(conn, MHD_HTTP_MISDIRECTED_REQUEST, "text/plain", foreign, sizeof foreign - 1,
+                     MHD_RESPMEM_PERSISTENT);
+    }
     if (!strcmp(url, "/") || !strcmp(url, "/index.html"))
         return reply(conn, MHD_HTTP_OK, "text/html; charset=utf-8", kr_view_index_html,
                      kr_view_index_html_len, MHD_RESPMEM_PERSISTENT);
@@ -198,13 +326,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         sse_stream *s = malloc(sizeof *s);
         if (!s) return MHD_NO;
         s->view = v;
-        s->client = kr_view_hub_join(v->hub);
+        s->conn = conn;
+        bool full = false;
+        s->client = kr_view_hub_join_full(v->hub, &full);
         if (!s->client) {
             free(s);
-            return MHD_NO;
+            if (!full) return MHD_NO;
+            static const char busy[] = "kinreg view: as many pages as it serves are open and "
+                                       "reading; close one, or try again\n";
+            return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", busy, sizeof busy - 1,
+                         MHD_RESPMEM_PERSISTENT);
         }
+        kr_view_client_on_wake(v->hub, s->client, sse_wake, conn);
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci) {
+            int sndbuf = STREAM_SNDBUF;
+            (void)setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+        }
+        /* Blocks of at most 16 KiB: the connection's buffer holds the chunk. */
         struct MHD_Response *r =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, sse_read, s, sse_free);
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, s, sse_free);
         if (!r) {
             sse_free(s);
             return MHD_NO;
@@ -220,6 +362,41 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                  MHD_RESPMEM_PERSISTENT);
 }
 
+/* libmicrohttpd's own messages (a request too large, a failed accept)
+ * through kr_log, as debug lines: a client's mistakes are not the user's. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[256];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    kr_log(KR_LOG_DEBUG, "view: %s", msg);
+}
+
+/* Connections the open-file limit leaves room for: the soft limit is raised
+ * toward the hard one as far as MAX_CONNECTIONS needs. */
+static int connection_limit(const char *who)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 64;
+    rlim_t want = MAX_CONNECTIONS + FD_RESERVE;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        struct rlimit up = rl;
+        up.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0) rl = up;
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want) return MAX_CONNECTIONS;
+    int n = (int)rl.rlim_cur - FD_RESERVE;
+    if (n < 16) n = 16;
+    fprintf(stderr,
+            "%s: the open-file limit (ulimit -n %llu) leaves the view room for %d connections at "
+            "once instead of %d\n",
+            who, (unsigned long long)rl.rlim_cur, n, MAX_CONNECTIONS);
+    return n;
+}
+
 /* ---- start and stop ------------------------------------------------------ */
 
 /* The listening socket is ours, so "in use" is told apart from other
@@ -233,7 +410,7 @@ static int listen_on(const struct sockaddr_in *addr, const char *text, const cha
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (const struct sockaddr *)addr, sizeof *addr) != 0 || listen(fd, 64) != 0) {
+    if (bind(fd, (const struct sockaddr *)addr, sizeof *addr) != 0 || listen(fd, 512) != 0) {
         int err = errno;
         if (err == EADDRINUSE)
             fprintf(stderr,
@@ -269,6 +446,11 @@ int kr_view_start(kr_view **out, const kr_view_config *cfg, const char *who)
     kr_view *v = calloc(1, sizeof *v);
     if (!v) return 1;
     atomic_init(&v->stop, false);
+    atomic_init(&v->foreign_host, 0);
+    snprintf(v->who, sizeof v->who, "%s", who);
+    v->loopback = kr_view_is_loopback(&addr);
+    if (gethostname(v->hostname, sizeof v->hostname) != 0) v->hostname[0] = '\0';
+    v->hostname[sizeof v->hostname - 1] = '\0';
     const char *dir = cfg->three_dir ? cfg->three_dir : "/usr/share/javascript/three";
     char path[512];
     snprintf(path, sizeof path, "%s/three.min.js", dir);
@@ -283,6 +465,7 @@ int kr_view_start(kr_view **out, const kr_view_config *cfg, const char *who)
                 who, dir);
     int rc = 1;
     if (!(v->hub = kr_view_hub_create(PAGE_BUFFER_BYTES, HISTORY_POSES))) goto fail;
+    kr_view_hub_limit(v->hub, MAX_PAGES);
     if (kr_subscriber_create(&v->sub, cfg->endpoint,
                              (1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS) |
                                  (1u << KR_TOPIC_REFINE) | (1u << KR_TOPIC_MODEL)) != KR_OK) {
@@ -296,9 +479,15 @@ int kr_view_start(kr_view **out, const kr_view_config *cfg, const char *who)
     socklen_t blen = sizeof bound;
     getsockname(fd, (struct sockaddr *)&bound, &blen);
     v->port = ntohs(bound.sin_port);
-    v->daemon =
-        MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL,
-                         NULL, on_request, v, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_END);
+    v->addr = bound;
+    unsigned max_conn = (unsigned)connection_limit(who);
+    v->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+                                 0, NULL, NULL, on_request, v, MHD_OPTION_LISTEN_SOCKET, fd,
+                                 MHD_OPTION_CONNECTION_LIMIT, max_conn,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_SECONDS,
+                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEADER_BYTES,
+                                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, v, MHD_OPTION_END);
     if (!v->daemon) {
         close(fd);
         fprintf(stderr, "%s: cannot start the view's HTTP server on %s\n", who, http);
@@ -338,8 +527,21 @@ void kr_view_stop(kr_view **vp)
     kr_view *v = *vp;
     atomic_store(&v->stop, true);
     if (v->feed_running) pthread_join(v->feed, NULL);
-    if (v->hub) kr_view_hub_close(v->hub); /* streams end: their threads can be joined */
+    /* Every stream wakes and ends; a suspended connection is resumed here,
+     * before the server stops (libmicrohttpd requires it). */
+    if (v->hub) kr_view_hub_close(v->hub);
     if (v->daemon) MHD_stop_daemon(v->daemon);
+    if (v->hub) {
+        kr_view_hub_stats_t hs;
+        kr_view_hub_stats(v->hub, &hs);
+        unsigned long long foreign = atomic_load(&v->foreign_host);
+        if (hs.refused || hs.evicted || foreign)
+            fprintf(stderr,
+                    "%s: the view refused %llu pages (%d at once at most), ended %llu that "
+                    "stopped reading and refused %llu requests naming another host\n",
+                    v->who, (unsigned long long)hs.refused, MAX_PAGES,
+                    (unsigned long long)hs.evicted, foreign);
+    }
     kr_subscriber_destroy(&v->sub);
     kr_view_hub_destroy(&v->hub);
     free(v->three.data);
