@@ -65,6 +65,8 @@ typedef struct {
     int format;
     int n_el;
     ply_element el[PLY_MAX_ELEMENTS];
+    long skipped_line;   /* the first header line not understood (0: none) */
+    char skipped_kw[32]; /* and its first word, for the error that may follow */
 } ply_reader;
 
 /* Strips trailing white space (also a CR of files written on Windows). */
@@ -160,10 +162,14 @@ static kr_status read_header(ply_reader *r)
                 break;
             }
             e->n_props++;
-        } else {
-            st = kr_error(KR_ERR_FORMAT, "%s:%ld: unknown header keyword '%s'", r->path, r->line,
-                          kw);
-            break;
+        } else if (r->skipped_line == 0) {
+            /* Any other line is skipped like a comment: real files carry
+             * lines the format does not define (the Stanford repository's
+             * Happy Buddha scans have three 'bye' lines before their first
+             * element). The first is remembered for the error a misspelt
+             * keyword would cause later. */
+            r->skipped_line = r->line;
+            snprintf(r->skipped_kw, sizeof r->skipped_kw, "%s", kw);
         }
     }
     free(line);
@@ -436,7 +442,12 @@ kr_status kr_ply_read(const char *path, kr_ply_points *out)
     for (int i = 0; st == KR_OK && i < r->n_el && v < 0; i++)
         if (!strcmp(r->el[i].name, "vertex")) v = i;
     if (st == KR_OK && v < 0)
-        st = kr_error(KR_ERR_FORMAT, "%s: no vertex element in the header", path);
+        st = r->skipped_line
+                 ? kr_error(KR_ERR_FORMAT,
+                            "%s: no vertex element in the header (line %ld, '%s', was skipped "
+                            "as unknown)",
+                            path, r->skipped_line, r->skipped_kw)
+                 : kr_error(KR_ERR_FORMAT, "%s: no vertex element in the header", path);
     if (st == KR_OK) st = check_counts(r, v);
     if (st == KR_OK && r->el[v].count > ((size_t)-1) / (3 * sizeof(float)))
         st = kr_error(KR_ERR_FORMAT, "%s: vertex count %llu is too large", path, r->el[v].count);
