@@ -150,6 +150,11 @@ static void close_socket(kr_publisher *p)
         while (zmq_ctx_term(p->ctx) != 0 && errno == EINTR) {
         }
     p->sock = p->ctx = NULL;
+    /* libzmq leaves the socket file of an ipc:// path behind; the path was
+     * ours (bind refuses one in use), so a finished run removes it. */
+    if (!strncmp(p->endpoint, "ipc://", 6) && p->endpoint[6] && p->endpoint[6] != '@')
+        unlink(p->endpoint + 6);
+    p->endpoint[0] = '\0';
 }
 
 /* The connection cap that fits the open-file limit: raises the soft limit

@@ -96,6 +96,7 @@ function buildScene() {
   modelPoints.frustumCulled = false;
   world.add(modelPoints);
 
+  controls.addEventListener("change", () => { if (state.stopped) renderer.render(scene, camera); });
   window.addEventListener("resize", resize);
   resize();
   animate();
@@ -107,12 +108,16 @@ function resize() {
   renderer.setSize(w, h);
   camera.aspect = w / h;
   camera.updateProjectionMatrix();
+  if (state.stopped) renderer.render(scene, camera);
 }
 
+// A still page (?still=N) draws its last frame and then only when the
+// mouse moves the camera: redrawing a large model every frame in a software
+// renderer is what kept headless browsers busy for a minute.
 function animate() {
-  requestAnimationFrame(animate);
   controls.update();
   renderer.render(scene, camera);
+  if (!state.stopped) requestAnimationFrame(animate);
 }
 
 // ---- trajectory --------------------------------------------------------------
