@@ -40,6 +40,206 @@ static float *strided(const kr_refine_view *v, size_t *n)
     return p;
 }
 
+/* kr_register from the start alone, then, when that is not trusted, with
+ * the search's turns: a rough start is usually near the answer, and on
+ * partial scans of a curved object a turn of 45 deg or more often overlaps
+ * as much as the truth (bunny pairs registered with the turns from 10 deg
+ * starts: a third of the trusted ones 30-150 deg wrong). */
+static kr_status register_near_first(kr_device *dev, const kr_register_config *rc, const float *src,
+                                     size_t ns, const float *dst, size_t nd, const kr_pose *start,
+                                     kr_register_result *r)
+{
+    kr_register_config near = *rc;
+    near.hypotheses = 0;
+    kr_status s = kr_register(dev, &near, src, ns, dst, nd, start, r);
+    if (s != KR_OK || r->trusted) return s;
+    return kr_register(dev, rc, src, ns, dst, nd, start, r);
+}
+
+/* The view edge e joins to v, or -1 when it does not touch v. */
+static int other_end(const edge *e, int v)
+{
+    return e->i == v ? e->j : e->j == v ? e->i : -1;
+}
+
+/* Placing the views, one at a time, from the gauge. */
+typedef struct {
+    kr_device *dev;
+    const kr_register_config *rc;
+    const edge *edges;
+    int n_edges, n;
+    float **pts; /* each view's strided points */
+    const size_t *cnt;
+    double extent;
+    const kr_pose *given; /* the given poses (the gauge's is kept) */
+    kr_pose *out;
+    bool *placed, *left; /* left: its placements disagreed and none verified */
+} placer;
+
+/* At most this many placements of one view are compared: its own 3 edges
+ * and the few views that chose it as a neighbour. */
+#define MAX_CANDIDATES 64
+
+/* Where the trusted edges between v and placed views put v: at[], and the
+ * edges in cand[]; returns how many. */
+static int candidates(const placer *pl, int v, int *cand, kr_pose *at)
+{
+    int nc = 0;
+    for (int e = 0; e < pl->n_edges && nc < MAX_CANDIDATES; e++) {
+        const edge *E = &pl->edges[e];
+        int o = other_end(E, v);
+        if (!E->trusted || o < 0 || !pl->placed[o]) continue;
+        if (o == E->i) {
+            at[nc] = kr_pose_mul(&pl->out[o], &E->T);
+        } else {
+            kr_pose inv = kr_pose_inv(&E->T);
+            at[nc] = kr_pose_mul(&pl->out[o], &inv);
+        }
+        cand[nc++] = e;
+    }
+    return nc;
+}
+
+/* Two placements agree within AGREE (pose_distance: about 6 deg, or 10 % of
+ * the object's size); wrong registrations are off by tens of degrees. */
+#define AGREE 0.1
+
+/* The candidate most others agree with (then the most overlapping edge);
+ * returns how many agree with it, itself included. */
+static int best_supported(const placer *pl, const int *cand, const kr_pose *at, int nc, int *pick)
+{
+    int support = 0;
+    *pick = -1;
+    for (int c = 0; c < nc; c++) {
+        int agree = 1;
+        for (int d = 0; d < nc; d++)
+            agree += d != c && pose_distance(&at[c], &at[d], pl->extent) < AGREE;
+        if (agree > support ||
+            (agree == support && pl->edges[cand[c]].overlap > pl->edges[cand[*pick]].overlap)) {
+            support = agree;
+            *pick = c;
+        }
+    }
+    return support;
+}
+
+/* Registers view v onto the union of its placed neighbours (views an edge
+ * joins it to, trusted or not), each moved by its placed pose, from `start`
+ * (the start alone when near_only, else near_first's search too). r->trusted
+ * false when there is nothing to register onto or no fit. */
+static kr_status register_onto_neighbours(const placer *pl, int v, const kr_pose *start,
+                                          bool near_only, kr_register_result *r)
+{
+    size_t total = 0;
+    for (int e = 0; e < pl->n_edges; e++) {
+        int o = other_end(&pl->edges[e], v);
+        if (o >= 0 && pl->placed[o]) total += pl->cnt[o];
+    }
+    r->trusted = false;
+    if (!total) return KR_OK;
+    float *dst = malloc(3 * total * sizeof *dst);
+    if (!dst) return kr_error(KR_ERR_NOMEM, "refine: no memory for view %d's neighbours", v);
+    size_t m = 0;
+    for (int e = 0; e < pl->n_edges; e++) {
+        int o = other_end(&pl->edges[e], v);
+        if (o < 0 || !pl->placed[o]) continue;
+        for (size_t k = 0; k < pl->cnt[o]; k++, m++) {
+            const float *q = pl->pts[o] + 3 * k;
+            double p[3] = {q[0], q[1], q[2]}, w[3];
+            kr_pose_apply(&pl->out[o], p, w);
+            for (int a = 0; a < 3; a++)
+                dst[3 * m + a] = (float)w[a];
+        }
+    }
+    kr_register_config rc = *pl->rc;
+    if (near_only) rc.hypotheses = 0;
+    kr_status s = register_near_first(pl->dev, &rc, pl->pts[v], pl->cnt[v], dst, total, start, r);
+    free(dst);
+    if (s == KR_ERR_NUMERIC || s == KR_ERR_EMPTY) {
+        r->trusted = false;
+        return KR_OK;
+    }
+    return s;
+}
+
+/* A view with one placement, or with placements that disagree, is checked
+ * against all its placed neighbours at once: registered onto their union
+ * from each placement and from its given pose, the trusted result that
+ * overlaps most wins (*found false when none is trusted). */
+static kr_status verify(const placer *pl, int v, const kr_pose *at, int nc, kr_pose *pose,
+                        bool *found)
+{
+    double best = -1;
+    *found = false;
+    for (int c = 0; c <= nc; c++) {
+        kr_register_result r;
+        kr_status s = register_onto_neighbours(pl, v, c < nc ? &at[c] : &pl->given[v], true, &r);
+        if (s != KR_OK) return s;
+        if (r.trusted && r.overlap > best) {
+            best = r.overlap;
+            *pose = r.pose;
+            *found = true;
+        }
+    }
+    return KR_OK;
+}
+
+/* Places one more view (*progress true) or finds none to place.
+ *
+ * A pairwise registration can be trusted (a clear fit, one clear best
+ * hypothesis) and still wrong: on a bunny perturbed by 10 deg / 5 cm,
+ * bun270 fit bun000 144 deg and bun315 72 deg away from the truth, both
+ * trusted, and a tree of the most overlapping edges placed it there. Two
+ * wrong registrations rarely agree, so a view that two placed views put in
+ * the same place is placed there; these go first, so that by the time a
+ * view with a single placement (or disagreeing ones) comes, more of its
+ * neighbours are placed, and it is verified against all of them together
+ * (verify). A view whose placements disagree and that no check confirms is
+ * left at its given pose. Among equals, the most overlapping edge first
+ * (Prim's). */
+static kr_status place_next(placer *pl, bool *progress)
+{
+    int best_v = -1, best_support = 0, best_nc = 0;
+    double best_overlap = -1;
+    kr_pose best_at[MAX_CANDIDATES];
+    *progress = false;
+    for (int v = 0; v < pl->n; v++) {
+        if (pl->placed[v] || pl->left[v]) continue;
+        int cand[MAX_CANDIDATES], pick;
+        kr_pose at[MAX_CANDIDATES];
+        int nc = candidates(pl, v, cand, at);
+        if (!nc) continue;
+        int support = best_supported(pl, cand, at, nc, &pick);
+        double overlap = pl->edges[cand[pick]].overlap;
+        if (support > best_support || (support == best_support && overlap > best_overlap)) {
+            best_v = v;
+            best_support = support;
+            best_overlap = overlap;
+            /* the supported placement first: with support >= 2 it is used */
+            best_at[0] = at[pick];
+            best_nc = 1;
+            for (int c = 0; c < nc; c++)
+                if (c != pick) best_at[best_nc++] = at[c];
+        }
+    }
+    if (best_v < 0) return KR_OK;
+    kr_pose pose = best_at[0];
+    bool found = best_support >= 2;
+    if (!found) {
+        kr_status s = verify(pl, best_v, best_at, best_nc, &pose, &found);
+        if (s != KR_OK) return s;
+        if (!found && best_nc == 1) found = true; /* one placement, nothing against it */
+    }
+    if (found) {
+        pl->out[best_v] = pose;
+        pl->placed[best_v] = true;
+    } else {
+        pl->left[best_v] = true;
+    }
+    *progress = true;
+    return KR_OK;
+}
+
 kr_status kr_refine_init_pairwise(kr_device *dev, const kr_refine_view *views, int n,
                                   const kr_pose *poses, int gauge, double extent, kr_pose *out,
                                   int *connected)
@@ -88,7 +288,8 @@ kr_status kr_refine_init_pairwise(kr_device *dev, const kr_refine_view *views, i
             if (done) continue;
             kr_pose inv = kr_pose_inv(&poses[i]), start = kr_pose_mul(&inv, &poses[j]);
             kr_register_result r;
-            kr_status rs = kr_register(dev, &rc, pts[j], cnt[j], pts[i], cnt[i], &start, &r);
+            kr_status rs =
+                register_near_first(dev, &rc, pts[j], cnt[j], pts[i], cnt[i], &start, &r);
             if (rs == KR_ERR_NUMERIC || rs == KR_ERR_EMPTY) continue; /* no fit: no edge */
             if (rs != KR_OK) {
                 s = rs;
@@ -98,44 +299,32 @@ kr_status kr_refine_init_pairwise(kr_device *dev, const kr_refine_view *views, i
         }
     }
 
-    /* 2. A tree from the gauge: each step takes the most overlapping
-     * trusted edge to a view not yet placed (Prim's). */
-    bool *placed = s == KR_OK ? calloc((size_t)n, sizeof *placed) : NULL;
-    if (s == KR_OK && !placed) s = kr_error(KR_ERR_NOMEM, "refine: no memory");
+    /* 2. A tree from the gauge (place_next), then the views it could not
+     * place: registered once more, from the given pose with the search's
+     * turns, onto their placed neighbours together. */
+    bool *flags = s == KR_OK ? calloc(2 * (size_t)n, sizeof *flags) : NULL;
+    if (s == KR_OK && !flags) s = kr_error(KR_ERR_NOMEM, "refine: no memory");
     int n_placed = 0;
     if (s == KR_OK) {
         memcpy(out, poses, sizeof *out * (size_t)n);
-        placed[gauge] = true;
-        n_placed = 1;
-        for (;;) {
-            int best = -1;
-            for (int e = 0; e < n_edges; e++) {
-                if (!edges[e].trusted || placed[edges[e].i] == placed[edges[e].j]) continue;
-                if (best < 0 || edges[e].overlap > edges[best].overlap) best = e;
+        placer pl = {dev, &rc, edges, n_edges, n, pts, cnt, extent, poses, out, flags, flags + n};
+        pl.placed[gauge] = true;
+        for (bool more = true; more && s == KR_OK;)
+            s = place_next(&pl, &more);
+        for (int v = 0; v < n && s == KR_OK; v++) {
+            if (pl.placed[v]) continue;
+            kr_register_result r;
+            s = register_onto_neighbours(&pl, v, &poses[v], false, &r);
+            if (s == KR_OK && r.trusted) {
+                out[v] = r.pose;
+                pl.placed[v] = true;
             }
-            if (best < 0) break;
-            edge *e = &edges[best];
-            if (placed[e->i]) {
-                out[e->j] = kr_pose_mul(&out[e->i], &e->T);
-                placed[e->j] = true;
-            } else {
-                kr_pose inv = kr_pose_inv(&e->T);
-                out[e->i] = kr_pose_mul(&out[e->j], &inv);
-                placed[e->i] = true;
-            }
-            n_placed++;
         }
-        /* A view no trusted edge reached keeps its given pose relative to the
-         * gauge's. */
-        kr_pose inv = kr_pose_inv(&poses[gauge]);
         for (int v = 0; v < n; v++)
-            if (!placed[v]) {
-                kr_pose rel = kr_pose_mul(&inv, &poses[v]);
-                out[v] = kr_pose_mul(&out[gauge], &rel);
-            }
+            n_placed += pl.placed[v];
     }
+    free(flags);
     if (connected) *connected = n_placed;
-    free(placed);
     for (int v = 0; pts && v < n; v++)
         free(pts[v]);
     free(pts);
