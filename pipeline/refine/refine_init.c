@@ -40,6 +40,13 @@ static float *strided(const kr_refine_view *v, size_t *n)
     return p;
 }
 
+/* The given poses are rough, not arbitrary: a registration that turns a
+ * view by more than this from where they put it is not trusted. The wrong
+ * answers the search finds on partial scans of a curved object are mostly
+ * near-flips (140-175 deg in the sweeps of docs/BENCHMARKS.md, issue 29);
+ * starts of 20 deg per view leave pairs up to 40 deg apart. */
+#define MAX_TURN_DEG 60.0
+
 /* kr_register from the start alone, then, when that is not trusted, with
  * the search's turns: a rough start is usually near the answer, and on
  * partial scans of a curved object a turn of 45 deg or more often overlaps
@@ -52,8 +59,11 @@ static kr_status register_near_first(kr_device *dev, const kr_register_config *r
     kr_register_config near = *rc;
     near.hypotheses = 0;
     kr_status s = kr_register(dev, &near, src, ns, dst, nd, start, r);
-    if (s != KR_OK || r->trusted) return s;
-    return kr_register(dev, rc, src, ns, dst, nd, start, r);
+    if (s != KR_OK || r->trusted || rc->hypotheses == 0) return s;
+    if ((s = kr_register(dev, rc, src, ns, dst, nd, start, r)) != KR_OK) return s;
+    kr_pose inv = kr_pose_inv(start), turn = kr_pose_mul(&inv, &r->pose);
+    if (kr_pose_angle(&turn) > MAX_TURN_DEG * M_PI / 180) r->trusted = false;
+    return KR_OK;
 }
 
 /* The view edge e joins to v, or -1 when it does not touch v. */
