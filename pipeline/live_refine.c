@@ -64,6 +64,7 @@ kr_status kr_live_refine_init(kr_live_refine *lr, const kr_live_refine_config *c
                         cfg->refuse_distance);
     lr->cfg = *cfg;
     lr->in_step = in_step;
+    atomic_init(&lr->interrupted, false);
     kr_keyframes_config kc;
     kr_keyframes_config_default(&kc);
     kc.min_translation = cfg->keyframe_distance;
@@ -140,6 +141,11 @@ static void publish_keyframe(kr_live_refine *lr, kr_outbox *box, int k, const kr
  * and the refined poses leave on `refine`. A failed window changes nothing. */
 static void apply(kr_live_refine *lr, kr_outbox *box, kr_refine_job *j)
 {
+    if (j->status == KR_ERR_INTERRUPTED) {
+        kr_log(KR_LOG_INFO, "live refiner: keyframes %d..%d kept as tracked: stopped", j->first,
+               j->first + j->count - 1);
+        return;
+    }
     lr->last_ms = 1e3 * j->result.seconds;
     if (j->status != KR_OK) {
         lr->failures++;
@@ -376,7 +382,7 @@ kr_status kr_live_refine_finish(kr_live_refine *lr, kr_outbox *box, bool final)
     kr_refine_job_free(&done);
     if (!final || lr->since_post == 0 || lr->kf.n < 2) return KR_OK;
     /* Every keyframe the windows have not reached yet, in order. */
-    while (lr->refined_to < lr->kf.n) {
+    while (lr->refined_to < lr->kf.n && !atomic_load(&lr->interrupted)) {
         kr_status s = post_window(lr);
         if (s != KR_OK) return s;
         done = kr_refiner_take(lr->refiner, true);
@@ -384,6 +390,13 @@ kr_status kr_live_refine_finish(kr_live_refine *lr, kr_outbox *box, bool final)
         kr_refine_job_free(&done);
     }
     return KR_OK;
+}
+
+void kr_live_refine_interrupt(kr_live_refine *lr)
+{
+    if (!lr) return;
+    atomic_store(&lr->interrupted, true);
+    kr_refiner_interrupt(lr->refiner);
 }
 
 kr_status kr_live_refine_trajectory(const kr_live_refine *lr, const kr_trajectory *tracked,

@@ -7,6 +7,7 @@
 #define KINREG_PIPELINE_LIVE_REFINE_H
 
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "pipeline/refine/keyframes.h"
@@ -39,6 +40,7 @@ typedef struct {
     bool refuse_due;
     uint64_t refusions;
     bool in_step; /* deterministic runs: each window is refined before the next frame */
+    atomic_bool interrupted; /* kr_live_refine_interrupt: no window is started any more */
 } kr_live_refine;
 
 /* Starts the refiner thread with an engine of `backend` (the tracker's).
@@ -66,8 +68,13 @@ kr_status kr_live_refine_refuse(kr_live_refine *lr, kr_model *model, uint64_t fr
 
 /* At shutdown: waits for the window in flight and applies it; with `final`
  * (the source ended), refines the windows still due, in order, until every
- * keyframe has been in one, and applies them too. */
+ * keyframe has been in one, and applies them too. After
+ * kr_live_refine_interrupt, the window in flight ends at once and no other
+ * is started: those keyframes keep their tracked poses. */
 kr_status kr_live_refine_finish(kr_live_refine *lr, kr_outbox *box, bool final);
+
+/* A stop: the refinement in flight, and any later, ends now (any thread). */
+void kr_live_refine_interrupt(kr_live_refine *lr);
 
 /* Every frame's refined pose from the tracked trajectory (one pose per frame,
  * in the order kr_live_refine_frame saw them; it may lack the last) into

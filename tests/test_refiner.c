@@ -157,6 +157,81 @@ KR_TEST(refiner, window_is_refined_in_the_background)
     kr_refiner_destroy(&r);
 }
 
+/* Says yes from its `after`-th question on. */
+static bool interrupt_after(void *user)
+{
+    int *left = user;
+    return --*left < 0;
+}
+
+/* An interrupted refinement ends with KR_ERR_INTERRUPTED and the poses as
+ * given, whether asked in the LM loop, between levels or in the pairwise
+ * placement; through the refiner, a window interrupted while it runs comes
+ * back so, and so does every later one. */
+KR_TEST(refiner, interrupt_ends_the_window_and_keeps_its_poses)
+{
+    kr_pose truth[4] = {kr_pose_identity(), small_motion(0, 0.06, 0, 0.1, 0, 0),
+                        small_motion(0.04, -0.05, 0, -0.1, 0.06, 0),
+                        small_motion(-0.03, 0, 0.05, 0, -0.08, 0.05)};
+    kr_pose start[4];
+    float *xyz[4];
+    size_t n[4];
+    kr_refine_view views[4];
+    for (int k = 0; k < 4; k++) {
+        xyz[k] = view_of_surface(&truth[k], 70, 0.25 * k, &n[k]);
+        views[k] = (kr_refine_view){xyz[k], n[k]};
+        kr_pose d = small_motion(k ? 0.02 : 0, k ? 0.015 : 0, 0, k ? 0.015 : 0, 0, 0);
+        start[k] = kr_pose_mul(&d, &truth[k]);
+    }
+    kr_refine_config rc;
+    kr_refine_config_default(&rc);
+    rc.cell = 0.01;
+    rc.levels = 3;
+    rc.interrupted = interrupt_after;
+    /* 0: before the first level; 2: inside the LM loop of the coarsest. */
+    for (int after = 0; after <= 2; after += 2) {
+        for (int init = 0; init < 2; init++) {
+            int left = after;
+            rc.interrupted_user = &left;
+            rc.initialize = init ? KR_REFINE_INIT_ON : KR_REFINE_INIT_OFF;
+            kr_pose poses[4];
+            memcpy(poses, start, sizeof poses);
+            kr_refine_result res;
+            CHECK_STATUS(kr_refine(&rc, NULL, views, 4, poses, &res), KR_ERR_INTERRUPTED);
+            CHECK_MSG(!memcmp(poses, start, sizeof poses),
+                      "interrupted after %d questions (pairwise placement %s) moved the poses",
+                      after, init ? "on" : "off");
+            CHECK_EQ(left, -1); /* asked until it said yes, then no more */
+        }
+    }
+
+    /* Through the refiner thread: interrupted once posted. */
+    rc.interrupted = NULL;
+    rc.initialize = KR_REFINE_INIT_OFF;
+    rc.max_iterations = 1000; /* a long window */
+    rc.tolerance = 0;
+    kr_refiner *r = NULL;
+    REQUIRE_OK(kr_refiner_create(&r, &rc, NULL, 1));
+    kr_refine_job *job = NULL;
+    REQUIRE_OK(kr_refine_job_create(&job, 0, 4, (const float *const *)xyz, n, start));
+    CHECK_OK(kr_refiner_post(r, &job));
+    kr_refiner_interrupt(r);
+    kr_refine_job *done = kr_refiner_take(r, true);
+    REQUIRE(done != NULL);
+    CHECK_STATUS(done->status, KR_ERR_INTERRUPTED);
+    CHECK(!memcmp(done->poses, start, sizeof start));
+    kr_refine_job_free(&done);
+    REQUIRE_OK(kr_refine_job_create(&job, 0, 4, (const float *const *)xyz, n, start));
+    CHECK_OK(kr_refiner_post(r, &job)); /* and every later window */
+    done = kr_refiner_take(r, true);
+    REQUIRE(done != NULL);
+    CHECK_STATUS(done->status, KR_ERR_INTERRUPTED);
+    kr_refine_job_free(&done);
+    kr_refiner_destroy(&r);
+    for (int k = 0; k < 4; k++)
+        free(xyz[k]);
+}
+
 static int count_pose_lines(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -334,9 +409,11 @@ static void stop_while_refining(const kr_frame_result *r, const kr_pipeline_stat
     }
 }
 
-/* Ctrl-C (kr_pipeline_stop) while a window is being refined: the run waits
- * for it, applies it and writes the refined trajectory for every frame
- * tracked; the refiner thread is stopped with the pipeline. */
+/* Ctrl-C (kr_pipeline_stop) while a window is being refined: the window ends
+ * at once (issue 30 item 6: a loaded 2-core machine waited 12.5 s for it),
+ * its keyframes keep their tracked poses, which is not a failure, and the
+ * refined trajectory is still written for every frame tracked; the refiner
+ * thread is stopped with the pipeline. */
 KR_TEST(refiner, stop_flushes_refined_poses)
 {
     char refined[512];
@@ -362,7 +439,7 @@ KR_TEST(refiner, stop_flushes_refined_poses)
            (unsigned long long)st.refinements);
     CHECK(ctx[1] != NULL); /* the stop came while refining */
     CHECK_LT(st.frames_out, 900);
-    CHECK_GE(st.refinements, 1); /* the window in flight was applied, not lost */
+    CHECK_EQ(st.refine_failures, 0); /* the window in flight was stopped, not failed */
     CHECK(!st.refine_in_flight);
     CHECK_EQ(count_pose_lines(refined), (long long)st.frames_out);
     CHECK_EQ(kr_pipeline_refined_trajectory(p)->count, st.frames_out);

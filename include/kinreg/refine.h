@@ -86,6 +86,13 @@ typedef struct {
      * level, iteration count so far, and the objective. */
     void (*progress)(void *user, double cell, int iteration, double cost);
     void *progress_user;
+    /* Asked before each LM iteration, grid level and pairwise registration
+     * (may be NULL): when it returns true, kr_refine ends with
+     * KR_ERR_INTERRUPTED and leaves the poses as given. A stopped program
+     * need not wait for a refinement it will not use (the live refiner on
+     * Ctrl-C). */
+    bool (*interrupted)(void *user);
+    void *interrupted_user;
 } kr_refine_config;
 
 /* A view: n points (3 floats each, metres) in the view's own frame. */

@@ -361,6 +361,7 @@ static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double ra
         s = evaluate(L, R, poses, L->acc, &cur);
     double lambda = cfg->lambda;
     for (int it = 0; s == KR_OK && it < cfg->max_iterations; it++) {
+        if ((s = kr_refine_check_interrupted(cfg)) != KR_OK) break;
         st->iterations++;
         double dmax = 0;
         kr_status solved = KR_OK;
@@ -504,6 +505,7 @@ static kr_status refine_joint(const kr_refine_config *cfg, kr_device *dev,
         level L;
         double h = cfg->cell * (double)(1 << k);
         int band = k == cfg->levels - 1 ? cfg->coarse_band : cfg->mid_band;
+        if ((s = kr_refine_check_interrupted(cfg)) != KR_OK) break;
         t_fields = now_seconds();
         s = level_build(&L, eng, cfg, views, normals, n_views, h, band, band, k);
         if (s != KR_OK) break;
@@ -636,7 +638,7 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     }
     if (s == KR_OK && init) {
         double extent = kr_refine_fitter_extent(fitter), t_init = now_seconds();
-        s = kr_refine_init_pairwise(dev, views, n_views, poses, cfg->gauge, extent, b0, &placed);
+        s = kr_refine_init_pairwise(cfg, dev, views, n_views, poses, extent, b0, &placed);
         init_seconds = now_seconds() - t_init;
         if (s == KR_OK) s = agree_poses(cfg, b0, n_views);
         if (s == KR_OK) s = kr_refine_fitter_eval(fitter, b0, 0, NULL, &fit_b0);

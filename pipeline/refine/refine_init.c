@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kinreg/register.h"
+#include "pipeline/refine/refine_internal.h"
 
 /* Points of each view the pairwise registration takes (evenly strided):
  * enough for its normals and overlap, few enough for 15 views in a second. */
@@ -74,6 +75,7 @@ static int other_end(const edge *e, int v)
 
 /* Placing the views, one at a time, from the gauge. */
 typedef struct {
+    const kr_refine_config *cfg; /* the gauge, the interruption */
     kr_device *dev;
     const kr_register_config *rc;
     const edge *edges;
@@ -140,12 +142,14 @@ static int best_supported(const placer *pl, const int *cand, const kr_pose *at, 
 static kr_status register_onto_neighbours(const placer *pl, int v, const kr_pose *start,
                                           bool near_only, kr_register_result *r)
 {
+    r->trusted = false;
+    kr_status s = kr_refine_check_interrupted(pl->cfg);
+    if (s != KR_OK) return s;
     size_t total = 0;
     for (int e = 0; e < pl->n_edges; e++) {
         int o = other_end(&pl->edges[e], v);
         if (o >= 0 && pl->placed[o]) total += pl->cnt[o];
     }
-    r->trusted = false;
     if (!total) return KR_OK;
     float *dst = malloc(3 * total * sizeof *dst);
     if (!dst) return kr_error(KR_ERR_NOMEM, "refine: no memory for view %d's neighbours", v);
@@ -163,7 +167,7 @@ static kr_status register_onto_neighbours(const placer *pl, int v, const kr_pose
     }
     kr_register_config rc = *pl->rc;
     if (near_only) rc.hypotheses = 0;
-    kr_status s = register_near_first(pl->dev, &rc, pl->pts[v], pl->cnt[v], dst, total, start, r);
+    s = register_near_first(pl->dev, &rc, pl->pts[v], pl->cnt[v], dst, total, start, r);
     free(dst);
     if (s == KR_ERR_NUMERIC || s == KR_ERR_EMPTY) {
         r->trusted = false;
@@ -250,10 +254,11 @@ static kr_status place_next(placer *pl, bool *progress)
     return KR_OK;
 }
 
-kr_status kr_refine_init_pairwise(kr_device *dev, const kr_refine_view *views, int n,
-                                  const kr_pose *poses, int gauge, double extent, kr_pose *out,
-                                  int *connected)
+kr_status kr_refine_init_pairwise(const kr_refine_config *cfg, kr_device *dev,
+                                  const kr_refine_view *views, int n, const kr_pose *poses,
+                                  double extent, kr_pose *out, int *connected)
 {
+    int gauge = cfg->gauge;
     int k_nb = n - 1 < INIT_NEIGHBOURS ? n - 1 : INIT_NEIGHBOURS;
     edge *edges = calloc((size_t)n * (size_t)k_nb, sizeof *edges);
     float **pts = calloc((size_t)n, sizeof *pts);
@@ -296,6 +301,7 @@ kr_status kr_refine_init_pairwise(kr_device *dev, const kr_refine_view *views, i
             for (int e = 0; e < n_edges && !done; e++)
                 done = (edges[e].i == i && edges[e].j == j) || (edges[e].i == j && edges[e].j == i);
             if (done) continue;
+            if ((s = kr_refine_check_interrupted(cfg)) != KR_OK) break;
             kr_pose inv = kr_pose_inv(&poses[i]), start = kr_pose_mul(&inv, &poses[j]);
             kr_register_result r;
             kr_status rs =
@@ -317,7 +323,8 @@ kr_status kr_refine_init_pairwise(kr_device *dev, const kr_refine_view *views, i
     int n_placed = 0;
     if (s == KR_OK) {
         memcpy(out, poses, sizeof *out * (size_t)n);
-        placer pl = {dev, &rc, edges, n_edges, n, pts, cnt, extent, poses, out, flags, flags + n};
+        placer pl = {cfg, dev,    &rc,   edges, n_edges, n,        pts,
+                     cnt, extent, poses, out,   flags,   flags + n};
         pl.placed[gauge] = true;
         for (bool more = true; more && s == KR_OK;)
             s = place_next(&pl, &more);

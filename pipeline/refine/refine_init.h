@@ -13,12 +13,14 @@
 
 #include "kinreg/refine.h"
 
-/* out (n poses) gets the placed poses; the gauge keeps its pose, and a view no
+/* cfg gives the gauge and the interruption (kr_refine_config.interrupted,
+ * asked before each registration). out (n poses) gets the placed poses; the
+ * gauge keeps its pose, and a view no
  * trusted pair reached keeps its given pose relative to the gauge's.
  * *connected (may be NULL) gets the number of views placed, the gauge
  * included. */
-kr_status kr_refine_init_pairwise(kr_device *dev, const kr_refine_view *views, int n,
-                                  const kr_pose *poses, int gauge, double extent, kr_pose *out,
-                                  int *connected);
+kr_status kr_refine_init_pairwise(const kr_refine_config *cfg, kr_device *dev,
+                                  const kr_refine_view *views, int n, const kr_pose *poses,
+                                  double extent, kr_pose *out, int *connected);
 
 #endif

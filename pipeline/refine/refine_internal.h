@@ -9,6 +9,15 @@
 #include "kinreg/device.h"
 #include "kinreg/refine.h"
 
+/* KR_ERR_INTERRUPTED when the caller asks the refinement to end
+ * (kr_refine_config.interrupted), else KR_OK. */
+static inline kr_status kr_refine_check_interrupted(const kr_refine_config *cfg)
+{
+    if (cfg->interrupted && cfg->interrupted(cfg->interrupted_user))
+        return kr_error(KR_ERR_INTERRUPTED, "refine: interrupted");
+    return KR_OK;
+}
+
 typedef struct {
     int views;
     const kr_dfield *fields; /* one per view, this level */

@@ -4,6 +4,7 @@
 #include "pipeline/refine/refiner.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,18 @@ struct kr_refiner {
     pthread_cond_t changed;
     kr_refine_job *queued, *running, *done;
     bool quit;
+    atomic_bool interrupt; /* kr_refiner_interrupt */
 };
+
+static bool interrupted(void *user)
+{
+    return atomic_load(&((kr_refiner *)user)->interrupt);
+}
+
+void kr_refiner_interrupt(kr_refiner *r)
+{
+    if (r) atomic_store(&r->interrupt, true);
+}
 
 kr_status kr_refine_job_create(kr_refine_job **out, int first, int count, const float *const *xyz,
                                const size_t *n, const kr_pose *poses)
@@ -82,6 +94,8 @@ static void run_job(kr_refiner *r, kr_refine_job *j)
         memcpy(poses, j->poses, sizeof *poses * (size_t)j->count);
         kr_refine_config c = r->cfg;
         c.gauge = 0; /* the window's oldest keyframe: it was refined by the window before */
+        c.interrupted = interrupted;
+        c.interrupted_user = r;
         j->status = kr_refine(&c, r->dev, j->views, j->count, poses, &j->result);
         if (j->status == KR_OK) memcpy(j->poses, poses, sizeof *poses * (size_t)j->count);
         free(poses);
@@ -128,6 +142,7 @@ kr_status kr_refiner_create(kr_refiner **out, const kr_refine_config *cfg, kr_de
     kr_refiner *r = calloc(1, sizeof *r);
     if (!r) return kr_error(KR_ERR_NOMEM, "refiner: no memory");
     r->cfg = *cfg;
+    atomic_init(&r->interrupt, false);
     r->cfg.progress = NULL; /* nobody reads progress from this thread */
     r->dev = dev;
     r->threads = threads;

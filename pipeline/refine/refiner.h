@@ -47,6 +47,11 @@ kr_status kr_refiner_post(kr_refiner *r, kr_refine_job **job);
  * job queued or running (NULL only when there is none). */
 kr_refine_job *kr_refiner_take(kr_refiner *r, bool wait);
 
+/* Asks the job in flight, and every later one, to end now: they finish
+ * with KR_ERR_INTERRUPTED within an LM iteration or a pairwise
+ * registration, their poses as posted. Any thread, any time (a stop). */
+void kr_refiner_interrupt(kr_refiner *r);
+
 /* Finishes the job in flight (its result is dropped if not taken), stops the
  * thread and frees everything. Accepts NULL. */
 void kr_refiner_destroy(kr_refiner **r);
