@@ -3,7 +3,11 @@
  * every pose so far), and every write checked. A full disk, a file-size limit
  * or an I/O error stops the writing at the first failure: the file is cut
  * back to its last whole line (so `kinreg eval` still reads it) and the cause
- * is kept for the caller to report; tracking and publishing go on. */
+ * is kept for the caller to report; tracking and publishing go on. A named
+ * pipe must have a reader when it is opened, and a reader that takes nothing
+ * for a second ends the writing the same way (the tracker never waits on
+ * it longer); a reader that closes it makes write(2) raise SIGPIPE, which the
+ * program must ignore (kinreg run does) to get the error instead. */
 #ifndef KINREG_PIPELINE_TRAJECTORY_WRITER_H
 #define KINREG_PIPELINE_TRAJECTORY_WRITER_H
 

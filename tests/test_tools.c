@@ -661,3 +661,35 @@ KR_TEST(tools, record_frame_that_cannot_be_written_is_exit_4)
     kr_test_shell(cmd, out, sizeof out);
     CHECK_EQ(atoi(out), 0);
 }
+
+/* Issue 30 item 6: a named pipe as -t. With no reader, run waited forever in
+ * open(2), deaf to Ctrl-C; it is refused at once. A reader that stops
+ * reading (its pipe shrunk to one page, so it fills after ~45 poses) held
+ * tracking to 43 frames in 18 s; the writing now ends after a second
+ * without progress, said with the pose count, exit 4, and every frame is
+ * still tracked. */
+KR_TEST(tools, trajectory_pipe_without_reader_or_stalled_is_said)
+{
+    char fifo[512], cmd[4096];
+    snprintf(fifo, sizeof fifo, "%s/poses.fifo", kr_test_tmpdir());
+    REQUIRE(mkfifo(fifo, 0600) == 0);
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' run synthetic -n 5 -b cpu -q -t '%s'",
+             kr_test_tool(), fifo);
+    int rc = kr_test_shell(cmd, out, sizeof out);
+    CHECK_MSG(rc == 1, "run with a reader-less pipe as -t exited with %d, not 1:\n%s", rc, out);
+    CHECK_CONTAINS(out, "named pipe that nothing reads");
+
+    /* A reader that opens the pipe, shrinks it and never reads; killed by
+     * the shell after the run. */
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import fcntl,os,time; fd=os.open('%s', os.O_RDONLY | os.O_NONBLOCK); "
+             "fcntl.fcntl(fd, 1031, 4096); open('%s.ready', 'w').close(); time.sleep(300)\" & "
+             "r=$!; for i in $(seq 100); do [ -e '%s.ready' ] && break; sleep 0.1; done; "
+             "timeout 300 '%s' run synthetic -n 100 -b cpu -q -t '%s'; rc=$?; kill $r; exit $rc",
+             fifo, fifo, fifo, kr_test_tool(), fifo);
+    rc = kr_test_shell(cmd, out, sizeof out);
+    CHECK_MSG(rc == 4, "run with a stalled pipe reader exited with %d, not 4:\n%s", rc, out);
+    CHECK_CONTAINS(out, "its reader took nothing for a second");
+    CHECK_CONTAINS(out, "100 frames");
+    CHECK_CONTAINS(out, "is incomplete");
+}

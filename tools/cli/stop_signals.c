@@ -48,6 +48,9 @@ bool kr_stop_signals_start(void)
     bool ok = started;
     if (!started) {
         signal(SIGXFSZ, SIG_IGN);
+        /* A trajectory pipe whose reader went away is an output error, said
+         * and counted like a full disk, not the end of the tracker. */
+        signal(SIGPIPE, SIG_IGN);
         stop_set(&set);
         pthread_sigmask(SIG_BLOCK, &set, NULL);
         pthread_attr_t attr;
