@@ -43,7 +43,6 @@ kr_status kr_model_create(kr_model **out, const kr_model_config *cfg)
     if (!m) return kr_error(KR_ERR_NOMEM, "cannot allocate model");
     m->cfg = *cfg;
     m->max_voxels = kr_model_max_voxels(cfg);
-    m->evict_above = m->max_voxels;
     atomic_init(&m->evicted, 0);
     kr_voxel_map_config vcfg = {cfg->voxel_size, cfg->max_weight, cfg->geometric_weight};
     kr_status s = kr_voxel_map_create(&m->map, &vcfg);
@@ -88,7 +87,7 @@ kr_status kr_model_integrate(kr_model *m, const kr_cloud *cloud, const kr_pose *
     if (!m || !cloud || !pose) return kr_error(KR_ERR_INVALID_ARG, "kr_model_integrate: NULL argument");
     if (m->dmap) return kr_model_integrate_on_device(m, cloud, pose, frame_index);
     kr_status s = kr_voxel_map_integrate(m->map, cloud, pose, frame_index);
-    if (s == KR_OK && m->max_voxels && kr_voxel_map_size(m->map) > m->evict_above)
+    if (s == KR_OK && m->max_voxels && kr_voxel_map_size(m->map) > m->max_voxels)
         s = kr_model_evict_host_map(m, pose, frame_index);
     atomic_store(&m->size, kr_voxel_map_size(m->map));
     return s;
@@ -102,7 +101,6 @@ kr_status kr_model_refuse(kr_model *m, const kr_cloud *clouds, const kr_pose *po
     kr_model_wait_idle(m);
     kr_voxel_map_clear(m->map);
     kr_status s = m->dmap ? kr_voxel_map_cuda_upload(m->dmap, NULL, 0) : KR_OK; /* empties it */
-    m->evict_above = m->max_voxels;
     for (int i = 0; i < n && s == KR_OK; i++)
         s = kr_model_integrate(m, &clouds[i], &poses[i], frame_index);
     if (!m->dmap) atomic_store(&m->size, kr_voxel_map_size(m->map)); /* the device path sets it */

@@ -113,7 +113,7 @@ kr_status kr_model_integrate_on_device(kr_model *m, const kr_cloud *cloud, const
     kr_status s = kr_voxel_map_cuda_integrate(m->dmap, cloud->points, cloud->normals, w, h, false,
                                               R, t, frame_index);
     size_t n = kr_voxel_map_cuda_size(m->dmap);
-    if (s == KR_OK && m->max_voxels && n > m->evict_above) {
+    if (s == KR_OK && m->max_voxels && n > m->max_voxels) {
         /* Over the cap: the host's eviction over a download, survivors up. */
         kr_voxel *all = malloc(n * sizeof *all);
         if (!all) s = kr_error(KR_ERR_NOMEM, "cannot allocate %zu voxels for eviction", n);

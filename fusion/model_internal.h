@@ -30,13 +30,8 @@ struct kr_model {
     atomic_size_t size; /* mirror of the map's size for readers on other threads */
     size_t max_voxels;  /* from cfg.memory_mib; 0 = no cap */
     atomic_uint_fast64_t evicted;
-    bool warned_full;   /* said once that the active window alone exceeds the cap */
-    /* Eviction runs when the map grows past this: the cap, or, after a pass
-     * that could not get under it (the recent frames alone exceed the cap),
-     * a tenth above what that pass left. A pass scans the whole map, so
-     * repeating a futile one on every frame made fusion 5x slower; this
-     * way its cost per inserted voxel stays constant. */
-    size_t evict_above;
+    bool warned_full;   /* said once that recent voxels (evict_after) had to go */
+    bool warned_window; /* ... and once that voxels of the active window had to */
     uint64_t eviction_passes;
 
     /* Gathered active voxels: written by the caller of request while no build

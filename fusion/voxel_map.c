@@ -346,66 +346,107 @@ static inline bool far_from(const kr_voxel *v, const float c[3], float min_d2)
     return kr_voxel_far_from(v->point, c, min_d2);
 }
 
-/* The last_seen value at or below which dropping the candidates (those older
- * than `older_than`, far when `need_far`) removes at least `excess` voxels,
- * found by sorting the candidates' ages; *found = false when there are not
- * that many candidates (then every candidate goes). */
-static kr_status eviction_cutoff(const kr_voxel_map *m, size_t excess, uint64_t older_than, const float cam[3],
-                                 float min_d2, bool need_far, uint64_t *cutoff, bool *found)
+/* Which voxels an eviction pass drops: those last seen before `older_than`
+ * (far from the camera when `need_far`) and at or before `cutoff`, but of
+ * those seen exactly at `cutoff` only the first `at_cutoff` in insertion
+ * order (SIZE_MAX: all of them). */
+typedef struct {
+    uint64_t older_than, cutoff;
+    size_t at_cutoff;
+    bool need_far;
+} eviction_rule;
+
+static inline bool candidate(const kr_voxel *v, const eviction_rule *e, const float cam[3],
+                             float min_d2)
+{
+    return v->last_seen < e->older_than && (!e->need_far || far_from(v, cam, min_d2));
+}
+
+/* The rule that drops at least `excess` of the candidates (older than
+ * e->older_than, far when e->need_far), oldest first, found by sorting their
+ * ages; *found = false when there are not that many (then every candidate
+ * goes). With `exact`, voxels of the cutoff's age go in insertion order
+ * until exactly `excess` have gone: the last resort may have to split a
+ * frame's voxels (every voxel of the newest frame has the same age). */
+static kr_status eviction_cutoff(const kr_voxel_map *m, size_t excess, const float cam[3],
+                                 float min_d2, bool exact, eviction_rule *e, bool *found,
+                                 size_t *candidates)
 {
     size_t nc = 0;
-    for (size_t i = 0; i < m->count; i++) {
-        const kr_voxel *v = &m->records[i];
-        nc += v->last_seen < older_than && (!need_far || far_from(v, cam, min_d2));
-    }
+    for (size_t i = 0; i < m->count; i++)
+        nc += candidate(&m->records[i], e, cam, min_d2);
+    *candidates = nc;
     *found = nc >= excess;
-    *cutoff = older_than ? older_than - 1 : 0;
-    if (!*found || nc == 0) return KR_OK;
+    e->cutoff = e->older_than ? e->older_than - 1 : 0;
+    e->at_cutoff = SIZE_MAX;
+    if (!*found || nc == 0 || excess == 0) return KR_OK;
     uint64_t *ages = malloc(nc * sizeof *ages);
     if (!ages) return kr_error(KR_ERR_NOMEM, "cannot allocate %zu voxel ages for eviction", nc);
     size_t k = 0;
-    for (size_t i = 0; i < m->count; i++) {
-        const kr_voxel *v = &m->records[i];
-        if (v->last_seen < older_than && (!need_far || far_from(v, cam, min_d2))) ages[k++] = v->last_seen;
-    }
-    /* A full sort: eviction runs once per cap crossing, and the list is the
-     * map's old part only. */
+    for (size_t i = 0; i < m->count; i++)
+        if (candidate(&m->records[i], e, cam, min_d2)) ages[k++] = m->records[i].last_seen;
+    /* A full sort: eviction runs once per tenth of the cap filled. */
     qsort(ages, nc, sizeof *ages, compare_u64);
-    *cutoff = ages[excess - 1];
+    e->cutoff = ages[excess - 1];
+    if (exact) {
+        size_t below = 0;
+        while (below < excess && ages[below] < e->cutoff)
+            below++;
+        e->at_cutoff = excess - below;
+    }
     free(ages);
     return KR_OK;
 }
 
 kr_status kr_voxel_map_evict(kr_voxel_map *m, size_t max_voxels, size_t target, uint64_t older_than,
-                             const float camera[3], float min_distance, size_t *evicted)
+                             const float camera[3], float min_distance, size_t *evicted,
+                             uint64_t *newest)
 {
     if (!m || !camera || !evicted) return kr_error(KR_ERR_INVALID_ARG, "kr_voxel_map_evict: NULL argument");
     if (target > max_voxels) target = max_voxels;
     *evicted = 0;
+    if (newest) *newest = 0;
     if (m->count <= max_voxels) return KR_OK;
     size_t excess = m->count - target;
     float min_d2 = min_distance > 0 ? min_distance * min_distance : 0;
-    uint64_t cutoff;
-    bool found, need_far = true;
-    kr_status s = eviction_cutoff(m, excess, older_than, camera, min_d2, true, &cutoff, &found);
+    eviction_rule e = {older_than, 0, SIZE_MAX, true};
+    bool found;
+    size_t old_n = 0;
+    kr_status s = eviction_cutoff(m, excess, camera, min_d2, false, &e, &found, &old_n);
     if (s == KR_OK && !found) {
         /* Not enough far voxels: near ones that are old go too. */
-        need_far = false;
-        s = eviction_cutoff(m, excess, older_than, camera, min_d2, false, &cutoff, &found);
+        e.need_far = false;
+        s = eviction_cutoff(m, excess, camera, min_d2, false, &e, &found, &old_n);
+    }
+    if (s == KR_OK && !found && m->count - old_n > max_voxels) {
+        /* The voxels seen since `older_than` alone exceed the cap: the
+         * oldest of them go, down to exactly the target, the active window
+         * last. A cap that held only while the recent frames fitted under
+         * it let a 16 MiB model grow to 9x its cap (issue 30 item 8). When
+         * dropping every old voxel gets under the cap, no recent one goes
+         * for the sake of the slack. */
+        e.older_than = UINT64_MAX;
+        s = eviction_cutoff(m, excess, camera, min_d2, true, &e, &found, &old_n);
     }
     if (s != KR_OK) return s;
 
     /* Compact the records in place (insertion order kept), then rebuild the
      * table and the active list over the survivors. */
-    size_t kept = 0, active = 0;
+    size_t kept = 0, active = 0, at_cutoff = 0;
+    uint64_t newest_dropped = 0;
     for (size_t i = 0; i < m->count; i++) {
         const kr_voxel *v = &m->records[i];
-        bool drop = v->last_seen < older_than && v->last_seen <= cutoff && (!need_far || far_from(v, camera, min_d2));
-        if (drop) continue;
+        bool drop = candidate(v, &e, camera, min_d2) && v->last_seen <= e.cutoff;
+        if (drop && v->last_seen == e.cutoff) drop = at_cutoff++ < e.at_cutoff;
+        if (drop) {
+            if (v->last_seen > newest_dropped) newest_dropped = v->last_seen;
+            continue;
+        }
         if (kept != i) m->records[kept] = *v;
         kept++;
     }
     *evicted = m->count - kept;
+    if (newest) *newest = newest_dropped;
     m->count = kept;
     memset(m->table, 0xff, m->table_cap * sizeof *m->table);
     for (size_t i = 0; i < kept; i++) {

@@ -57,14 +57,18 @@ kr_status kr_voxel_map_gather_scan(const kr_voxel_map *map, uint64_t since, floa
  * oldest first, among those last seen before frame `older_than` and farther
  * than `min_distance` metres from `camera` (world frame). If those are not
  * enough, the distance condition is dropped (still only voxels older than
- * `older_than`). Voxels seen at or after `older_than` are never dropped, so
- * the tracker's active window stays whole; the map may then stay above
- * max_voxels. Survivors keep their insertion order; the table and the active
- * list are rebuilt. *evicted receives the number dropped (0 when the map was
- * within bounds). Allocates a scratch array of the candidates' ages; on
- * failure the map is unchanged. */
-kr_status kr_voxel_map_evict(kr_voxel_map *map, size_t max_voxels, size_t target, uint64_t older_than,
-                             const float camera[3], float min_distance, size_t *evicted);
+ * `older_than`); if dropping all of those still leaves more than
+ * `max_voxels`, the oldest of all go, in insertion order within one frame's
+ * age, until exactly `target` are left: the map never stays above
+ * max_voxels. Survivors keep their insertion
+ * order; the table and the active list are rebuilt. *evicted receives the
+ * number dropped (0 when the map was within bounds), *newest (may be NULL)
+ * the last_seen of the newest voxel dropped (0: none), which tells the
+ * caller whether recent voxels had to go. Allocates a scratch array of the
+ * candidates' ages; on failure the map is unchanged. */
+kr_status kr_voxel_map_evict(kr_voxel_map *map, size_t max_voxels, size_t target,
+                             uint64_t older_than, const float camera[3], float min_distance,
+                             size_t *evicted, uint64_t *newest);
 
 /* Replaces the map's content by `n` records (as a device map downloads
  * them: insertion order), rebuilding the table and the active list (every

@@ -1,7 +1,7 @@
 /* Eviction under the model's memory cap (fusion/model_evict.c,
  * kr_voxel_map_evict): which voxels go, checked against the voxels each
  * frame put in by construction (one patch of whole voxels a frame); a pass
- * that can evict nothing is not repeated every frame; the model, its
+ * never stays over the cap, nor runs on every frame; the model, its
  * snapshots and its PLY stay under the cap. */
 #include "kr_test.h"
 
@@ -100,11 +100,11 @@ KR_TEST(model_evict, eviction_drops_the_oldest_far_voxels_first)
     size_t ev = 99;
     /* Within the cap: nothing happens. */
     const float far_cam[3] = {4.5f, 0, 0};
-    CHECK_OK(kr_voxel_map_evict(m, 4000, 2000, 8, far_cam, 1.0f, &ev));
+    CHECK_OK(kr_voxel_map_evict(m, 4000, 2000, 8, far_cam, 1.0f, &ev, NULL));
     CHECK_EQ(ev, 0);
     /* Over it: every old patch is far from a camera at x = 4.5, z = 0 (> 1 m:
      * the patches lie at z = 1); the oldest five go. */
-    CHECK_OK(kr_voxel_map_evict(m, 2500, 2000, 8, far_cam, 1.0f, &ev));
+    CHECK_OK(kr_voxel_map_evict(m, 2500, 2000, 8, far_cam, 1.0f, &ev, NULL));
     CHECK_EQ(ev, 2000);
     CHECK_EQ(kr_voxel_map_size(m), 2000);
     CHECK_EQ(patches_present(m), 0x3E0); /* frames 5..9 */
@@ -128,61 +128,100 @@ KR_TEST(model_evict, eviction_spares_voxels_near_the_camera)
      * 0.3 m, every other patch farther. The five oldest FAR patches go. */
     const float cam[3] = {0.1f, 0.1f, 1.0f};
     size_t ev = 0;
-    CHECK_OK(kr_voxel_map_evict(m, 2500, 2000, 8, cam, 0.3f, &ev));
+    CHECK_OK(kr_voxel_map_evict(m, 2500, 2000, 8, cam, 0.3f, &ev, NULL));
     CHECK_EQ(ev, 2000);
     CHECK_EQ(patches_present(m), 0x3C1); /* 0 and 6..9 */
     CHECK(gathers_agree(m, 0));
     kr_voxel_map_destroy(&m);
 
-    /* Too few far voxels for the target: the old near ones go too, but never
-     * a voxel seen at or after `older_than` (frames 8 and 9 stay though the
-     * map then stays above its cap). */
+    /* Too few far voxels for the target: the old near ones go too, before
+     * any voxel seen at or after `older_than`. */
     m = ten_patches();
     REQUIRE(m != NULL);
-    CHECK_OK(kr_voxel_map_evict(m, 1000, 1000, 8, cam, 0.3f, &ev));
+    uint64_t newest = 99;
+    CHECK_OK(kr_voxel_map_evict(m, 1000, 1000, 8, cam, 0.3f, &ev, &newest));
     CHECK_EQ(ev, 3200);
+    CHECK_EQ(newest, 7);
     CHECK_EQ(patches_present(m), 0x300);
-    CHECK_OK(kr_voxel_map_evict(m, 100, 100, 8, cam, 0.3f, &ev));
-    CHECK_EQ(ev, 0);
-    CHECK_EQ(kr_voxel_map_size(m), 800);
     kr_voxel_map_destroy(&m);
 }
 
-/* A cap that the recent frames alone exceed cannot be met; the model keeps
- * them (and says so). A pass over the map that can evict nothing must then
- * not run again on every frame: it scans the whole map, and that made fusion
- * five times slower in a long run under a small cap. */
-KR_TEST(model_evict, futile_eviction_is_not_repeated_every_frame)
+/* Issue 30 item 8: when the voxels seen since `older_than` alone exceed the
+ * cap, they used to be kept (the map stayed at 800 against a cap of 100);
+ * now the oldest of them go, in insertion order within one frame's age,
+ * down to exactly the target. */
+KR_TEST(model_evict, recent_voxels_go_oldest_first_when_they_alone_exceed_the_cap)
+{
+    kr_voxel_map *m = ten_patches();
+    REQUIRE(m != NULL);
+    const float cam[3] = {0.1f, 0.1f, 1.0f};
+    size_t ev = 0;
+    uint64_t newest = 0;
+    CHECK_OK(kr_voxel_map_evict(m, 1000, 1000, 8, cam, 0.3f, &ev, &newest));
+    CHECK_EQ(kr_voxel_map_size(m), 800); /* frames 8 and 9 */
+    /* Nothing is older than frame 8: frame 8 goes, then the first 300
+     * voxels frame 9 put in; its last 100 stay. */
+    CHECK_OK(kr_voxel_map_evict(m, 100, 100, 8, cam, 0.3f, &ev, &newest));
+    CHECK_EQ(ev, 700);
+    CHECK_EQ(newest, 9);
+    CHECK_EQ(kr_voxel_map_size(m), 100);
+    CHECK_EQ(patches_present(m), -1); /* frame 9 in part */
+    kr_cloud cl;
+    patch_cloud(&cl, 9);
+    for (int i = 0; i < PATCH * PATCH; i++)
+        CHECK_EQ(kr_voxel_map_find(m, cl.points + 3 * i) != NULL, i >= 300);
+    patch_cloud(&cl, 8);
+    for (int i = 0; i < PATCH * PATCH; i++)
+        CHECK(kr_voxel_map_find(m, cl.points + 3 * i) == NULL);
+    CHECK(gathers_agree(m, 0));
+    CHECK(gathers_agree(m, 9));
+    kr_voxel_map_destroy(&m);
+}
+
+/* A cap that the recent frames alone exceed (issue 30 item 8: it was
+ * kept only while they fitted): the model holds at most the cap after every
+ * frame, the newest frames whole. A pass ends at 90 % of the cap, so it
+ * runs once per tenth of the cap filled, not on every frame, and scans at
+ * most the cap plus one frame (a pass that could not get under the cap and
+ * ran on every frame made fusion five times slower before). */
+KR_TEST(model_evict, cap_holds_when_the_recent_frames_exceed_it)
 {
     kr_model_config c;
     kr_model_config_default(&c);
     c.voxel_size = VOXEL;
     c.background = false;
     c.active_window = 2;
-    c.evict_after = 1000; /* nothing is old enough to go */
+    c.evict_after = 1000; /* nothing is old enough for the first two rules */
     c.evict_distance = 0;
     c.geometric_weight = false;
-    c.memory_mib = 100.0 * KR_MODEL_BYTES_PER_VOXEL / 1048576.0;
-    REQUIRE(kr_model_max_voxels(&c) == 100);
+    c.memory_mib = 1000.0 * KR_MODEL_BYTES_PER_VOXEL / 1048576.0;
+    REQUIRE(kr_model_max_voxels(&c) == 1000);
     kr_model *m = NULL;
     REQUIRE_OK(kr_model_create(&m, &c));
     kr_pose I = kr_pose_identity();
     enum { FRAMES = 200 };
+    size_t most = 0;
     for (int f = 0; f < FRAMES; f++) {
         kr_cloud cl;
         patch_cloud(&cl, f);
         cl.height = 1; /* one row: PATCH new voxels a frame */
         cl.valid_points = cl.valid_normals = PATCH;
         REQUIRE_OK(kr_model_integrate(m, &cl, &I, (uint64_t)f));
+        if (kr_model_size(m) > most) most = kr_model_size(m);
     }
-    /* Everything is kept: it is all younger than evict_after. */
-    CHECK_EQ(kr_model_size(m), FRAMES * PATCH);
-    CHECK_EQ(kr_model_evicted(m), 0);
-    /* The map passed its cap at frame 5; a pass on every frame after that
-     * would be 195. Backing off by a tenth of the map's size takes about
-     * ln(4000 / 100) / ln(1.1) = 39 passes. */
-    CHECK_LE(m->eviction_passes, 45);
-    CHECK_GE(m->eviction_passes, 10);
+    CHECK_LE(most, 1000);
+    CHECK_EQ(kr_model_size(m) + kr_model_evicted(m), FRAMES * PATCH);
+    /* The newest 45 frames (900 voxels, the target) are whole. */
+    for (int f = FRAMES - 45; f < FRAMES; f++) {
+        kr_cloud cl;
+        patch_cloud(&cl, f);
+        for (int i = 0; i < PATCH; i++)
+            REQUIRE(kr_voxel_map_find(m->map, cl.points + 3 * i) != NULL);
+    }
+    /* The map passes its cap at frame 50, then every 6 frames (+120 from
+     * 900): frames 50, 56, ..., 194, 25 passes; one a frame would be 150. */
+    CHECK_LE(m->eviction_passes, 30);
+    CHECK_GE(m->eviction_passes, 20);
     kr_model_destroy(&m);
 }
 

@@ -112,6 +112,7 @@ static void start(kr_policy *pol, int last)
 {
     kr_frame_result r;
     memset(&r, 0, sizeof r);
+    r.valid_points = 5000; /* a frame with depth */
     kr_policy_frame f = kr_policy_begin(pol, 0);
     kr_policy_first_frame(&f, &r);
     kr_policy_accept(pol, &f, &r);
@@ -143,6 +144,7 @@ KR_TEST(policy, first_frame_defines_the_world_frame)
     kr_frame_result r;
     memset(&r, 0xff, sizeof r);
     r.recovered = false;
+    r.valid_points = 5000;
     kr_policy_frame f = kr_policy_begin(&pol, 0);
     kr_policy_first_frame(&f, &r);
     kr_pose id = kr_pose_identity();
@@ -156,6 +158,45 @@ KR_TEST(policy, first_frame_defines_the_world_frame)
     CHECK(out.fuse && out.trusted);
     CHECK_EQ(pol.recent.recent_inlier, 0);
     CHECK(kr_policy_basin_check_due(&pol));
+}
+
+/* Issue 30 item 3: a first frame without the depth tracking needs (fewer
+ * points with normals than min_points, the fewest inliers a fit may have)
+ * was GOOD at the identity with inlier fraction 1 and rms 0. It is LOST at
+ * the seed, not fused, no trusted pose; the next frame with depth is the
+ * first again and defines the world frame. */
+KR_TEST(policy, first_frame_without_depth_is_lost)
+{
+    kr_policy pol = policy_with(1, KR_RECOVER_EMICP);
+    const int few[] = {0, 1, pol.track.min_points - 1};
+    for (size_t i = 0; i < sizeof few / sizeof few[0]; i++) {
+        kr_frame_result r;
+        memset(&r, 0, sizeof r);
+        r.valid_points = few[i];
+        kr_policy_frame f = kr_policy_begin(&pol, i * DT);
+        kr_policy_first_frame(&f, &r);
+        CHECK_EQ(r.track.state, KR_TRACK_LOST);
+        CHECK_EQ(r.tracked.state, KR_TRACK_LOST);
+        CHECK_LT(r.track.inlier_fraction, pol.track.lost_inlier);
+        CHECK_EQ(r.method, KR_METHOD_PREDICTED);
+        kr_policy_outcome out = kr_policy_accept(&pol, &f, &r);
+        CHECK_EQ(r.track.state, KR_TRACK_LOST);
+        CHECK(!out.fuse && !out.trusted);
+        CHECK(!pol.have_pose);
+        CHECK_EQ(pol.recent.recent_inlier, 0);
+    }
+    /* Depth at last: exactly min_points with normals is enough. */
+    kr_frame_result r;
+    memset(&r, 0, sizeof r);
+    r.valid_points = pol.track.min_points;
+    kr_policy_frame f = kr_policy_begin(&pol, 3 * DT);
+    kr_policy_first_frame(&f, &r);
+    CHECK_EQ(r.track.state, KR_TRACK_GOOD);
+    kr_policy_outcome out = kr_policy_accept(&pol, &f, &r);
+    CHECK(out.fuse && out.trusted);
+    CHECK(pol.have_pose);
+    kr_pose id = kr_pose_identity();
+    CHECK(same_pose(&r.track.pose, &id));
 }
 
 /* The seed is T_k = T_{k-1} · (T_{k-2}⁻¹ T_{k-1}), the step between the last

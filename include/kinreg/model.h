@@ -31,18 +31,21 @@ typedef struct {
                                noise grows with depth and incidence (default true);
                                false: every point weighs 1 */
     /* Bounded memory over a long session: the voxel map holds at most
-     * memory_mib MiB, counted as KR_MODEL_BYTES_PER_VOXEL per voxel (its
-     * record, hash slots and active-list entry with their growth slack;
-     * default 512 MiB, about 3.2 M voxels; 0 = no cap). Past the cap the
-     * oldest voxels are evicted (dropped, not merged) down to 90 % of it:
-     * first those unseen for evict_after frames (default 900, 30 s at
-     * 30 Hz; never fewer than active_window) AND farther than evict_distance
-     * metres from the camera (default 3), then, if that is not enough, the
-     * unseen ones near it too. Voxels in the active window are never
-     * evicted, so tracking is unaffected; kr_model_save_ply writes what the
-     * map still holds. When the voxels seen in the last evict_after frames
-     * alone exceed the cap, they are kept, and eviction is tried again only
-     * once the map has grown by a tenth. */
+     * kr_model_max_voxels voxels, memory_mib MiB counted as
+     * KR_MODEL_BYTES_PER_VOXEL per voxel (its record, hash slots and
+     * active-list entry with their growth slack; default 512 MiB, about
+     * 3.2 M voxels; 0 = no cap). It bounds the voxel count: kr_model_size
+     * never exceeds it when kr_model_integrate returns (within the call the
+     * map holds one frame's new voxels more). Past the cap the oldest voxels
+     * are evicted (dropped, not merged) down to 90 % of it: first those
+     * unseen for evict_after frames (default 900, 30 s at 30 Hz; never fewer
+     * than active_window) AND farther than evict_distance metres from the
+     * camera (default 3), then the unseen ones near it too. Only when all
+     * of those together are not enough (the voxels seen in the last
+     * evict_after frames alone exceed the cap) do recent voxels go, oldest
+     * first, the active window last; a warning says so once (tracking then
+     * sees less of the scene). kr_model_save_ply writes what the map still
+     * holds. */
     double memory_mib;
     int evict_after;
     float evict_distance;
@@ -120,8 +123,8 @@ KR_API kr_status kr_model_save_ply(const kr_model *model, const char *path);
  * snapshot's active voxels are gathered there, and kr_model_save_ply
  * downloads the map. The device map holds the host map's voxels, bit for bit;
  * the memory cap evicts as on the host (the map comes down, the host's
- * eviction runs, the survivors go back up: once per cap crossing, every frame
- * while the recent voxels alone exceed the cap). Call from the integrating
+ * eviction runs, the survivors go back up: once per cap crossing, every pass
+ * ending at or under the cap). Call from the integrating
  * thread, or before it starts.
  *
  * KR_ERR_NO_DEVICE for a device that is not a CUDA one. */

@@ -38,10 +38,22 @@ void kr_policy_first_frame(kr_policy_frame *f, kr_frame_result *r)
     f->first = true;
     memset(&r->track, 0, sizeof r->track);
     r->track.pose = f->seed;
+    r->method = KR_METHOD_PREDICTED;
+    /* Only a frame with the depth tracking needs: fewer points with normals
+     * than min_points (the fewest inliers kr_track_classify takes as a fit)
+     * seed no model the next frames could be tracked against, and a frame
+     * with none (an all-zero depth image, a covered sensor, absurd
+     * intrinsics) was GOOD at the identity with inlier fraction 1 and rms 0,
+     * the run ending "lost 0" (issue 30 item 3). It is LOST at the seed and
+     * not fused; the next frame with depth is the first again. */
+    if (r->valid_points < f->gates.min_points) {
+        r->track.state = KR_TRACK_LOST;
+        r->tracked = r->track;
+        return;
+    }
     r->track.state = KR_TRACK_GOOD;
     r->track.inlier_fraction = 1;
     r->tracked = r->track;
-    r->method = KR_METHOD_PREDICTED;
 }
 
 bool kr_policy_basin_check_due(const kr_policy *pol)

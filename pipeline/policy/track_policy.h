@@ -103,7 +103,8 @@ void kr_policy_init(kr_policy *pol, const kr_track_config *tc, const kr_recover_
 /* Constant-velocity prediction: T_k = T_{k−1} · (T_{k−2}⁻¹ T_{k−1}). */
 kr_pose kr_policy_predict(const kr_policy *pol);
 kr_policy_frame kr_policy_begin(const kr_policy *pol, double stamp);
-/* The first frame, with no model to track against: GOOD at the seed. */
+/* The first frame, with no model to track against: GOOD at the seed, or
+ * LOST there when r->valid_points is below the gates' min_points. */
 void kr_policy_first_frame(kr_policy_frame *f, kr_frame_result *r);
 /* Whether a tracking from the seed should go through kr_recover_basin_check. */
 bool kr_policy_basin_check_due(const kr_policy *pol);

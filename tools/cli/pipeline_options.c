@@ -278,9 +278,12 @@ KR_OPTION_TABLE(kr_synthetic_option_table, SYNTHETIC_OPTIONS, kr_source_config, 
         KR_HELP("frames between model snapshot rebuilds (default %d)", def()->rebuild_every))      \
     OPT(MODEL_MEMORY, (0, "model-memory", "MIB", KR_REAL(0, 1048576, "MiB", "0 = no cap")),        \
         cfg->model.memory_mib = v,                                                                 \
-        KR_HELP("cap on the model's voxel map (default %g MiB, 0 = none): past it\n"               \
-                "voxels unseen for %d frames and over %g m from the camera\n"                      \
-                "are evicted, oldest first (--save-model has what is left)",                       \
+        KR_HELP("cap on the model's voxel map (default %g MiB at 168 bytes a voxel,\n"             \
+                "0 = none): the model never holds more voxels; past it voxels\n"                   \
+                "unseen for %d frames and over %g m from the camera are evicted\n"                 \
+                "first, oldest first, then unseen ones near it, then, only when\n"                 \
+                "the recent frames alone exceed it, the oldest recent ones\n"                      \
+                "(--save-model has what is left)",                                                 \
                 def()->model.memory_mib, def()->model.evict_after,                                 \
                 (double)def()->model.evict_distance))                                              \
     OPT(RECOVER, (0, "recover", "M", KR_CHOICE("expected emicp, newton, softassign or off")),      \
