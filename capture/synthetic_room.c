@@ -112,10 +112,13 @@ kr_status kr_scan_synthetic_room(int n_views, int width, int height, double nois
     for (int k = 0; k < n_views && s == KR_OK; k++) {
         T[k] = camera(k, n_views);
         pts[k] = malloc(sizeof *pts[k] * 3 * (size_t)width * (size_t)height);
-        if (!pts[k]) {
-            s = kr_error(KR_ERR_NOMEM, "synthetic room: no memory for view %d", k);
-            break;
-        }
+        if (!pts[k]) s = kr_error(KR_ERR_NOMEM, "synthetic room: no memory for view %d", k);
+    }
+    /* Every view has its own noise stream, so the views can be cast in any
+     * order and on any number of threads with the same points: a 200-view
+     * room took seconds on one core. */
+#pragma omp parallel for schedule(dynamic)
+    for (int k = 0; k < (s == KR_OK ? n_views : 0); k++) {
         unsigned state = seed * 2654435761u + 977u * (unsigned)k + 1;
         size_t m = 0;
         for (int v = 0; v < height; v++)
