@@ -430,6 +430,69 @@ KR_TEST(refine, never_worse_than_the_published_alignment)
     kr_scan_set_free(&conf);
 }
 
+/* The independent measure against brute force: every point of every view
+ * (small views: all are samples and all are in the trees) to its nearest
+ * point among all the other views, capped at the measure's radius. The room's
+ * views each see a part of it, so most views are skipped for most samples
+ * (bounding spheres, occupancy) and none of that may change a figure. */
+KR_TEST(refine, fit_matches_brute_force_nearest_points)
+{
+    enum { V = 12 };
+    float *xyz[V] = {0};
+    size_t n[V];
+    kr_pose truth[V], poses[V];
+    REQUIRE_OK(kr_scan_synthetic_room(V, 40, 30, 0.002, 3, xyz, n, truth));
+    kr_refine_view views[V];
+    unsigned seed = 5;
+    for (int k = 0; k < V; k++) {
+        REQUIRE(n[k] <= 2000);
+        views[k] = (kr_refine_view){xyz[k], n[k]};
+        /* Off by up to 0.6° and 1 cm: some samples pair, some do not. */
+        double x[6];
+        for (int a = 0; a < 6; a++)
+            x[a] = (a < 3 ? 0.01 : 0.01) * (2 * kr_urand(&seed) - 1);
+        kr_pose d = kr_pose_exp(x);
+        poses[k] = kr_pose_mul(&truth[k], &d);
+    }
+    double overlap[V];
+    kr_refine_fit fit;
+    REQUIRE_OK(kr_refine_fit_of(views, V, poses, 0, overlap, &fit));
+    const double cap2 = fit.radius * fit.radius;
+    double total = 0, paired_sq = 0;
+    size_t used = 0, paired = 0;
+    for (int i = 0; i < V; i++) {
+        size_t mine = 0;
+        for (size_t a = 0; a < n[i]; a++) {
+            double p[3] = {xyz[i][3 * a], xyz[i][3 * a + 1], xyz[i][3 * a + 2]}, w[3];
+            kr_pose_apply(&poses[i], p, w);
+            double best = cap2;
+            for (int j = 0; j < V; j++) {
+                if (j == i) continue;
+                kr_pose inv = kr_pose_inv(&poses[j]);
+                double q[3];
+                kr_pose_apply(&inv, w, q);
+                for (size_t b = 0; b < n[j]; b++) {
+                    double dx = q[0] - xyz[j][3 * b], dy = q[1] - xyz[j][3 * b + 1],
+                           dz = q[2] - xyz[j][3 * b + 2];
+                    best = fmin(best, dx * dx + dy * dy + dz * dz);
+                }
+            }
+            used++;
+            total += best;
+            if (best < cap2) paired++, paired_sq += best, mine++;
+        }
+        CHECK_NEAR(overlap[i], (double)mine / (double)n[i], 2e-3);
+    }
+    printf("    score %.6f mm (brute force %.6f), overlap %.4f (%.4f)\n", fit.score * 1e3,
+           sqrt(total / (double)used) * 1e3, fit.overlap, (double)paired / (double)used);
+    CHECK(fit.overlap > 0.3 && fit.overlap < 1); /* some samples pair, some do not */
+    CHECK_NEAR(fit.score, sqrt(total / (double)used), 1e-6 * fit.radius);
+    CHECK_NEAR(fit.overlap, (double)paired / (double)used, 1e-3);
+    CHECK_NEAR(fit.residual, sqrt(paired_sq / (double)paired), 1e-6 * fit.radius);
+    for (int k = 0; k < V; k++)
+        free(xyz[k]);
+}
+
 /* Scans that overlap nothing are named, and the run fails unless told so. */
 KR_TEST(refine, a_scan_that_overlaps_none_is_named)
 {

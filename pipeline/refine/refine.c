@@ -669,9 +669,14 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
             memcpy(poses, best, sizeof *poses * V);
             res.fit_after = fit_best;
         }
-        t_fit = now_seconds();
-        s = kr_refine_fitter_eval(fitter, poses, 0, ov, &res.fit_after);
-        fit_seconds += now_seconds() - t_fit;
+        /* The overlaps for the disconnected count: those of the last
+         * evaluation with them, unless it measured other poses. */
+        bool ov_of_result = res.kept_input ? !have_a : take == 0;
+        if (!ov_of_result) {
+            t_fit = now_seconds();
+            s = kr_refine_fitter_eval(fitter, poses, 0, ov, &res.fit_after);
+            fit_seconds += now_seconds() - t_fit;
+        }
         res.fit_seconds = fit_seconds;
         res.init_seconds = init_seconds;
         res.disconnected = 0;

@@ -13,7 +13,9 @@
 #include "pipeline/refine/refine_fit.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +26,97 @@
 #define FIT_SAMPLES 2000
 /* A point counts as paired within this many median point spacings. */
 #define FIT_SPACINGS 3.0
+/* Points per view whose nearest-neighbour distance gives the spacing. */
+#define SPACING_SAMPLES 200
+#define SPACING_SLOTS (2 * SPACING_SAMPLES)
+
+/* Which cells of a coarse grid in a view's frame lie within a radius of one
+ * of its points: a sample that falls in no such cell has no partner in the
+ * view, and the view's tree is not searched. Most of a scan set's views
+ * reach any one sample's bounding-sphere test (a room's views all surround
+ * it) while few see the place it lies on; the check is exact, so the fit's
+ * figures do not change. */
+#define OCCUPANCY_CELLS 64 /* cells along a view's longest side, at most */
+
+typedef struct {
+    double lo[3], cell; /* the grid's corner and cell, view frame */
+    int dim[3];
+    uint64_t *bits; /* dim[0]·dim[1]·dim[2] bits, x fastest */
+} fit_occupancy;
+
+static size_t occupancy_index(const fit_occupancy *g, const int c[3])
+{
+    return ((size_t)c[2] * (size_t)g->dim[1] + (size_t)c[1]) * (size_t)g->dim[0] + (size_t)c[0];
+}
+
+/* Can a point within the occupancy's radius of q (view frame) exist? */
+static bool occupancy_may_hold(const fit_occupancy *g, const double q[3])
+{
+    if (!g->bits) return true;
+    int c[3];
+    for (int a = 0; a < 3; a++) {
+        double x = floor((q[a] - g->lo[a]) / g->cell);
+        if (!(x >= 0 && x < g->dim[a])) return false;
+        c[a] = (int)x;
+    }
+    size_t i = occupancy_index(g, c);
+    return (g->bits[i / 64] >> (i % 64)) & 1;
+}
+
+/* Marks the cells of the m points and then their 26 neighbours: with cells
+ * larger than the radius, a point within it of q lies in q's cell or a
+ * neighbour. The grid has a cell of margin on every side, so every such q
+ * is on it. Without memory the view is left unpruned (bits NULL). */
+static void occupancy_build(fit_occupancy *g, const float *p, size_t m, double radius)
+{
+    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (size_t i = 0; i < m; i++)
+        for (int a = 0; a < 3; a++) {
+            lo[a] = fmin(lo[a], p[3 * i + a]);
+            hi[a] = fmax(hi[a], p[3 * i + a]);
+        }
+    double side = fmax(hi[0] - lo[0], fmax(hi[1] - lo[1], hi[2] - lo[2]));
+    /* 1 % over the radius: no float rounding of a point or a sample can put
+     * a partner two cells away. */
+    g->cell = fmax(1.01 * radius, side / OCCUPANCY_CELLS);
+    size_t cells = 1;
+    for (int a = 0; a < 3; a++) {
+        g->lo[a] = lo[a] - g->cell;
+        g->dim[a] = (int)((hi[a] - lo[a]) / g->cell) + 3;
+        cells *= (size_t)g->dim[a];
+    }
+    size_t words = (cells + 63) / 64;
+    uint64_t *seen = calloc(words, sizeof *seen);
+    g->bits = calloc(words, sizeof *g->bits);
+    if (!seen || !g->bits) {
+        free(seen);
+        free(g->bits);
+        g->bits = NULL;
+        return;
+    }
+    for (size_t i = 0; i < m; i++) {
+        int c[3];
+        for (int a = 0; a < 3; a++)
+            c[a] = (int)floor((p[3 * i + a] - g->lo[a]) / g->cell);
+        size_t k = occupancy_index(g, c);
+        seen[k / 64] |= (uint64_t)1 << (k % 64);
+    }
+    int c[3];
+    for (c[2] = 1; c[2] < g->dim[2] - 1; c[2]++)
+        for (c[1] = 1; c[1] < g->dim[1] - 1; c[1]++)
+            for (c[0] = 1; c[0] < g->dim[0] - 1; c[0]++) {
+                size_t k = occupancy_index(g, c);
+                if (!((seen[k / 64] >> (k % 64)) & 1)) continue;
+                int d[3];
+                for (d[2] = c[2] - 1; d[2] <= c[2] + 1; d[2]++)
+                    for (d[1] = c[1] - 1; d[1] <= c[1] + 1; d[1]++)
+                        for (d[0] = c[0] - 1; d[0] <= c[0] + 1; d[0]++) {
+                            size_t j = occupancy_index(g, d);
+                            g->bits[j / 64] |= (uint64_t)1 << (j % 64);
+                        }
+            }
+    free(seen);
+}
 
 struct kr_refine_fitter {
     int n;
@@ -33,6 +126,10 @@ struct kr_refine_fitter {
     double (*sphere)[4]; /* centre (view frame) and radius of each view */
     const kr_refine_view *views;
     double spacing;
+    /* Each view's occupancy (fit_occupancy), exact for radii up to
+     * occupied_radius. */
+    fit_occupancy *occupied;
+    double occupied_radius;
 };
 
 static int cmp_float(const void *a, const void *b)
@@ -48,13 +145,53 @@ void kr_refine_fitter_destroy(kr_refine_fitter **pf)
     for (int k = 0; k < f->n; k++) {
         if (f->trees) kr_kdtree_destroy(&f->trees[k]);
         if (f->points) free(f->points[k]);
+        if (f->occupied) free(f->occupied[k].bits);
     }
+    free(f->occupied);
     free(f->trees);
     free(f->points);
     free(f->count);
     free(f->sphere);
     free(f);
     *pf = NULL;
+}
+
+/* View k's strided points, bounding sphere, tree and the nearest-neighbour
+ * spacings of about SPACING_SAMPLES evenly strided points (*n_spacing of
+ * them, fewer than SPACING_SLOTS: m / (m / 200) < 400). */
+static kr_status fit_view(kr_refine_fitter *f, const kr_refine_view *view, int k, float *spacing,
+                          int *n_spacing)
+{
+    size_t total = view->n, step = total > FIT_TREE_POINTS ? total / FIT_TREE_POINTS : 1;
+    size_t m = total ? (total + step - 1) / step : 0;
+    float *p = malloc(3 * (m ? m : 1) * sizeof *p);
+    if (!p) return kr_error(KR_ERR_NOMEM, "refine: no memory for view %d's points", k);
+    double c[3] = {0, 0, 0};
+    for (size_t i = 0; i < m; i++)
+        for (int a = 0; a < 3; a++) {
+            p[3 * i + a] = view->xyz[3 * i * step + a];
+            c[a] += p[3 * i + a] / (double)m;
+        }
+    double r2 = 0;
+    for (size_t i = 0; i < m; i++) {
+        double d[3] = {p[3 * i] - c[0], p[3 * i + 1] - c[1], p[3 * i + 2] - c[2]};
+        r2 = fmax(r2, d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+    }
+    f->points[k] = p;
+    f->count[k] = m;
+    memcpy(f->sphere[k], c, sizeof c);
+    f->sphere[k][3] = sqrt(r2);
+    if (m < 2) return KR_OK; /* a view too small to pair with: no tree */
+    kr_status s = kr_kdtree_build(&f->trees[k], p, NULL, m);
+    if (s != KR_OK) return s;
+    size_t sstep = m > SPACING_SAMPLES ? m / SPACING_SAMPLES : 1;
+    for (size_t i = 0; i < m && *n_spacing < SPACING_SLOTS; i += sstep) {
+        uint32_t idx[2];
+        float d2[2];
+        if (kr_kdtree_knn(f->trees[k], p + 3 * i, 2, idx, d2) == 2 && d2[1] > 0)
+            spacing[(*n_spacing)++] = sqrtf(d2[1]);
+    }
+    return KR_OK;
 }
 
 kr_status kr_refine_fitter_create(const kr_refine_view *views, int n, kr_refine_fitter **out)
@@ -67,53 +204,50 @@ kr_status kr_refine_fitter_create(const kr_refine_view *views, int n, kr_refine_
     f->points = calloc((size_t)n, sizeof *f->points);
     f->count = calloc((size_t)n, sizeof *f->count);
     f->sphere = calloc((size_t)n, sizeof *f->sphere);
-    kr_status s = f->trees && f->points && f->count && f->sphere
+    f->occupied = calloc((size_t)n, sizeof *f->occupied);
+    kr_status s = f->trees && f->points && f->count && f->sphere && f->occupied
                       ? KR_OK
                       : kr_error(KR_ERR_NOMEM, "refine: no memory to measure %d views", n);
-    float *spacings = s == KR_OK ? malloc(sizeof *spacings * (size_t)n * 200) : NULL;
-    size_t n_spacings = 0;
-    if (s == KR_OK && !spacings) s = kr_error(KR_ERR_NOMEM, "refine: no memory");
-    for (int k = 0; k < n && s == KR_OK; k++) {
-        size_t total = views[k].n, step = total > FIT_TREE_POINTS ? total / FIT_TREE_POINTS : 1;
-        size_t m = total ? (total + step - 1) / step : 0;
-        float *p = malloc(3 * (m ? m : 1) * sizeof *p);
-        if (!p) {
-            s = kr_error(KR_ERR_NOMEM, "refine: no memory for view %d's points", k);
-            break;
-        }
-        double c[3] = {0, 0, 0};
-        for (size_t i = 0; i < m; i++)
-            for (int a = 0; a < 3; a++) {
-                p[3 * i + a] = views[k].xyz[3 * i * step + a];
-                c[a] += p[3 * i + a] / (double)m;
+    /* Each view's spacings go to its own slots, and are then taken in view
+     * order up to SPACING_SAMPLES a view on average: the median is the same
+     * on any number of threads. */
+    float *spacings = s == KR_OK ? malloc(sizeof *spacings * (size_t)n * SPACING_SLOTS) : NULL;
+    int *n_spacing = s == KR_OK ? calloc((size_t)n, sizeof *n_spacing) : NULL;
+    if (s == KR_OK && (!spacings || !n_spacing)) s = kr_error(KR_ERR_NOMEM, "refine: no memory");
+    /* One view per thread: building 200 views' trees one after the other
+     * was a tenth of a GPU refinement. A failure's message is thread-local:
+     * carried over. */
+    char why[512] = "";
+#pragma omp parallel for schedule(dynamic)
+    for (int k = 0; k < (s == KR_OK ? n : 0); k++) {
+        kr_status sk =
+            fit_view(f, &views[k], k, spacings + (size_t)k * SPACING_SLOTS, &n_spacing[k]);
+        if (sk != KR_OK)
+#pragma omp critical(kr_refine_fit_error)
+            if (s == KR_OK) {
+                s = sk;
+                snprintf(why, sizeof why, "%s", kr_last_error());
             }
-        double r2 = 0;
-        for (size_t i = 0; i < m; i++) {
-            double d[3] = {p[3 * i] - c[0], p[3 * i + 1] - c[1], p[3 * i + 2] - c[2]};
-            r2 = fmax(r2, d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
-        }
-        f->points[k] = p;
-        f->count[k] = m;
-        memcpy(f->sphere[k], c, sizeof c);
-        f->sphere[k][3] = sqrt(r2);
-        if (m < 2) continue; /* a view too small to pair with: no tree */
-        if ((s = kr_kdtree_build(&f->trees[k], p, NULL, m)) != KR_OK) break;
-        /* Its spacing: each of 200 points' nearest other point. */
-        size_t sstep = m > 200 ? m / 200 : 1;
-        for (size_t i = 0; i < m && n_spacings < (size_t)n * 200; i += sstep) {
-            uint32_t idx[2];
-            float d2[2];
-            if (kr_kdtree_knn(f->trees[k], p + 3 * i, 2, idx, d2) == 2 && d2[1] > 0)
-                spacings[n_spacings++] = sqrtf(d2[1]);
-        }
     }
+    if (s != KR_OK && why[0]) s = kr_error(s, "%s", why);
+    size_t n_spacings = 0;
+    for (int k = 0; k < n && s == KR_OK; k++)
+        for (int i = 0; i < n_spacing[k] && n_spacings < (size_t)n * SPACING_SAMPLES; i++)
+            spacings[n_spacings++] = spacings[(size_t)k * SPACING_SLOTS + i];
     if (s == KR_OK && n_spacings == 0)
         s = kr_error(KR_ERR_EMPTY, "refine: the views' points are all at one place");
     if (s == KR_OK) {
         qsort(spacings, n_spacings, sizeof *spacings, cmp_float);
         f->spacing = spacings[n_spacings / 2];
+        /* For the default radius, the one the refinement measures with. */
+        f->occupied_radius = FIT_SPACINGS * f->spacing;
+#pragma omp parallel for schedule(dynamic)
+        for (int k = 0; k < n; k++)
+            if (f->trees[k])
+                occupancy_build(&f->occupied[k], f->points[k], f->count[k], f->occupied_radius);
     }
     free(spacings);
+    free(n_spacing);
     if (s != KR_OK) {
         kr_refine_fitter_destroy(&f);
         return s;
@@ -151,6 +285,7 @@ kr_status kr_refine_fitter_eval(const kr_refine_fitter *f, const kr_pose *poses,
     const int n = f->n;
     if (!(radius > 0)) radius = FIT_SPACINGS * f->spacing;
     const double cap2 = radius * radius;
+    const bool prune = radius <= f->occupied_radius;
     kr_pose *inv = malloc(sizeof *inv * (size_t)n);
     double *sum = calloc((size_t)n, sizeof *sum), *paired_sq = calloc((size_t)n, sizeof *paired_sq);
     size_t *used = calloc((size_t)n, sizeof *used), *paired = calloc((size_t)n, sizeof *paired);
@@ -181,6 +316,7 @@ kr_status kr_refine_fitter_eval(const kr_refine_fitter *f, const kr_pose *poses,
                                 q[2] - f->sphere[j][2]};
                 double reach = f->sphere[j][3] + sqrt(best);
                 if (dc[0] * dc[0] + dc[1] * dc[1] + dc[2] * dc[2] > reach * reach) continue;
+                if (prune && !occupancy_may_hold(&f->occupied[j], q)) continue;
                 float qf[3] = {(float)q[0], (float)q[1], (float)q[2]}, d2;
                 if (kr_kdtree_nearest_within(f->trees[j], qf, (float)best, &d2) != (size_t)-1 &&
                     d2 < best)
