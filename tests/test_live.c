@@ -104,6 +104,17 @@ static void tmp_path(char *buf, size_t size, const char *name)
     snprintf(buf, size, "%s/%s", kr_test_tmpdir(), name);
 }
 
+/* The frames tracked and dropped as the run's summary line in `log` counts
+ * them (0 and 0 without one, so that the count check fails). */
+static void summary_counts(const char *log, unsigned long *tracked, unsigned long *dropped)
+{
+    *tracked = *dropped = 0;
+    for (const char *at = strstr(log, "kinreg: "); at; at = strstr(at + 1, "kinreg: "))
+        if (sscanf(at, "kinreg: %lu frames in %*f s (%*f frames/s), lost %*u, dropped %lu", tracked,
+                   dropped) == 2)
+            break;
+}
+
 /* The d- entries of a dump's INDEX.txt: count and the Kinect tick stamps. */
 static int read_index_ticks(const char *dump, uint32_t *ticks, int max)
 {
@@ -143,11 +154,8 @@ KR_TEST(live, planes_every_frame_delivered_tracked_published)
      * sanitizer build or a loaded machine may drop frames, but each one is
      * tracked or counted, and every tracked one is written and received,
      * GOOD (a count from a real-time source is measured, never assumed). */
-    unsigned long tracked = 0, dropped = 0;
-    for (const char *at = strstr(out, "kinreg: "); at; at = strstr(at + 1, "kinreg: "))
-        if (sscanf(at, "kinreg: %lu frames in %*f s (%*f frames/s), lost %*u, dropped %lu",
-                   &tracked, &dropped) == 2)
-            break;
+    unsigned long tracked, dropped;
+    summary_counts(out, &tracked, &dropped);
     CHECK_EQ(tracked + dropped, (unsigned long)frames);
     CHECK_GE(tracked, 1);
     bool every_frame = dropped == 0;
@@ -212,11 +220,8 @@ KR_TEST_TAGGED(live, fr1_through_fakenect_matches_tum_replay_and_groundtruth, "l
      * loaded machine (19 frames/s beside another job) or a sanitizer build
      * (38 of 400 tracked under ASan) drops frames by design. Every frame is
      * tracked or counted as dropped, and some are tracked. */
-    unsigned long tracked = 0, dropped = 0;
-    for (const char *at = strstr(out, "kinreg: "); at; at = strstr(at + 1, "kinreg: "))
-        if (sscanf(at, "kinreg: %lu frames in %*f s (%*f frames/s), lost %*u, dropped %lu",
-                   &tracked, &dropped) == 2)
-            break;
+    unsigned long tracked, dropped;
+    summary_counts(out, &tracked, &dropped);
     CHECK_EQ(tracked + dropped, 400);
     CHECK_GE(tracked, 10);
     /* The comparisons need most frames: the same trajectory as the replay

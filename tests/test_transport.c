@@ -1366,50 +1366,84 @@ static int wait_child(pid_t pid, double timeout_s)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* `kinreg sub > poses.txt` under a file-size limit: it used to be killed by
- * SIGXFSZ (or, on a full disk, to report "received 100 ... 0 missed" and exit
- * 0 with 43 poses on disk). Now the first failed line stops it with the file
- * and the cause, exit status 4, and the file keeps whole lines only. */
-KR_TEST(transport, kinreg_sub_stops_at_the_first_failed_write)
+/* What `kinreg sub` made of one run of poses (run_sub). */
+typedef struct {
+    char path[512];  /* its standard output */
+    bool synced;     /* it printed its status message in time */
+    int code;        /* its exit status (-1: killed) */
+    const char *err; /* its standard error */
+} sub_run;
+
+/* `kinreg sub` from a fresh publisher, its standard output to <tmp>/<name>.txt
+ * under a file-size limit of fsize bytes (0: none) and its standard error to
+ * <tmp>/<name>.err: once it has synced, sends it n random poses from seed,
+ * each first passed to spoil (when given) with its index, then a stop. False,
+ * with the failure recorded, when it could not be started. */
+static bool run_sub(const char *name, long fsize, int n, uint64_t seed,
+                    void (*spoil)(int i, kr_pose_msg *p), sub_run *r)
 {
     kr_publisher *pub = make_publisher("tcp://127.0.0.1:*", 10000);
-    REQUIRE(pub);
-    char ep[256], path[512];
+    CHECK(pub);
+    if (!pub) return false;
+    char ep[256], err_name[256];
     snprintf(ep, sizeof ep, "%s", kr_publisher_endpoint(pub));
-    snprintf(path, sizeof path, "%s/sub_limited.txt", kr_test_tmpdir());
+    snprintf(r->path, sizeof r->path, "%s/%s.txt", kr_test_tmpdir(), name);
+    snprintf(err_name, sizeof err_name, "%s.err", name);
     char *argv[] = {(char *)kr_test_tool(), "sub", ep, NULL};
     static child c;
-    /* 2000 bytes: about 25 TUM lines of the 100 sent, the last one cut. */
-    if (start_to_file(argv, path, 2000, &c, "sub_limited.err") <= 0) {
+    if (start_to_file(argv, r->path, fsize, &c, err_name) <= 0) {
         kr_publisher_destroy(&pub);
-        REQUIRE(false);
+        CHECK_MSG(false, "cannot start %s", argv[0]);
+        return false;
     }
-    bool synced = child_sync(&c, pub, NULL);
-    uint64_t s = 99;
-    for (int i = 0; synced && i < 100; i++) {
-        kr_pose_msg p = random_pose(&s);
+    r->synced = child_sync(&c, pub, NULL);
+    for (int i = 0; r->synced && i < n; i++) {
+        kr_pose_msg p = random_pose(&seed);
+        if (spoil) spoil(i, &p);
         CHECK_OK(kr_publisher_send_pose(pub, &p));
     }
     kr_status_msg stop;
     memset(&stop, 0, sizeof stop);
     stop.event = KR_EVENT_STOPPED;
     CHECK_OK(kr_publisher_send_status(pub, &stop));
-    int code = wait_child(c.pid, 15);
-    const char *err = read_file(c.err_path);
-    CHECK_MSG(synced, "kinreg sub never printed a status message; stderr:\n%s", err);
-    CHECK_MSG(code == 4, "kinreg sub exited with %d (4 expected); stderr:\n%s", code, err);
+    r->code = wait_child(c.pid, 15);
+    r->err = read_file(c.err_path);
+    kr_publisher_destroy(&pub);
+    return true;
+}
+
+/* `kinreg sub > poses.txt` under a file-size limit: it used to be killed by
+ * SIGXFSZ (or, on a full disk, to report "received 100 ... 0 missed" and exit
+ * 0 with 43 poses on disk). Now the first failed line stops it with the file
+ * and the cause, exit status 4, and the file keeps whole lines only. */
+KR_TEST(transport, kinreg_sub_stops_at_the_first_failed_write)
+{
+    sub_run r;
+    /* 2000 bytes: about 25 TUM lines of the 100 sent, the last one cut. */
+    if (!run_sub("sub_limited", 2000, 100, 99, NULL, &r)) return;
+    CHECK_MSG(r.synced, "kinreg sub never printed a status message; stderr:\n%s", r.err);
+    CHECK_MSG(r.code == 4, "kinreg sub exited with %d (4 expected); stderr:\n%s", r.code, r.err);
     char expect[700];
     snprintf(expect, sizeof expect,
-             "kinreg sub: cannot write to standard output (%s): File too large", path);
-    CHECK_CONTAINS(err, expect);
-    CHECK_CONTAINS(err, "stopped at the first failed write to standard output");
+             "kinreg sub: cannot write to standard output (%s): File too large", r.path);
+    CHECK_CONTAINS(r.err, expect);
+    CHECK_CONTAINS(r.err, "stopped at the first failed write to standard output");
     /* Whole lines only: kinreg's own reader takes the file. */
     kr_trajectory t = {0};
-    CHECK_OK(kr_trajectory_read_tum(path, &t));
+    CHECK_OK(kr_trajectory_read_tum(r.path, &t));
     CHECK_GT(t.count, 5);
     CHECK_LT(t.count, 100);
     kr_trajectory_free(&t);
-    kr_publisher_destroy(&pub);
+}
+
+/* Poses 4 and 6 of the run are no rotation: a zero quaternion and one of
+ * length 2. */
+static void spoil_two_rotations(int i, kr_pose_msg *p)
+{
+    if (i == 4) memset(p->q, 0, sizeof p->q);
+    if (i == 6)
+        for (int k = 0; k < 4; k++)
+            p->q[k] *= 2;
 }
 
 /* A pose whose quaternion is not of unit length (zero, say) is no rotation:
@@ -1417,39 +1451,13 @@ KR_TEST(transport, kinreg_sub_stops_at_the_first_failed_write)
  * one bad pose spoiled the whole file. It is now left out, said and counted. */
 KR_TEST(transport, kinreg_sub_writes_no_pose_the_reader_rejects)
 {
-    kr_publisher *pub = make_publisher("tcp://127.0.0.1:*", 10000);
-    REQUIRE(pub);
-    char ep[256], path[512];
-    snprintf(ep, sizeof ep, "%s", kr_publisher_endpoint(pub));
-    snprintf(path, sizeof path, "%s/sub_quat.txt", kr_test_tmpdir());
-    char *argv[] = {(char *)kr_test_tool(), "sub", ep, NULL};
-    static child c;
-    if (start_to_file(argv, path, 0, &c, "sub_quat.err") <= 0) {
-        kr_publisher_destroy(&pub);
-        REQUIRE(false);
-    }
-    bool synced = child_sync(&c, pub, NULL);
-    uint64_t s = 3;
-    for (int i = 0; synced && i < 10; i++) {
-        kr_pose_msg p = random_pose(&s);
-        if (i == 4) memset(p.q, 0, sizeof p.q);
-        if (i == 6)
-            for (int k = 0; k < 4; k++)
-                p.q[k] *= 2;
-        CHECK_OK(kr_publisher_send_pose(pub, &p));
-    }
-    kr_status_msg stop;
-    memset(&stop, 0, sizeof stop);
-    stop.event = KR_EVENT_STOPPED;
-    CHECK_OK(kr_publisher_send_status(pub, &stop));
-    int code = wait_child(c.pid, 15);
-    const char *err = read_file(c.err_path);
-    CHECK_MSG(synced && code == 0, "kinreg sub exited with %d; stderr:\n%s", code, err);
-    CHECK_CONTAINS(err, "not written: its quaternion has norm 0, not 1");
-    CHECK_CONTAINS(err, "2 not a rotation");
+    sub_run r;
+    if (!run_sub("sub_quat", 0, 10, 3, spoil_two_rotations, &r)) return;
+    CHECK_MSG(r.synced && r.code == 0, "kinreg sub exited with %d; stderr:\n%s", r.code, r.err);
+    CHECK_CONTAINS(r.err, "not written: its quaternion has norm 0, not 1");
+    CHECK_CONTAINS(r.err, "2 not a rotation");
     kr_trajectory t = {0};
-    CHECK_OK(kr_trajectory_read_tum(path, &t));
+    CHECK_OK(kr_trajectory_read_tum(r.path, &t));
     CHECK_EQ(t.count, 8);
     kr_trajectory_free(&t);
-    kr_publisher_destroy(&pub);
 }
