@@ -40,14 +40,15 @@ static void gauss_solve(int n, double *A, double *b, double *x)
     }
 }
 
-KR_TEST(refine_solve, block_sparse_solve_matches_a_dense_reference)
+/* Views on a ring, each pair (k, k+d) for d up to `reach` in both orders,
+ * one pair with no residuals (skipped), gauge in the middle: solved as the
+ * build and the overlap choose (`solver`), against the dense reference. */
+static void solve_matches_a_dense_reference(int reach, const char *solver)
 {
-    /* A ring of views, each pair (k, k+1) and (k, k+2) in both orders, one
-     * pair with no residuals (skipped), gauge in the middle. */
-    enum { V = 9, GAUGE = 4, MAXP = 4 * V };
+    enum { V = 9, GAUGE = 4, MAXP = 8 * V };
     int pairs[2 * MAXP], np = 0;
     for (int k = 0; k < V; k++)
-        for (int d = 1; d <= 2; d++) {
+        for (int d = 1; d <= reach; d++) {
             int j = (k + d) % V;
             pairs[2 * np] = k, pairs[2 * np + 1] = j, np++;
             pairs[2 * np] = j, pairs[2 * np + 1] = k, np++;
@@ -107,6 +108,7 @@ KR_TEST(refine_solve, block_sparse_solve_matches_a_dense_reference)
     REQUIRE_OK(kr_refine_normal_assemble(ne, pairs, acc, np, &got_dmax));
     CHECK_NEAR(got_dmax, dmax, 1e-12 * dmax);
     REQUIRE_OK(kr_refine_normal_solve(ne, lambda, got));
+    CHECK_STR(kr_refine_normal_solver(ne), solver);
     double worst = 0, scale = 0;
     for (int i = 0; i < n; i++) {
         worst = fmax(worst, fabs(got[i] - want[i]));
@@ -127,6 +129,20 @@ KR_TEST(refine_solve, block_sparse_solve_matches_a_dense_reference)
     free(b);
     free(want);
     free(got);
+}
+
+/* A ring whose views overlap their two neighbours each side: block-sparse,
+ * CHOLMOD's where the build has it. */
+KR_TEST(refine_solve, block_sparse_solve_matches_a_dense_reference)
+{
+    solve_matches_a_dense_reference(2, kr_refine_solver_name());
+}
+
+/* Every view overlapping every other (a sequence of one scene): the dense
+ * Cholesky in every build. */
+KR_TEST(refine_solve, all_pairs_solve_densely_and_match_the_reference)
+{
+    solve_matches_a_dense_reference(4, "dense");
 }
 
 KR_TEST(refine_solve, solver_is_named)

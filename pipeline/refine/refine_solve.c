@@ -5,9 +5,11 @@
 #include "pipeline/refine/refine_solve.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
 #ifdef KINREG_HAVE_CHOLMOD
 #include <cholmod.h>
 #endif
@@ -18,10 +20,11 @@ struct kr_refine_normal {
     double *val;
     size_t entries, capacity;
     double *g, *diag;
+    int active_pairs;   /* pairs with residuals in the last assembly */
+    double *dense;      /* n×n, made at the first dense solve */
+    const char *solver; /* the last solve's: "cholmod" or "dense" */
 #ifdef KINREG_HAVE_CHOLMOD
     cholmod_common cm;
-#else
-    double *dense;
 #endif
 };
 
@@ -34,6 +37,11 @@ const char *kr_refine_solver_name(void)
 #endif
 }
 
+const char *kr_refine_normal_solver(const kr_refine_normal *ne)
+{
+    return ne->solver ? ne->solver : "none";
+}
+
 kr_status kr_refine_normal_create(kr_refine_normal **out, int views, int gauge)
 {
     kr_refine_normal *ne = calloc(1, sizeof *ne);
@@ -43,23 +51,17 @@ kr_status kr_refine_normal_create(kr_refine_normal **out, int views, int gauge)
     ne->n = 6 * (views - 1);
     ne->g = calloc((size_t)ne->n, sizeof *ne->g);
     ne->diag = calloc((size_t)ne->n, sizeof *ne->diag);
-#ifdef KINREG_HAVE_CHOLMOD
     int ok = ne->g && ne->diag;
+#ifdef KINREG_HAVE_CHOLMOD
     if (ok) {
         cholmod_start(&ne->cm);
         ne->cm.print = 0; /* failures become status codes, not text */
         ne->cm.error_handler = NULL;
     }
-#else
-    ne->dense = malloc(sizeof *ne->dense * (size_t)ne->n * (size_t)ne->n);
-    int ok = ne->g && ne->diag && ne->dense;
 #endif
     if (!ok) {
         free(ne->g);
         free(ne->diag);
-#ifndef KINREG_HAVE_CHOLMOD
-        free(ne->dense);
-#endif
         free(ne);
         return kr_error(KR_ERR_NOMEM, "refine: no memory for the normal equations of %d views",
                         views);
@@ -73,9 +75,8 @@ void kr_refine_normal_destroy(kr_refine_normal **ne)
     if (!ne || !*ne) return;
 #ifdef KINREG_HAVE_CHOLMOD
     cholmod_finish(&(*ne)->cm);
-#else
-    free((*ne)->dense);
 #endif
+    free((*ne)->dense);
     free((*ne)->row);
     free((*ne)->col);
     free((*ne)->val);
@@ -127,8 +128,10 @@ kr_status kr_refine_normal_assemble(kr_refine_normal *ne, const int *pairs,
     ne->entries = 0;
     memset(ne->g, 0, sizeof *ne->g * (size_t)ne->n);
     memset(ne->diag, 0, sizeof *ne->diag * (size_t)ne->n);
+    ne->active_pairs = 0;
     for (int p = 0; p < npairs; p++) {
         if (acc[p].count == 0) continue;
+        ne->active_pairs++;
         int v[2] = {pairs[2 * p], pairs[2 * p + 1]}, m[2];
         for (int s = 0; s < 2; s++)
             m[s] = v[s] == ne->gauge ? -1 : 6 * (v[s] < ne->gauge ? v[s] : v[s] - 1);
@@ -171,12 +174,9 @@ static double damping(const kr_refine_normal *ne, int i, double lambda, double d
 }
 
 #ifdef KINREG_HAVE_CHOLMOD
-kr_status kr_refine_normal_solve(kr_refine_normal *ne, double lambda, double *x)
+static kr_status sparse_solve(kr_refine_normal *ne, double lambda, double dmax, double *x)
 {
     int n = ne->n;
-    double dmax = 0;
-    for (int i = 0; i < n; i++)
-        dmax = fmax(dmax, ne->diag[i]);
     cholmod_common *cm = &ne->cm;
     cholmod_triplet *T = cholmod_allocate_triplet((size_t)n, (size_t)n, ne->entries + (size_t)n, 1,
                                                   CHOLMOD_REAL, cm);
@@ -203,6 +203,14 @@ kr_status kr_refine_normal_solve(kr_refine_normal *ne, double lambda, double *x)
         double *bx = b->x;
         for (int i = 0; i < n; i++)
             bx[i] = -ne->g[i];
+        /* CHOLMOD's supernodes are many small BLAS calls. An OpenMP BLAS
+         * (OpenBLAS, which the setup installs) starts a team of every core
+         * for each: on a 32-core host that made the solve of 200 views five
+         * times slower than Debian's reference BLAS. One thread: the
+         * optimised kernels without the team, and the same rounding on
+         * every host. */
+        int threads = omp_get_max_threads();
+        omp_set_num_threads(1);
         L = cholmod_analyze(A, cm);
         if (L) cholmod_factorize(A, L, cm);
         if (!L || cm->status == CHOLMOD_OUT_OF_MEMORY)
@@ -211,6 +219,7 @@ kr_status kr_refine_normal_solve(kr_refine_normal *ne, double lambda, double *x)
             s = KR_ERR_NUMERIC;
         else if (!(sol = cholmod_solve(CHOLMOD_A, L, b, cm)))
             s = kr_error(KR_ERR_NOMEM, "refine: CHOLMOD solve failed (status %d)", cm->status);
+        omp_set_num_threads(threads);
     }
     if (s == KR_OK) {
         const double *sx = sol->x;
@@ -224,19 +233,51 @@ kr_status kr_refine_normal_solve(kr_refine_normal *ne, double lambda, double *x)
     cholmod_free_sparse(&A, cm);
     return s;
 }
-#else
-kr_status kr_refine_normal_solve(kr_refine_normal *ne, double lambda, double *x)
+#endif
+
+/* H + λ·D into the dense n×n buffer: row-major lower triangle, which is
+ * LAPACK's column-major upper one (the stored entries (i ≤ j) go in as
+ * (j, i)). */
+static kr_status dense_fill(kr_refine_normal *ne, double lambda, double dmax)
 {
-    int n = ne->n;
-    double *A = ne->dense, dmax = 0;
-    for (int i = 0; i < n; i++)
-        dmax = fmax(dmax, ne->diag[i]);
-    /* Lower triangle, row-major: the upper entries (i ≤ j) go in as (j, i). */
-    memset(A, 0, sizeof *A * (size_t)n * (size_t)n);
+    size_t n = (size_t)ne->n;
+    if (!ne->dense && !(ne->dense = malloc(sizeof *ne->dense * n * n)))
+        return kr_error(KR_ERR_NOMEM, "refine: no memory for %zu×%zu normal equations", n, n);
+    double *A = ne->dense;
+    memset(A, 0, sizeof *A * n * n);
     for (size_t e = 0; e < ne->entries; e++)
         A[(size_t)ne->col[e] * n + ne->row[e]] += ne->val[e];
+    for (size_t i = 0; i < n; i++)
+        A[i * n + i] += damping(ne, (int)i, lambda, dmax);
+    return KR_OK;
+}
+
+#ifdef KINREG_HAVE_LAPACK
+/* LAPACK's Cholesky (Fortran; gfortran's hidden string lengths last). */
+extern void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info,
+                    size_t uplo_len);
+extern void dpotrs_(const char *uplo, const int *n, const int *nrhs, const double *a,
+                    const int *lda, double *b, const int *ldb, int *info, size_t uplo_len);
+
+static kr_status dense_factor_solve(kr_refine_normal *ne, double *x)
+{
+    int n = ne->n, one = 1, info = 0;
     for (int i = 0; i < n; i++)
-        A[(size_t)i * n + i] += damping(ne, i, lambda, dmax);
+        x[i] = -ne->g[i];
+    /* One BLAS thread, as for CHOLMOD (sparse_solve). */
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    dpotrf_("U", &n, ne->dense, &n, &info, 1);
+    if (info == 0) dpotrs_("U", &n, &one, ne->dense, &n, x, &n, &info, 1);
+    omp_set_num_threads(threads);
+    return info == 0 ? KR_OK : KR_ERR_NUMERIC;
+}
+#else
+/* The Cholesky factorisation and the two triangular solves, by hand. */
+static kr_status dense_factor_solve(kr_refine_normal *ne, double *x)
+{
+    int n = ne->n;
+    double *A = ne->dense;
     for (int j = 0; j < n; j++) {
         double d = A[(size_t)j * n + j];
         for (int k = 0; k < j; k++)
@@ -266,3 +307,41 @@ kr_status kr_refine_normal_solve(kr_refine_normal *ne, double lambda, double *x)
     return KR_OK;
 }
 #endif
+
+/* When most pairs of views overlap (a sequence of one scene, where every
+ * keyframe sees the others) the sparse factorisation is dense anyway and
+ * CHOLMOD's ordering and triplet sort are most of its time: 100 keyframes
+ * took 47 ms a solve on the two-H200 host. Dense below DENSE_MAX_UNKNOWNS
+ * (72 MB) when more than DENSE_PAIRS of the ordered pairs saw residuals. */
+#ifdef KINREG_HAVE_CHOLMOD
+#define DENSE_MAX_UNKNOWNS 3000
+#define DENSE_PAIRS 0.6
+
+static bool dense_pays(const kr_refine_normal *ne)
+{
+    double all = (double)ne->views * (ne->views - 1);
+    return ne->n <= DENSE_MAX_UNKNOWNS && ne->active_pairs > DENSE_PAIRS * all;
+}
+#endif
+
+kr_status kr_refine_normal_solve(kr_refine_normal *ne, double lambda, double *x)
+{
+    double dmax = 0;
+    for (int i = 0; i < ne->n; i++)
+        dmax = fmax(dmax, ne->diag[i]);
+#ifdef KINREG_HAVE_CHOLMOD
+    /* Without memory for the dense matrix, the sparse one. */
+    if (!dense_pays(ne) || dense_fill(ne, lambda, dmax) != KR_OK) {
+        ne->solver = "cholmod";
+        return sparse_solve(ne, lambda, dmax, x);
+    }
+#else
+    kr_status filled = dense_fill(ne, lambda, dmax);
+    if (filled != KR_OK) return filled;
+#endif
+    ne->solver = "dense";
+    kr_status s = dense_factor_solve(ne, x);
+    for (int i = 0; s == KR_OK && i < ne->n; i++)
+        if (!isfinite(x[i])) s = KR_ERR_NUMERIC;
+    return s;
+}

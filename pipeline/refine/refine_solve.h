@@ -3,8 +3,10 @@
  * and their damped solve (H + λ·diag H) δ = −g. With CHOLMOD (SuiteSparse,
  * KINREG_HAVE_CHOLMOD) a sparse Cholesky factorisation, whose fill follows
  * the overlap graph: a long scan whose views overlap their neighbours costs
- * about O(views) instead of the dense O(views³). Builds without it fall back
- * to a dense Cholesky (fine for tens of views). */
+ * about O(views) instead of the dense O(views³). When most pairs overlap
+ * (a sequence of one scene) the factor is dense anyway, and a dense
+ * Cholesky (LAPACK's, KINREG_HAVE_LAPACK) is faster; builds without CHOLMOD
+ * always solve densely (fine for tens of views). */
 #ifndef KINREG_PIPELINE_REFINE_REFINE_SOLVE_H
 #define KINREG_PIPELINE_REFINE_REFINE_SOLVE_H
 
@@ -28,7 +30,10 @@ kr_status kr_refine_normal_assemble(kr_refine_normal *ne, const int *pairs,
  * message) when the matrix is not positive definite. */
 kr_status kr_refine_normal_solve(kr_refine_normal *ne, double lambda, double *x);
 
-/* "cholmod" or "dense": the solver this build uses. */
+/* "cholmod" or "dense": the solver this build uses for sparse systems. */
 const char *kr_refine_solver_name(void);
+/* "cholmod" or "dense": the one the last kr_refine_normal_solve used
+ * ("none" before any). */
+const char *kr_refine_normal_solver(const kr_refine_normal *ne);
 
 #endif
