@@ -489,6 +489,7 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
         json = false;
         output = model = NULL;
     }
+    if (shared && !o->quiet) kr_mpi_say_binding(mpi);
     const char *who = "";
     char who_buf[32];
     if (shared) {

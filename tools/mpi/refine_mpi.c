@@ -3,8 +3,10 @@
 #include "refine_mpi.h"
 
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 bool kr_mpi_built(void)
 {
@@ -79,4 +81,17 @@ void kr_mpi_end(kr_mpi_session *m)
 {
     if (m->active) MPI_Finalize();
     m->active = false;
+}
+
+void kr_mpi_say_binding(const kr_mpi_session *m)
+{
+    cpu_set_t set;
+    if (m->rank != 0 || m->ranks < 2 || sched_getaffinity(0, sizeof set, &set) != 0) return;
+    long online = sysconf(_SC_NPROCESSORS_ONLN), share = online / m->local_ranks;
+    if (CPU_COUNT(&set) == 1 && share >= 2)
+        fprintf(stderr,
+                "kinreg refine: mpirun bound rank 0 to 1 of this host's %ld cores, so its "
+                "reading, normals and measure run on one thread; start it with mpirun "
+                "--bind-to none (or --map-by slot:PE=%ld)\n",
+                online, share);
 }
