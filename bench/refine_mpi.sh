@@ -7,14 +7,18 @@
 # largest error against the ground truth (relative to view 0), then whether
 # every run returned the same poses as the first (within 1 µm and 1e-4°).
 #   bench/refine_mpi.sh [KINREG]            CPU: 1, 2, 4 ranks
-#   MODE=gpu bench/refine_mpi.sh [KINREG]   CUDA: --devices 0, then 0,1
-#                                           (DEVICES="0 0,0": two contexts on one GPU)
+#   MODE=gpu bench/refine_mpi.sh [KINREG]   CUDA: --devices 0, then 0,1, then
+#                                           mpirun -np 2, a GPU per rank
+#                                           (DEVICES="0 0,0": two contexts on one GPU;
+#                                           GPU_RANKS="": no mpirun run)
 # Environment: VIEWS (200), SEED (1), PERTURB (0.1:0.2,0.1:0.3: degrees, cm),
 # RANKS ("1 2 4"), DEVICES ("0 0,1"), CORES (nproc; OpenMP threads per rank = CORES / ranks),
 # OPTIONS (the refinement's: "--cell 0.02 --levels 1 --signed --subset 1":
 # signed fields on every grid point, which bring this scan back within 1 mm /
 # 0.1°).
-# Each run's time is split into fields (normals, fields, loading them onto the
+# Ranks are started with --bind-to none: Open MPI binds each of two ranks to
+# one core by default, and their OpenMP parts then run on one thread.
+# Each run's time (end to end: the process, wall clock) is split into fields (normals, fields, loading them onto the
 # devices: host work that does not shrink with more GPUs) and sums (the
 # evaluations that the ranks or devices share); the speed-up is given for both.
 set -euo pipefail
@@ -33,19 +37,33 @@ export OMP_WAIT_POLICY=passive
 problem="refine --synthetic room:$views --perturb $perturb --seed $seed $options --json -q"
 echo "synthetic room scan: $views views, perturbation $perturb (deg, cm), seed $seed, $options; $(nproc) cores"
 runs=()
+# One run: its name, then the command; its wall time goes to $out/NAME.wall.
+run() {
+    local name=$1 t0
+    shift
+    t0=$(date +%s%N)
+    "$@" -o "$out/$name.conf" >"$out/$name.json"
+    echo "$(($(date +%s%N) - t0))e-9" >"$out/$name.wall"
+    runs+=("$name")
+}
+ranks() { # NP then the rest of kinreg's arguments
+    local np=$1 threads=$((cores / $1 > 0 ? cores / $1 : 1))
+    shift
+    # shellcheck disable=SC2086
+    OMP_NUM_THREADS=$threads mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS -np "$np" \
+        "$kinreg" $problem "$@"
+}
 if [ "${MODE:-cpu}" = gpu ]; then
     for devices in ${DEVICES:-0 0,1}; do
         # shellcheck disable=SC2086
-        "$kinreg" $problem --backend cuda --devices "$devices" -o "$out/d$devices.conf" >"$out/d$devices.json"
-        runs+=("d$devices")
+        run "d$devices" "$kinreg" $problem --backend cuda --devices "$devices"
+    done
+    for np in ${GPU_RANKS-2}; do
+        run "g$np" ranks "$np" --backend cuda
     done
 else
     for np in ${RANKS:-1 2 4}; do
-        threads=$((cores / np > 0 ? cores / np : 1))
-        # shellcheck disable=SC2086
-        OMP_NUM_THREADS=$threads mpirun --oversubscribe -np "$np" "$kinreg" $problem \
-            -o "$out/r$np.conf" >"$out/r$np.json"
-        runs+=("r$np")
+        run "r$np" ranks "$np"
     done
 fi
 python3 - "$out" "${runs[@]}" <<'PY'
@@ -75,18 +93,22 @@ first = None
 for r in runs:
     d = json.load(open(f"{out}/{r}.json"))
     e = d["errors"]
-    label = f"{d['ranks']} rank(s)" if r[0] == "r" else f"devices {r[1:]}"
-    print(f"{label:>12}: {d['seconds']:8.2f} s (fields {d['fields_seconds']:.2f} s, sums {d['sums_seconds']:.2f} s "
-          f"in {d['evaluations']} evaluations)  {d['iterations']:3d} LM it  backend {d['backend']}  "
+    label = {"r": f"{d['ranks']} rank(s)", "d": f"devices {r[1:]}",
+             "g": f"{d['ranks']} GPU ranks"}[r[0]]
+    wall = float(open(f"{out}/{r}.wall").read())
+    print(f"{label:>12}: {wall:6.2f} s end to end, refinement {d['seconds']:.2f} s (fields {d['fields_seconds']:.2f} s, sums {d['sums_seconds']:.2f} s "
+          f"in {d['evaluations']} evaluations, solve {d['solve_seconds']:.2f} s, fit {d['fit_seconds']:.2f} s, "
+          f"read {d['read_seconds']:.2f} s)  {d['iterations']:3d} LM it  backend {d['backend']}  "
           f"solver {d['solver']}  all-reduce {d['bytes_per_iteration']:.0f} B/iteration  "
           f"error {max(x['deg_before'] for x in e):.3f} deg {max(x['mm_before'] for x in e):.2f} mm -> "
           f"{d['max_deg']:.4f} deg {d['max_mm']:.3f} mm")
     p = poses(f"{out}/{r}.conf")
     if first is None:
-        first = (r, p, d["seconds"], d["sums_seconds"])
+        first = (r, p, wall, d["seconds"], d["sums_seconds"], d["fields_seconds"])
     else:
         mm, deg = diff(first[1], p)
-        print(f"{'':>12}  speed-up {first[2] / d['seconds']:.2f}x (sums {first[3] / d['sums_seconds']:.2f}x) "
+        print(f"{'':>12}  speed-up {first[2] / wall:.2f}x end to end, {first[3] / d['seconds']:.2f}x "
+              f"refinement (fields {first[5] / d['fields_seconds']:.2f}x, sums {first[4] / d['sums_seconds']:.2f}x) "
               f"over {first[0]}; poses differ by "
               f"{mm:.2g} mm {deg:.2g} deg ({'within' if mm <= 1e-3 and deg <= 1e-4 else 'BEYOND'} 1 um / 1e-4 deg)")
 PY
