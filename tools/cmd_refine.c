@@ -17,6 +17,7 @@
 #include "tools/cli/terminal_text.h"
 #include "kinreg/refine.h"
 #include "tools/mpi/refine_mpi.h"
+#include "tools/device_start.h"
 
 static double now_seconds(void)
 {
@@ -537,12 +538,32 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
     kr_scan_set conf = {0};
     float **made = NULL;
     size_t *made_n = NULL;
+    /* The device starts while the scans are read or made. */
+    kr_device_start starting;
+    if (backend != KR_BACKEND_CPU) {
+        kr_device_config dc;
+        kr_device_config_default(&dc);
+        dc.backend = backend;
+        /* One rank per GPU: the ranks of a host take its devices in turn. */
+        kr_device_start_begin(&starting, &dc, shared && !devices ? mpi->local_rank : -1,
+                              cfg.devices, cfg.n_devices);
+    }
     double t_read = now_seconds();
     kr_status s = synthetic ? make_synthetic(synthetic, room, room_width, room_height, room_noise,
                                              &conf, &made, &made_n)
                             : kr_scan_set_read(argv[optind], &conf);
+    kr_device *dev = NULL;
+    kr_status started = KR_OK;
+    if (backend != KR_BACKEND_CPU) {
+        /* Kept: the reading's failure, if any, is what is said first. */
+        char read_error[512];
+        snprintf(read_error, sizeof read_error, "%s", s != KR_OK ? kr_last_error() : "");
+        started = kr_device_start_end(&starting, &dev);
+        if (s != KR_OK) kr_error(s, "%s", read_error);
+    }
     if (s != KR_OK && !shared) {
         fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
+        kr_device_destroy(&dev);
         return kr_exit_code(s);
     }
     int n = conf.n, rc = KR_EXIT_OK;
@@ -550,7 +571,6 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
     size_t *count = calloc((size_t)n, sizeof *count);
     kr_pose *poses = calloc((size_t)n, sizeof *poses), *input = calloc((size_t)n, sizeof *input);
     kr_refine_view *views = calloc((size_t)n, sizeof *views);
-    kr_device *dev = NULL;
     if (!xyz || !count || !poses || !input || !views)
         s = kr_error(KR_ERR_NOMEM, "no memory for %d scans", n);
     if (s == KR_OK && n < 2)
@@ -605,13 +625,8 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
         }
     }
     if (s == KR_OK && backend != KR_BACKEND_CPU) {
-        kr_device_config dc;
-        kr_device_config_default(&dc);
-        dc.backend = backend;
-        /* One rank per GPU: the ranks of a host take its devices in turn. */
-        int visible = shared && !devices ? kr_cuda_device_count() : 0;
-        if (visible > 0) dc.cuda_device = mpi->local_rank % visible;
-        s = kr_device_create(&dev, &dc);
+        s = started;
+        if (started != KR_OK) kr_error(started, "%s", starting.why);
         if (shared) {
             if (s != KR_OK) fprintf(stderr, "kinreg refine: %s%s\n", who, kr_last_error());
             kr_status mine = s;
