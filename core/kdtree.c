@@ -217,21 +217,6 @@ size_t kr_kdtree_descend(const kr_kdtree *tree, const float q[3])
     return tree->leaf_orig[kr_kdtree_descend_cell(tree->nodes, tree->n_internal, q[0], q[1], q[2])];
 }
 
-static inline float cell_dist2(const kr_kdtree_cell *c, const float q[3])
-{
-    float dx = q[0] - c->s[0], dy = q[1] - c->s[1], dz = q[2] - c->s[2];
-    return dx * dx + dy * dy + dz * dz;
-}
-
-/* Depth-first search, near child first. The stack holds the far siblings of
- * the current path (at most the tree depth, < 33 for 32-bit sizes) with the
- * squared distance to their split plane as a lower bound: every point of the
- * far side lies at least that far from q along the split axis. */
-typedef struct {
-    uint32_t node;
-    float bound;
-} kd_pending;
-
 uint32_t kr_kdtree_nearest_cell(const kr_kdtree *t, const float q[3], float *dist2)
 {
     uint32_t cell = kr_kdtree_nearest_cell_within(t, q, INFINITY, dist2);
@@ -241,35 +226,13 @@ uint32_t kr_kdtree_nearest_cell(const kr_kdtree *t, const float q[3], float *dis
 uint32_t kr_kdtree_nearest_cell_within(const kr_kdtree *t, const float q[3], float max_dist2,
                                        float *dist2)
 {
-    kd_pending stack[64];
-    int sp = 0;
-    /* Starting from the bound prunes every subtree beyond it: a query far
-     * from the cloud visits a few cells instead of most of the tree. */
-    float best = max_dist2;
-    uint32_t best_cell = UINT32_MAX, node = 0;
-    for (;;) {
-        while (node < t->n_internal) {
-            kr_kdtree_node nd = t->nodes[node];
-            float diff = q[nd.axis] - nd.split;
-            uint32_t near = 2 * node + 1 + (uint32_t)(diff >= 0);
-            stack[sp].node = 4 * node + 3 - near; /* the sibling: children sum to 4i + 3 */
-            stack[sp].bound = diff * diff;
-            sp++;
-            node = near;
-        }
-        uint32_t cell = node - t->n_internal;
-        float d2 = cell_dist2(&t->cells[cell], q);
-        if (d2 < best) {
-            best = d2;
-            best_cell = cell;
-        }
-        while (sp > 0 && stack[sp - 1].bound >= best)
-            sp--;
-        if (sp == 0) break;
-        node = stack[--sp].node;
-    }
+    /* The search is core/kdtree_knn.h's, shared with the device
+     * (pipeline/refine/refine_fit_cuda.cu). */
+    float best;
+    uint32_t cell =
+        kr_kdtree_nearest_within_hd(t->nodes, t->n_internal, t->cells, q, max_dist2, &best);
     if (dist2) *dist2 = best;
-    return best_cell;
+    return cell;
 }
 
 size_t kr_kdtree_nearest(const kr_kdtree *tree, const float q[3], float *dist2)

