@@ -18,9 +18,11 @@
 # 0.1°).
 # Ranks are started with --bind-to none: Open MPI binds each of two ranks to
 # one core by default, and their OpenMP parts then run on one thread.
-# Each run's time (end to end: the process, wall clock) is split into fields (normals, fields, loading them onto the
-# devices: host work that does not shrink with more GPUs) and sums (the
-# evaluations that the ranks or devices share); the speed-up is given for both.
+# Each run's time (end to end: the process, wall clock) is given with the
+# refinement's parts: fields (normals, fields; on the devices they are split
+# among them, for ranks each builds all), sums (the evaluations that ranks or
+# devices share), solve (rank 0's host), fit (the measure) and read; the
+# speed-up over the first run end to end, of the refinement, fields and sums.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 kinreg=${1:-$here/build/kinreg}

@@ -261,17 +261,8 @@ KR_TEST(gpu_refine_devices, measure_on_devices_matches_the_host)
     float *xyz[R];
     size_t n[R];
     kr_pose truth[R], poses[R];
-    REQUIRE_OK(kr_scan_synthetic_room(R, 80, 60, 0.002, 3, xyz, n, truth));
     kr_refine_view views[R];
-    unsigned seed = 9;
-    for (int k = 0; k < R; k++) {
-        views[k] = (kr_refine_view){xyz[k], n[k]};
-        double x[6];
-        for (int a = 0; a < 6; a++)
-            x[a] = 0.01 * kr_nrand(&seed);
-        kr_pose d = kr_pose_exp(x);
-        poses[k] = kr_pose_mul(&truth[k], &d);
-    }
+    REQUIRE_OK(room_fixture(R, xyz, n, views, truth, poses));
     kr_refine_fitter *f = NULL;
     REQUIRE_OK(kr_refine_fitter_create(views, R, &f));
     int split[KR_REFINE_MAX_DEVICES], n_split = split_list(split);
