@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -247,7 +248,13 @@ static int count_pose_lines(const char *path)
 typedef struct {
     const char *endpoint;
     int refine, refine_ok, pose, stopped;
+    atomic_bool run_returned; /* set by the test once kr_pipeline_run is back */
 } refine_sub;
+
+/* How long the subscriber still waits for the `stopped` status once the run
+ * has returned: it is sent before the run returns, so this only bounds a
+ * broken run. */
+#define DRAIN_AFTER_RUN_MS 60000
 
 static void *subscribe_refine(void *arg)
 {
@@ -255,10 +262,20 @@ static void *subscribe_refine(void *arg)
     kr_subscriber *sub = NULL;
     if (kr_subscriber_create(&sub, c->endpoint, 0) != KR_OK) return NULL;
     kr_message m;
-    /* The run ends with a `stopped` status; the timeout only bounds a broken
-     * run. Generous: under the sanitizers a deterministic window (refined in
-     * step with tracking) takes over 10 s on 2 cores. */
-    while (kr_subscriber_receive(sub, 120000, &m) == KR_OK) {
+    /* The run ends with a `stopped` status. No time limit while the run is
+     * going: under the sanitizers on a loaded 2-core machine a deterministic
+     * window (refined in step with tracking) kept the stream silent for over
+     * two minutes, and a fixed 120 s wait ended here with 29 of 60 poses. */
+    int waited_after_run_ms = 0;
+    for (;;) {
+        kr_status s = kr_subscriber_receive(sub, 1000, &m);
+        if (s == KR_END) {
+            if (atomic_load(&c->run_returned) &&
+                (waited_after_run_ms += 1000) >= DRAIN_AFTER_RUN_MS)
+                break;
+            continue;
+        }
+        if (s != KR_OK) break;
         if (m.topic == KR_TOPIC_REFINE) {
             c->refine++;
             c->refine_ok += m.pose.method == KR_METHOD_REFINE && m.pose.state == KR_TRACK_GOOD &&
@@ -323,9 +340,11 @@ KR_TEST(refiner, pipeline_publishes_refined_keyframes)
     kr_pipeline *p = NULL;
     REQUIRE_OK(kr_pipeline_create(&p, &cfg));
     refine_sub c = {.endpoint = endpoint};
+    atomic_init(&c.run_returned, false);
     pthread_t th;
     pthread_create(&th, NULL, subscribe_refine, &c);
     CHECK_OK(kr_pipeline_run(p));
+    atomic_store(&c.run_returned, true);
     pthread_join(th, NULL);
     kr_pipeline_stats st;
     kr_pipeline_get_stats(p, &st);
