@@ -655,6 +655,23 @@ static bool placement_credible(const kr_refine_view *views, int V, const kr_pose
     return !(ref->overlap > 0) || fit->residual <= PLACED_RESIDUAL_SLACK * ref->residual;
 }
 
+/* Candidate a: the joint refinement from the given poses into `a`, then
+ * its measure (each view's overlap in ov); the measure's time is added to
+ * *fit_seconds. */
+static kr_status refine_from_given(const kr_refine_config *cfg, kr_device *dev,
+                                   const kr_refine_view *views, int n_views, const kr_pose *poses,
+                                   kr_refine_fitter *fitter, kr_pose *a, kr_refine_result *ra,
+                                   double *ov, kr_refine_fit *fit_a, double *fit_seconds)
+{
+    memcpy(a, poses, sizeof *a * (size_t)n_views);
+    kr_status s = refine_joint(cfg, dev, views, n_views, a, ra);
+    if (s != KR_OK) return s;
+    double t_fit = now_seconds();
+    s = kr_refine_fitter_eval(fitter, a, 0, ov, fit_a);
+    *fit_seconds += now_seconds() - t_fit;
+    return s;
+}
+
 kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine_view *views,
                     int n_views, kr_pose *poses, kr_refine_result *result)
 {
@@ -692,12 +709,8 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     if (s == KR_OK) s = agree(cfg, &decision, 1);
     init = decision != 0;
     if (s == KR_OK && !init) {
-        memcpy(a, poses, sizeof *a * V);
-        if ((s = refine_joint(cfg, dev, views, n_views, a, &ra)) == KR_OK) {
-            t_fit = now_seconds();
-            s = kr_refine_fitter_eval(fitter, a, 0, ov, &fit_a);
-            fit_seconds += now_seconds() - t_fit;
-        }
+        s = refine_from_given(cfg, dev, views, n_views, poses, fitter, a, &ra, ov, &fit_a,
+                              &fit_seconds);
         have_a = s == KR_OK;
         decision = cfg->initialize == KR_REFINE_INIT_AUTO && fit_a.overlap < CONVERGED;
         if (s == KR_OK) s = agree(cfg, &decision, 1);
@@ -731,12 +744,8 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
          * the given poses after all (a room's aligned views may overlap
          * little). */
         if (s == KR_OK && !have_a && !ok_b && !ok_b0) {
-            memcpy(a, poses, sizeof *a * V);
-            if ((s = refine_joint(cfg, dev, views, n_views, a, &ra)) == KR_OK) {
-                t_fit = now_seconds();
-                s = kr_refine_fitter_eval(fitter, a, 0, ov, &fit_a);
-                fit_seconds += now_seconds() - t_fit;
-            }
+            s = refine_from_given(cfg, dev, views, n_views, poses, fitter, a, &ra, ov, &fit_a,
+                                  &fit_seconds);
             have_a = s == KR_OK;
         }
     }
