@@ -5,6 +5,7 @@
  * checks the exit status, the time it took, the trajectory file (read back
  * with kinreg's own reader) and what a subscriber received. */
 #include "kr_test.h"
+#include "listen.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -120,6 +121,7 @@ typedef struct {
     pthread_t thread;
     int poses;
     int events[64], event_count;
+    kr_test_run run;
 } listener;
 
 static void *listen_main(void *arg)
@@ -128,7 +130,7 @@ static void *listen_main(void *arg)
     kr_subscriber *sub = NULL;
     if (kr_subscriber_create(&sub, l->endpoint, 0) != KR_OK) return NULL;
     kr_message m;
-    while (kr_subscriber_receive(sub, 20000, &m) == KR_OK) {
+    while (kr_test_receive_during(sub, &l->run, 20000, &m) == KR_OK) {
         if (m.topic == KR_TOPIC_POSE) l->poses++;
         if (m.topic != KR_TOPIC_STATUS || m.status.event == KR_EVENT_PROGRESS) continue;
         if (l->event_count < 64) l->events[l->event_count++] = m.status.event;
@@ -142,11 +144,14 @@ static void listen_start(listener *l, const char *name)
 {
     memset(l, 0, sizeof *l);
     snprintf(l->endpoint, sizeof l->endpoint, "ipc://%s/%s.ipc", kr_test_tmpdir(), name);
+    kr_test_run_init(&l->run);
     pthread_create(&l->thread, NULL, listen_main, l);
 }
 
+/* After the kinreg process has ended. */
 static void listen_join(listener *l)
 {
+    kr_test_run_returned(&l->run);
     pthread_join(l->thread, NULL);
 }
 

@@ -3,6 +3,7 @@
  * replays a dump at its recorded pace exactly as a sensor would deliver it.
  * A subscriber in this process receives what the program publishes. */
 #include "kr_test.h"
+#include "listen.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -49,6 +50,7 @@ typedef struct {
     int stopped, stalled, errors;
     uint64_t next_frame;
     float max_latency_ms;
+    kr_test_run run;
 } listener;
 
 static void *listen_main(void *arg)
@@ -57,7 +59,7 @@ static void *listen_main(void *arg)
     kr_subscriber *sub = NULL;
     if (kr_subscriber_create(&sub, l->endpoint, 0) != KR_OK) return NULL;
     kr_message m;
-    while (kr_subscriber_receive(sub, 30000, &m) == KR_OK) {
+    while (kr_test_receive_during(sub, &l->run, 30000, &m) == KR_OK) {
         if (m.topic == KR_TOPIC_POSE) {
             l->in_order += m.pose.frame_index == l->next_frame;
             l->next_frame = m.pose.frame_index + 1;
@@ -82,11 +84,14 @@ static void listen_start(listener *l, const char *name)
 {
     memset(l, 0, sizeof *l);
     snprintf(l->endpoint, sizeof l->endpoint, "ipc://%s/%s.ipc", kr_test_tmpdir(), name);
+    kr_test_run_init(&l->run);
     pthread_create(&l->thread, NULL, listen_main, l);
 }
 
+/* After the kinreg process has ended. */
 static void listen_join(listener *l)
 {
+    kr_test_run_returned(&l->run);
     pthread_join(l->thread, NULL);
 }
 

@@ -5,6 +5,7 @@
  * leave them alone where it cannot know. Then, through a whole pipeline, a
  * subscriber gets the `final` messages of exactly the frames it changed. */
 #include "kr_test.h"
+#include "listen.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -283,6 +284,7 @@ typedef struct {
     kr_pose_msg pose[RUN_FRAMES], final[RUN_FRAMES];
     bool has_pose[RUN_FRAMES], has_final[RUN_FRAMES];
     int poses, finals, gaps, out_of_order, stopped, odd_frames;
+    kr_test_run run;
 } final_listener;
 
 /* Takes every message until `stopped`: a `final` message must come after
@@ -294,7 +296,7 @@ static void *listen_final(void *arg)
     if (kr_subscriber_create(&sub, c->endpoint, 0) != KR_OK) return NULL;
     c->subscribed = true;
     kr_message m;
-    while (kr_subscriber_receive(sub, 20000, &m) == KR_OK) {
+    while (kr_test_receive_during(sub, &c->run, 20000, &m) == KR_OK) {
         c->gaps += (int)m.gap;
         if (m.topic == KR_TOPIC_STATUS) {
             if (m.status.event == KR_EVENT_STOPPED) {
@@ -358,9 +360,11 @@ KR_TEST(lost_fill, final_messages_reach_subscribers)
     final_listener *c = calloc(1, sizeof *c);
     REQUIRE(c != NULL);
     c->endpoint = endpoint;
+    kr_test_run_init(&c->run);
     pthread_t th;
     REQUIRE(pthread_create(&th, NULL, listen_final, c) == 0);
     CHECK_OK(kr_pipeline_run(p));
+    kr_test_run_returned(&c->run);
     pthread_join(th, NULL);
     CHECK(c->subscribed);
     kr_pipeline_stats st;

@@ -1,6 +1,7 @@
 /* End to end: source → pipeline → trajectory file, socket and model, checked
  * against ground truth and against what a real subscriber receives. */
 #include "kr_test.h"
+#include "listen.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -147,6 +148,7 @@ typedef struct {
     const char *endpoint;
     int expected;
     int received, in_order, gaps, stopped;
+    kr_test_run run;
 } sub_ctx;
 
 static void *subscribe(void *arg)
@@ -156,7 +158,7 @@ static void *subscribe(void *arg)
     if (kr_subscriber_create(&sub, c->endpoint, 0) != KR_OK) return NULL;
     uint64_t next = 0;
     kr_message m;
-    while (kr_subscriber_receive(sub, 5000, &m) == KR_OK) {
+    while (kr_test_receive_during(sub, &c->run, 5000, &m) == KR_OK) {
         if (m.topic == KR_TOPIC_POSE) {
             if (m.pose.frame_index == next) c->in_order++;
             next = m.pose.frame_index + 1;
@@ -183,11 +185,13 @@ KR_TEST_TAGGED(pipeline, subscriber_receives_every_pose, "deadline")
     cfg.publish.endpoint = endpoint;
     kr_pipeline *p = NULL;
     REQUIRE_OK(kr_pipeline_create(&p, &cfg));
-    sub_ctx c = {endpoint, 60, 0, 0, 0, 0};
+    sub_ctx c = {.endpoint = endpoint, .expected = 60};
+    kr_test_run_init(&c.run);
     pthread_t th;
     pthread_create(&th, NULL, subscribe, &c);
     usleep(1000000); /* ZeroMQ slow joiner: let the subscription reach the publisher */
     CHECK_OK(kr_pipeline_run(p));
+    kr_test_run_returned(&c.run);
     pthread_join(th, NULL);
     CHECK_EQ(c.received, 60);
     CHECK_EQ(c.in_order, 60);

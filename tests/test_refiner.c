@@ -2,10 +2,10 @@
  * the background), and inside the pipeline (refine messages on a loopback
  * subscriber, the refined trajectory, Ctrl-C's flush, the options). */
 #include "kr_test.h"
+#include "listen.h"
 
 #include <math.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -248,13 +248,8 @@ static int count_pose_lines(const char *path)
 typedef struct {
     const char *endpoint;
     int refine, refine_ok, pose, stopped;
-    atomic_bool run_returned; /* set by the test once kr_pipeline_run is back */
+    kr_test_run run;
 } refine_sub;
-
-/* How long the subscriber still waits for the `stopped` status once the run
- * has returned: it is sent before the run returns, so this only bounds a
- * broken run. */
-#define DRAIN_AFTER_RUN_MS 60000
 
 static void *subscribe_refine(void *arg)
 {
@@ -262,20 +257,10 @@ static void *subscribe_refine(void *arg)
     kr_subscriber *sub = NULL;
     if (kr_subscriber_create(&sub, c->endpoint, 0) != KR_OK) return NULL;
     kr_message m;
-    /* The run ends with a `stopped` status. No time limit while the run is
-     * going: under the sanitizers on a loaded 2-core machine a deterministic
-     * window (refined in step with tracking) kept the stream silent for over
-     * two minutes, and a fixed 120 s wait ended here with 29 of 60 poses. */
-    int waited_after_run_ms = 0;
-    for (;;) {
-        kr_status s = kr_subscriber_receive(sub, 1000, &m);
-        if (s == KR_END) {
-            if (atomic_load(&c->run_returned) &&
-                (waited_after_run_ms += 1000) >= DRAIN_AFTER_RUN_MS)
-                break;
-            continue;
-        }
-        if (s != KR_OK) break;
+    /* The run ends with a `stopped` status; a deterministic window (refined
+     * in step with tracking) keeps the stream silent for minutes under the
+     * sanitizers on a loaded machine. */
+    while (kr_test_receive_during(sub, &c->run, 60000, &m) == KR_OK) {
         if (m.topic == KR_TOPIC_REFINE) {
             c->refine++;
             c->refine_ok += m.pose.method == KR_METHOD_REFINE && m.pose.state == KR_TRACK_GOOD &&
@@ -340,11 +325,11 @@ KR_TEST(refiner, pipeline_publishes_refined_keyframes)
     kr_pipeline *p = NULL;
     REQUIRE_OK(kr_pipeline_create(&p, &cfg));
     refine_sub c = {.endpoint = endpoint};
-    atomic_init(&c.run_returned, false);
+    kr_test_run_init(&c.run);
     pthread_t th;
     pthread_create(&th, NULL, subscribe_refine, &c);
     CHECK_OK(kr_pipeline_run(p));
-    atomic_store(&c.run_returned, true);
+    kr_test_run_returned(&c.run);
     pthread_join(th, NULL);
     kr_pipeline_stats st;
     kr_pipeline_get_stats(p, &st);
