@@ -13,27 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "anchor_surface.h"
 #include "kinreg/device.h"
 #include "kinreg/register.h"
 
 /* needs a CUDA device: skips without one, runs on the GPU machine */
 KR_LABELS("gpu");
-
-/* A bumpy closed surface (the CuPy anchor's shape) sampled at n points. */
-static float *surface(unsigned *s, size_t n)
-{
-    float *p = malloc(3 * n * sizeof *p);
-    for (size_t i = 0; i < n; i++) {
-        double u[3] = {kr_nrand(s), kr_nrand(s), kr_nrand(s)};
-        double l = sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2]);
-        for (int k = 0; k < 3; k++)
-            u[k] /= l;
-        double r = 0.1 * (1 + 0.25 * sin(5 * u[0]) * cos(4 * u[1]) + 0.15 * sin(7 * u[2]));
-        for (int k = 0; k < 3; k++)
-            p[3 * i + k] = (float)(u[k] * r);
-    }
-    return p;
-}
 
 /* The first n of p's points moved by T, in a new array. */
 static float *moved(const float *p, size_t n, const kr_pose *T)
@@ -145,7 +130,7 @@ static void compare(kr_reg_method method, size_t n, size_t m, int jmax)
     PARITY_NEED();
     unsigned s = 21;
     kr_pose T = the_motion(), Ti = kr_pose_inv(&T);
-    float *dst = surface(&s, m), *src = moved(dst, n, &Ti);
+    float *dst = kr_test_anchor_surface(&s, m), *src = moved(dst, n, &Ti);
     REQUIRE(src != NULL);
     reg_in in = {
         .src = src, .dst = dst, .n = n, .m = m, .motion_inv = Ti, .max_deg = 0.5, .max_m = 0.002};
@@ -205,7 +190,7 @@ static void softassign_fused_both_ways(kr_register_config c, size_t n, const kr_
     PARITY_NEED();
     unsigned s = 21;
     kr_pose T = the_motion(), Ti = kr_pose_inv(&T);
-    float *dst = surface(&s, n), *src = moved(dst, n, &Ti);
+    float *dst = kr_test_anchor_surface(&s, n), *src = moved(dst, n, &Ti);
     REQUIRE(src);
     c.method = KR_REG_SOFTASSIGN;
     c.extent = KR_REG_SEED_EXTENT;
@@ -257,7 +242,7 @@ KR_TEST(parity_register, cublas_says_when_the_matrix_cannot_fit)
     REQUIRE(gpu);
     unsigned s = 3;
     size_t m = 70000;
-    float *dst = surface(&s, m), *src = surface(&s, 100);
+    float *dst = kr_test_anchor_surface(&s, m), *src = kr_test_anchor_surface(&s, 100);
     kr_register_config c;
     kr_register_config_default(&c);
     c.method = KR_REG_EMICP; /* the seed's N x M matrix: EM-ICP's */
@@ -290,7 +275,8 @@ KR_TEST(parity_register, newton_engines_agree)
     kr_quat q = {sin(h) / sqrt(3), sin(h) / sqrt(3), sin(h) / sqrt(3), cos(h)};
     kr_pose T = kr_pose_from_quat(q, t), Ti = kr_pose_inv(&T);
     /* a second sample of the surface, moved: no exact correspondences */
-    float *dst = surface(&s, N), *other = surface(&s, N), *src = moved(other, N, &Ti);
+    float *dst = kr_test_anchor_surface(&s, N), *other = kr_test_anchor_surface(&s, N),
+          *src = moved(other, N, &Ti);
     free(other);
     REQUIRE(src != NULL);
     reg_in in = {

@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "anchor_surface.h"
 #include "kinreg/scan.h"
 #include "core/horn_kernels.h"
+#include "pipeline/register/coarse_to_fine.h"
 #include "pipeline/register/softreg_kernels.h"
 #include "kinreg/horn.h"
 #include "kinreg/register.h"
@@ -450,6 +452,90 @@ KR_TEST(register, softassign_recovers_bunny_motions)
 #else
     bunny_recovery(KR_REG_SOFTASSIGN, 1500, 3);
 #endif
+}
+
+/* ---- Softassign coarse to fine ------------------------------------------------ */
+
+/* The seed's form (every point at every temperature, coarse_points 0) is the
+ * expectation: coarse to fine (pipeline/register/coarse_to_fine.h) must end
+ * at its pose, not merely near the truth. Two independent 1100-point samples
+ * of the anchor's surface (thinned to every second point), 20° and 2.7 cm
+ * apart: at this size Softassign's answer itself is most of a degree from
+ * the truth (different samples of one surface), so the truth only tells
+ * that both found the pair. */
+KR_TEST(register, softassign_coarse_to_fine_ends_at_the_seed_forms_pose)
+{
+    enum { N = 1100 };
+    unsigned seed = 5;
+    float *dst = kr_test_anchor_surface(&seed, N), *other = kr_test_anchor_surface(&seed, N);
+    float *src = malloc(3 * N * sizeof *src);
+    REQUIRE(dst && other && src);
+    kr_pose T = pose_from_axis(1, 2, 3, 20, 0.02, -0.01, 0.015);
+    kr_pose Ti = kr_pose_inv(&T);
+    move_points(&Ti, other, N, src);
+    kr_register_config c;
+    kr_register_config_default(&c);
+    c.method = KR_REG_SOFTASSIGN;
+    c.engine = KR_REG_ENGINE_CPU;
+    c.stop_motion = 0; /* both run every temperature */
+    c.jmax = 40;       /* the seed's range in coarser steps, as above */
+    c.t_factor = pow(0.95, 100.0 / 40.0);
+    kr_register_result seed_form, coarse;
+    c.coarse_points = 0;
+    REQUIRE_OK(kr_register(NULL, &c, src, N, dst, N, NULL, &seed_form));
+    c.coarse_points = 512;
+    REQUIRE_OK(kr_register(NULL, &c, src, N, dst, N, NULL, &coarse));
+    double deg, dist, deg_truth, dist_truth;
+    pose_error(&seed_form.pose, &coarse.pose, &deg, &dist);
+    pose_error(&T, &coarse.pose, &deg_truth, &dist_truth);
+    fprintf(stderr,
+            "coarse to fine: %.5f deg, %.5f mm from the seed's form; %.3f deg, %.3f mm from "
+            "the truth\n",
+            deg, dist * 1e3, deg_truth, dist_truth * 1e3);
+    CHECK_EQ(seed_form.iterations, 40 * 5);
+    CHECK_EQ(coarse.iterations, 40 * 5);
+    CHECK_LT(deg, 0.01);
+    CHECK_LT(dist, 1e-5);
+    CHECK_LT(deg_truth, 2.0);
+    CHECK_LT(dist_truth, 0.003);
+    free(dst);
+    free(other);
+    free(src);
+}
+
+/* The split: the thinned sets run down to fine_temperatures before the stop
+ * rule's scale, T = t0·f^J < stop_scale² (whether or not the rule is on). */
+KR_TEST(register, softassign_coarse_split_ends_before_the_stop_scale)
+{
+    kr_register_params p;
+    memset(&p, 0, sizeof p);
+    p.method = KR_REGISTER_METHOD_SOFTASSIGN;
+    p.jmax = 100;
+    p.i0 = 5;
+    p.t0 = 0.01;
+    p.t_factor = 0.95;
+    p.stop_motion = 1e-5;
+    p.stop_patience = 3;
+    p.stop_scale = 0.01;
+    int j_stop = (int)ceil(log(p.stop_scale * p.stop_scale / p.t0) / log(p.t_factor)); /* 90 */
+    kr_register_levels lv = kr_register_levels_plan(&p, 5000, 3000, 512, 6);
+    CHECK_EQ(lv.coarse_temperatures, j_stop - 6);
+    CHECK_EQ(lv.src_stride, 9);
+    CHECK_EQ(lv.dst_stride, 5);
+    p.stop_motion = 0; /* the rule off: the same split */
+    CHECK_EQ(kr_register_levels_plan(&p, 5000, 3000, 512, 6).coarse_temperatures, j_stop - 6);
+    CHECK_EQ(kr_register_levels_plan(&p, 5000, 600, 512, 6).coarse_temperatures, j_stop - 6);
+    CHECK_EQ(kr_register_levels_plan(&p, 5000, 3000, 512, 100).coarse_temperatures, 0);
+    CHECK_EQ(kr_register_levels_plan(&p, 1000, 600, 512, 6).coarse_temperatures, 0);
+    CHECK_EQ(kr_register_levels_plan(&p, 5000, 3000, 0, 6).coarse_temperatures, 0);
+    p.stop_scale = 0; /* no scale: back from the schedule's end */
+    CHECK_EQ(kr_register_levels_plan(&p, 5000, 3000, 512, 6).coarse_temperatures, 94);
+    kr_register_params q = p;
+    kr_register_params_after(&q, 84);
+    CHECK_NEAR(q.t0, p.t0 * pow(p.t_factor, 84), 1e-12 * p.t0);
+    CHECK_EQ(q.jmax, 16);
+    p.method = KR_REGISTER_METHOD_EMICP;
+    CHECK_EQ(kr_register_levels_plan(&p, 5000, 3000, 512, 6).coarse_temperatures, 0);
 }
 
 /* ---- bad inputs --------------------------------------------------------------- */

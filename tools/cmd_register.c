@@ -220,6 +220,16 @@ typedef struct {
                 "DEST; 0.1 runs the seed's constants unscaled)"))                                  \
     OPT(FULL_SCHEDULE, (0, "full-schedule", NULL, KR_FLAG), o->cfg.stop_motion = 0,                \
         KR_HELP("no early stop: run the seed's whole annealing schedule"))                         \
+    OPT(COARSE_POINTS, (0, "coarse-points", "N", KR_WHOLE(0, 100000000, "points", "0 = off")),     \
+        o->cfg.coarse_points = (int)v,                                                             \
+        KR_HELP("softassign: the warm temperatures on about N points of\n"                         \
+                "each set (default 512; 0 = every point at every temperature,\n"                   \
+                "the seed's form: 6-12x the time for 5000 points)"))                               \
+    OPT(FINE_TEMPERATURES,                                                                         \
+        (0, "fine-temperatures", "K", KR_WHOLE(1, 10000, "temperatures", NULL)),                   \
+        o->cfg.fine_temperatures = (int)v,                                                         \
+        KR_HELP("softassign: every point from K temperatures before the\n"                         \
+                "stop rule's scale, sqrt(T) < extent/10 (default 6)"))                             \
     OPT(DETERMINISTIC, KR_OPT_DETERMINISTIC, o->cfg.deterministic = true,                          \
         KR_HELP("bit-identical results from run to run (the fused\n"                               \
                 "Softassign engine then sums in fixed point, ~20%% slower)"))                      \

@@ -77,6 +77,17 @@ typedef struct {
     int jmax, i0, i1;
     double alpha, t0, t_factor, m_outlier;
 
+    /* Softassign coarse to fine (not the seed's): the temperatures down to
+     * fine_temperatures (6) before the stop rule's scale (T below
+     * (stop_sigma_ratio·extent)²) run on every k-th point of each set, k
+     * chosen so that about coarse_points (512) remain; the later ones, where
+     * the pose settles, on every point. While √T is wide against the
+     * thinned sets' spacing their path is the whole sets', so the result is
+     * the seed's form's to a few thousandths of a degree at a fraction of
+     * its cost (pipeline/register/coarse_to_fine.h). coarse_points 0 runs
+     * every point at every temperature, as the seed. */
+    int coarse_points, fine_temperatures;
+
     /* Stop rule (the seed has none): stop when the RMS displacement of the
      * source points caused by one Horn step stays below stop_motion·extent
      * for stop_patience (3) steps in a row — and only once the scale (σ, or

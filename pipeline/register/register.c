@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pipeline/register/coarse_to_fine.h"
 #include "pipeline/register/softreg_kernels.h"
 #include "pipeline/register/register_cuda.h"
 #include "kinreg/kdtree.h"
@@ -39,6 +40,8 @@ void kr_register_config_default(kr_register_config *cfg)
     cfg->t0 = 100;
     cfg->t_factor = 0.95;
     cfg->m_outlier = 0;
+    cfg->coarse_points = 512;
+    cfg->fine_temperatures = 6;
     cfg->stop_motion = 1e-4;
     cfg->stop_patience = 3;
     cfg->stop_sigma_ratio = 0.1;
@@ -142,6 +145,11 @@ static kr_status check_config(const kr_register_config *c)
                             "register: Softassign needs t0 > 0, alpha >= 0, t_factor in (0, 1], "
                             "m_outlier >= 0 (got %g, %g, %g, %g)",
                             c->t0, c->alpha, c->t_factor, c->m_outlier);
+        if (c->coarse_points != 0 && (c->coarse_points < 64 || c->fine_temperatures < 1))
+            return kr_error(KR_ERR_INVALID_ARG,
+                            "register: Softassign's coarse_points must be 0 (off) or >= 64, with "
+                            "fine_temperatures >= 1 (got %d, %d)",
+                            c->coarse_points, c->fine_temperatures);
     }
     if (!(c->stop_motion >= 0) || !isfinite(c->stop_motion) || c->stop_patience < 0 ||
         !(c->stop_sigma_ratio >= 0) || !isfinite(c->stop_sigma_ratio) || !(c->inlier_ratio > 0) ||
@@ -270,6 +278,42 @@ static void make_params(const kr_register_config *c, double extent, const float 
         }
 }
 
+/* The schedule p from (R, t) (in/out) on one engine. */
+static kr_status run_engine(kr_device *dev, kr_reg_engine engine, const kr_register_params *p,
+                            const float *src, size_t n, const float *dst, size_t m, double R[9],
+                            double t[3], kr_register_state *st)
+{
+    if (engine == KR_REG_ENGINE_CPU)
+        return kr_register_cpu(p, dev ? kr_device_threads(dev) : 1, src, n, dst, m, R, t, st);
+    return kr_register_cuda(kr_device_gpu(dev), engine == KR_REG_ENGINE_CUBLAS, p, src, n, dst, m,
+                            R, t, st);
+}
+
+/* The first lv->coarse_temperatures of Softassign's schedule on the thinned
+ * sets (pipeline/register/coarse_to_fine.h), from (R, t) (in/out). */
+static kr_status coarse_part(kr_device *dev, const kr_register_config *cfg, kr_reg_engine engine,
+                             double extent, const float *src, size_t n, const float *dst, size_t m,
+                             const kr_register_levels *lv, double R[9], double t[3], int *steps)
+{
+    size_t nc = 0, mc = 0;
+    float *sc = kr_register_thin(src, n, lv->src_stride, &nc);
+    float *dc = kr_register_thin(dst, m, lv->dst_stride, &mc);
+    kr_status s = KR_OK;
+    if (!sc || !dc) {
+        s = kr_error(KR_ERR_NOMEM, "register: cannot thin %zu + %zu points", n, m);
+    } else {
+        kr_register_params p;
+        make_params(cfg, extent, sc, nc, &p);
+        p.jmax = lv->coarse_temperatures;
+        kr_register_state st;
+        s = run_engine(dev, engine, &p, sc, nc, dc, mc, R, t, &st);
+        if (s == KR_OK) *steps = st.steps;
+    }
+    free(sc);
+    free(dc);
+    return s;
+}
+
 /* EM-ICP or Softassign from init on an engine (resolved, never AUTO), with
  * both sets centred on cs and cd (so that every engine accumulates small
  * numbers); st gets the schedule's final state. */
@@ -296,11 +340,15 @@ static kr_status soft_engine(kr_device *dev, const kr_register_config *cfg, kr_r
     for (int k = 0; k < 3; k++)
         t[k] = T0.t[k] + Rcs[k] - cd[k];
 
-    if (engine == KR_REG_ENGINE_CPU)
-        s = kr_register_cpu(&p, dev ? kr_device_threads(dev) : 1, sc, n, dc, m, R, t, st);
-    else
-        s = kr_register_cuda(kr_device_gpu(dev), engine == KR_REG_ENGINE_CUBLAS, &p, sc, n, dc, m,
-                             R, t, st);
+    kr_register_levels lv =
+        kr_register_levels_plan(&p, n, m, cfg->coarse_points, cfg->fine_temperatures);
+    int coarse_steps = 0;
+    if (lv.coarse_temperatures > 0) {
+        s = coarse_part(dev, cfg, engine, extent, sc, n, dc, m, &lv, R, t, &coarse_steps);
+        kr_register_params_after(&p, lv.coarse_temperatures);
+    }
+    if (s == KR_OK) s = run_engine(dev, engine, &p, sc, n, dc, m, R, t, st);
+    if (s == KR_OK) st->steps += coarse_steps;
     free(sc);
     free(dc);
     if (s != KR_OK) return s;
