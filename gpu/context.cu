@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "gpu/context.cuh"
+#include "gpu/cublas_loader.cuh"
 
 int kr_gpu_device_count(char *why, size_t why_len)
 {
@@ -38,7 +39,8 @@ static void release(kr_gpu_context *ctx)
         if (ctx->scratch[i].ptr) (void)cudaFree(ctx->scratch[i].ptr);
     for (int i = 0; i < KR_GPU_STAGING_SLOTS; i++)
         if (ctx->staging[i].ptr) (void)cudaFreeHost(ctx->staging[i].ptr);
-    if (ctx->cublas) (void)cublasDestroy(ctx->cublas);
+    const kr_cublas_api *api = NULL;
+    if (ctx->cublas && kr_cublas_load(&api) == KR_OK) (void)api->destroy(ctx->cublas);
     if (ctx->stream) (void)cudaStreamDestroy(ctx->stream);
     (void)cudaGetLastError();
     free(ctx);
@@ -76,8 +78,6 @@ kr_status kr_gpu_context_create(kr_gpu_context **out, int device)
     if ((s = KR_CUDA_STATUS(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking))) !=
         KR_OK)
         goto fail;
-    if ((s = KR_CUBLAS_STATUS(cublasCreate(&ctx->cublas))) != KR_OK) goto fail;
-    if ((s = KR_CUBLAS_STATUS(cublasSetStream(ctx->cublas, ctx->stream))) != KR_OK) goto fail;
     snprintf(ctx->description, sizeof ctx->description, "cuda: %.200s (sm_%d%d)", prop.name,
              prop.major, prop.minor);
     *out = ctx;
@@ -85,6 +85,21 @@ kr_status kr_gpu_context_create(kr_gpu_context **out, int device)
 fail:
     release(ctx);
     return s;
+}
+
+kr_status kr_gpu_cublas(kr_gpu_context *ctx, const kr_cublas_api **api, cublasHandle_t *handle)
+{
+    kr_status s = kr_cublas_load(api);
+    if (s != KR_OK) return s;
+    if (!ctx->cublas) {
+        if ((s = KR_CUBLAS_STATUS((*api)->create(&ctx->cublas))) != KR_OK) {
+            ctx->cublas = NULL;
+            return s;
+        }
+    }
+    if ((s = KR_CUBLAS_STATUS((*api)->set_stream(ctx->cublas, ctx->stream))) != KR_OK) return s;
+    *handle = ctx->cublas;
+    return KR_OK;
 }
 
 void kr_gpu_context_destroy(kr_gpu_context **ctx)

@@ -1,12 +1,14 @@
 /* The CUDA device context behind kr_gpu_context (gpu/engine.h), for the .cu
- * files of gpu/ only: the device, the tracking stream, the cuBLAS handle and
- * grow-only scratch buffers that steps reuse frame after frame. */
+ * files of gpu/ only: the device, the tracking stream, the cuBLAS handle (made
+ * on first use) and grow-only scratch buffers that steps reuse frame after
+ * frame. */
 #ifndef KINREG_GPU_CONTEXT_CUH
 #define KINREG_GPU_CONTEXT_CUH
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "gpu/cublas_loader.cuh"
 #include "gpu/cuda_check.cuh"
 #include "gpu/engine.h"
 
@@ -47,7 +49,7 @@ typedef struct {
 struct kr_gpu_context {
     int device;
     cudaStream_t stream; /* the tracking stream: every step of a frame runs on it */
-    cublasHandle_t cublas;
+    cublasHandle_t cublas; /* NULL until kr_gpu_cublas */
     kr_gpu_buffer scratch[KR_GPU_SCRATCH_SLOTS];
     kr_gpu_buffer staging[KR_GPU_STAGING_SLOTS];
     char description[256];
@@ -76,5 +78,9 @@ kr_status kr_gpu_enter(kr_gpu_context *ctx);
  * work on ctx->stream still uses the slot. */
 kr_status kr_gpu_scratch(kr_gpu_context *ctx, kr_gpu_scratch_slot slot, size_t bytes, void **out);
 kr_status kr_gpu_staging(kr_gpu_context *ctx, kr_gpu_staging_slot slot, size_t bytes, void **out);
+
+/* cuBLAS (loaded on first use, gpu/cublas_loader.cuh) and ctx's handle, made
+ * on first use and bound to ctx->stream. */
+kr_status kr_gpu_cublas(kr_gpu_context *ctx, const kr_cublas_api **api, cublasHandle_t *handle);
 
 #endif

@@ -1,6 +1,8 @@
 /* Turns CUDA and cuBLAS error codes into kinreg statuses (gpu/cuda_check.cuh). */
+#include <stdio.h>
 #include <string.h>
 
+#include "gpu/cublas_loader.cuh"
 #include "gpu/cuda_check.cuh"
 
 /* "…/kinreg/gpu/preprocess.cu" → "pipeline/preprocess/preprocess_cuda.cu": enough to find the line.
@@ -27,8 +29,10 @@ kr_status kr_cuda_fail(cudaError_t err, const char *stmt, const char *file, int 
 
 kr_status kr_cublas_fail(cublasStatus_t err, const char *stmt, const char *file, int line)
 {
-    kr_log(KR_LOG_ERROR, "%s:%d: %s failed: %s", short_path(file), line, stmt,
-           cublasGetStatusString(err));
-    return kr_error(KR_ERR_CUDA, "%s:%d: %s failed: %s", short_path(file), line, stmt,
-                    cublasGetStatusString(err));
+    const kr_cublas_api *api = NULL; /* loaded already: a call just failed */
+    char code[32];
+    snprintf(code, sizeof code, "status %d", (int)err);
+    const char *what = kr_cublas_load(&api) == KR_OK ? api->status_string(err) : code;
+    kr_log(KR_LOG_ERROR, "%s:%d: %s failed: %s", short_path(file), line, stmt, what);
+    return kr_error(KR_ERR_CUDA, "%s:%d: %s failed: %s", short_path(file), line, stmt, what);
 }

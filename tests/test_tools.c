@@ -463,6 +463,17 @@ KR_TEST(tools, deterministic_runs_are_bit_identical)
  * ENOSPC) is an error naming it and the cause, exit status 4, for every
  * command: `kinreg eval ... > /dev/full` used to exit 0, `refine --json`
  * and `register --json` to leave 0-byte files and exit 0. */
+/* cuBLAS is opened only when the cublas registration engine needs it
+ * (gpu/cublas_loader.cuh): linked, its ~700 MB were relocated at every
+ * start, ~100 ms before main() could block Ctrl-C (issue 30, item 6). The
+ * dynamic loader's own log of a start (LD_DEBUG=files) must not name it. */
+KR_TEST(tools, starts_without_loading_cublas)
+{
+    CHECK_EQ(kr_test_run_tool("LD_DEBUG=files", "--version", out, sizeof out), 0);
+    if (!strstr(out, "libcudart")) SKIP("this build has no CUDA");
+    CHECK_MSG(!strstr(out, "libcublas"), "the start loaded cuBLAS:\n%s", out);
+}
+
 KR_TEST(tools, stdout_that_cannot_be_written_is_exit_4)
 {
     if (access("/dev/full", W_OK) != 0) SKIP("no /dev/full here");

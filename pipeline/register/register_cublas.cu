@@ -119,6 +119,8 @@ static __global__ void scale_matrix(float *A, size_t n, const float *sums, int b
 typedef struct {
     float *A, *moved, *srccols, *mu, *rowsum, *colsum, *slack_r, *slack_c, *ones, *Z, *small;
     float *Rt;
+    const kr_cublas_api *blas; /* loaded on first use (gpu/cublas_loader.cuh) */
+    cublasHandle_t h;
 } cublas_buffers;
 
 /* The 16 Horn moments from weights w (n) and weighted pseudo-point sums Z
@@ -126,17 +128,17 @@ typedef struct {
 static kr_status moments(kr_gpu_context *ctx, const cublas_buffers *b, size_t n, const float *w,
                          double mom[16])
 {
-    cublasHandle_t h = ctx->cublas;
+    cublasHandle_t h = b->h;
     const float one = 1, zero = 0;
     float *out = b->small; /* W, a[3], b[3], P[9] (column-major 3×3) */
     int N = (int)n;
-    KR_CUBLAS_CHECK(cublasSgemv(h, CUBLAS_OP_T, N, 1, &one, w, N, b->ones, 1, &zero, out, 1));
+    KR_CUBLAS_CHECK(b->blas->sgemv(h, CUBLAS_OP_T, N, 1, &one, w, N, b->ones, 1, &zero, out, 1));
     KR_CUBLAS_CHECK(
-        cublasSgemv(h, CUBLAS_OP_T, N, 3, &one, b->srccols, N, w, 1, &zero, out + 1, 1));
+        b->blas->sgemv(h, CUBLAS_OP_T, N, 3, &one, b->srccols, N, w, 1, &zero, out + 1, 1));
     KR_CUBLAS_CHECK(
-        cublasSgemv(h, CUBLAS_OP_T, N, 3, &one, b->Z, N, b->ones, 1, &zero, out + 4, 1));
-    KR_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, 3, 3, N, &one, b->srccols, N, b->Z, N,
-                                &zero, out + 7, 3));
+        b->blas->sgemv(h, CUBLAS_OP_T, N, 3, &one, b->Z, N, b->ones, 1, &zero, out + 4, 1));
+    KR_CUBLAS_CHECK(b->blas->sgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, 3, 3, N, &one, b->srccols, N, b->Z,
+                                   N, &zero, out + 7, 3));
     float host[16];
     KR_CUDA_CHECK(cudaMemcpyAsync(host, out, sizeof host, cudaMemcpyDeviceToHost, ctx->stream));
     KR_CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
@@ -153,7 +155,7 @@ static kr_status emicp_step(kr_gpu_context *ctx, const kr_register_params *p,
                             double temp, double mom[16])
 {
     cudaStream_t st = ctx->stream;
-    cublasHandle_t h = ctx->cublas;
+    cublasHandle_t h = b->h;
     size_t n = pts->n, m = pts->m;
     int N = (int)n, M = (int)m;
     const float one = 1, zero = 0;
@@ -164,16 +166,16 @@ static kr_status emicp_step(kr_gpu_context *ctx, const kr_register_params *p,
     KR_CUDA_CHECK_LAUNCH(emicp_fill);
     /* C = A·1 */
     KR_CUBLAS_CHECK(
-        cublasSgemv(h, CUBLAS_OP_N, N, M, &one, b->A, N, b->ones, 1, &zero, b->rowsum, 1));
+        b->blas->sgemv(h, CUBLAS_OP_N, N, M, &one, b->A, N, b->ones, 1, &zero, b->rowsum, 1));
     emicp_outlier<<<blocks_for(n, 256), 256, 0, st>>>(b->rowsum, b->mu, n, p->d02, 1.0 / temp);
     KR_CUDA_CHECK_LAUNCH(emicp_outlier);
     emicp_sqrt<<<grid, 128, 0, st>>>(b->A, n, b->rowsum);
     KR_CUDA_CHECK_LAUNCH(emicp_sqrt);
     /* λ = A·1, X' λ = A·X (unnormalised pseudo-points: exactly the Z of moments()) */
     KR_CUBLAS_CHECK(
-        cublasSgemv(h, CUBLAS_OP_N, N, M, &one, b->A, N, b->ones, 1, &zero, b->colsum, 1));
-    KR_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, 3, M, &one, b->A, N, pts->dst, M,
-                                &zero, b->Z, N));
+        b->blas->sgemv(h, CUBLAS_OP_N, N, M, &one, b->A, N, b->ones, 1, &zero, b->colsum, 1));
+    KR_CUBLAS_CHECK(b->blas->sgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, 3, M, &one, b->A, N, pts->dst, M,
+                                   &zero, b->Z, N));
     return moments(ctx, b, n, b->colsum, mom);
 }
 
@@ -182,7 +184,7 @@ static kr_status softassign_step(kr_gpu_context *ctx, const kr_register_params *
                                  double temp, double mom[16])
 {
     cudaStream_t st = ctx->stream;
-    cublasHandle_t h = ctx->cublas;
+    cublasHandle_t h = b->h;
     size_t n = pts->n, m = pts->m;
     int N = (int)n, M = (int)m;
     const float one = 1, zero = 0;
@@ -197,13 +199,13 @@ static kr_status softassign_step(kr_gpu_context *ctx, const kr_register_params *
     KR_CUDA_CHECK_LAUNCH(fill_value);
     for (int k = 0; k < p->i1; k++) {
         KR_CUBLAS_CHECK(
-            cublasSgemv(h, CUBLAS_OP_N, N, M, &one, b->A, N, b->ones, 1, &zero, b->rowsum, 1));
+            b->blas->sgemv(h, CUBLAS_OP_N, N, M, &one, b->A, N, b->ones, 1, &zero, b->rowsum, 1));
         add_slack<<<blocks_for(n, 256), 256, 0, st>>>(b->rowsum, b->slack_r, n);
         KR_CUDA_CHECK_LAUNCH(add_slack);
         scale_matrix<<<grid, 128, 0, st>>>(b->A, n, b->rowsum, 1);
         KR_CUDA_CHECK_LAUNCH(scale_matrix);
         KR_CUBLAS_CHECK(
-            cublasSgemv(h, CUBLAS_OP_T, N, M, &one, b->A, N, b->ones, 1, &zero, b->colsum, 1));
+            b->blas->sgemv(h, CUBLAS_OP_T, N, M, &one, b->A, N, b->ones, 1, &zero, b->colsum, 1));
         add_slack<<<blocks_for(m, 256), 256, 0, st>>>(b->colsum, b->slack_c, m);
         KR_CUDA_CHECK_LAUNCH(add_slack);
         scale_matrix<<<grid, 128, 0, st>>>(b->A, n, b->colsum, 0);
@@ -211,9 +213,9 @@ static kr_status softassign_step(kr_gpu_context *ctx, const kr_register_params *
     }
     /* r = M·1, Z = M·X */
     KR_CUBLAS_CHECK(
-        cublasSgemv(h, CUBLAS_OP_N, N, M, &one, b->A, N, b->ones, 1, &zero, b->rowsum, 1));
-    KR_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, 3, M, &one, b->A, N, pts->dst, M,
-                                &zero, b->Z, N));
+        b->blas->sgemv(h, CUBLAS_OP_N, N, M, &one, b->A, N, b->ones, 1, &zero, b->rowsum, 1));
+    KR_CUBLAS_CHECK(b->blas->sgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, 3, M, &one, b->A, N, pts->dst, M,
+                                   &zero, b->Z, N));
     return moments(ctx, b, n, b->rowsum, mom);
 }
 
@@ -234,9 +236,8 @@ kr_status kr_register_cuda_cublas(kr_gpu_context *ctx, const kr_register_params 
                         "register: the cuBLAS engine's %zu×%zu matrix needs %.0f MB but the device "
                         "has %.0f MB free; use the fused engine (memory N + M) or fewer points",
                         n, m, need / 1e6, (double)free_b / 1e6);
-    kr_status s = cublasSetStream(ctx->cublas, ctx->stream) == CUBLAS_STATUS_SUCCESS
-                      ? KR_OK
-                      : kr_error(KR_ERR_CUDA, "cublasSetStream failed");
+    cublas_buffers b;
+    kr_status s = kr_gpu_cublas(ctx, &b.blas, &b.h);
     if (s != KR_OK) return s;
     void *A = NULL, *vec = NULL;
     if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_REG_MATRIX, (size_t)need, &A)) != KR_OK) return s;
@@ -245,7 +246,6 @@ kr_status kr_register_cuda_cublas(kr_gpu_context *ctx, const kr_register_params 
     if ((s = kr_gpu_scratch(ctx, KR_GPU_SCRATCH_REG_VECTORS, vec_floats * sizeof(float), &vec)) !=
         KR_OK)
         return s;
-    cublas_buffers b;
     b.A = (float *)A;
     b.moved = (float *)vec;
     b.srccols = b.moved + 3 * n;
