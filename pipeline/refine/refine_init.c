@@ -74,8 +74,7 @@ static kr_status register_near_first(kr_device *dev, const kr_register_config *r
     kr_status s = kr_register(dev, &near, src, ns, dst, nd, start, r);
     if (s != KR_OK || r->trusted || rc->hypotheses == 0) return s;
     if ((s = kr_register(dev, rc, src, ns, dst, nd, start, r)) != KR_OK) return s;
-    kr_pose inv = kr_pose_inv(start), turn = kr_pose_mul(&inv, &r->pose);
-    if (kr_pose_angle(&turn) > MAX_TURN_DEG * M_PI / 180) r->trusted = false;
+    if (!near_given(start, &r->pose)) r->trusted = false;
     return KR_OK;
 }
 
