@@ -1,5 +1,5 @@
-/* Softassign coarse to fine: the annealing schedule on thinned sets, its
- * last temperatures again on the whole ones.
+/* Softassign coarse to fine: the schedule's warm temperatures on thinned
+ * sets, its cold ones on the whole sets.
  *
  * Softassign's cost is N·M pairs, seven passes over them per Horn step (three
  * Sinkhorn rounds of a row and a column pass, then the M-step), for every step
