@@ -172,7 +172,8 @@ def main():
                         t0 = tt + Rt @ c - R0 @ c
                         r, wall, err = run(a.kinreg, src, dst, R0, t0, extra)
                         if r is None:
-                            rows.append((name, kind, frac, deg, float('nan'), float('nan'), False, wall, err))
+                            rows.append((name, kind, frac, deg, float('nan'), float('nan'), False, wall, err,
+                                         float('nan')))
                             continue
                         Re = np.array([row[:3] for row in r['matrix'][:3]])
                         te = np.array([row[3] for row in r['matrix'][:3]])
@@ -180,10 +181,11 @@ def main():
                         e_deg = math.degrees(math.acos(max(-1, min(1, (np.trace(dR) - 1) / 2))))
                         e_mm = 1000 * np.linalg.norm(Re @ c + te - (Rt @ c + tt))
                         trusted = bool(r.get('trusted', True))
-                        rows.append((name, kind, frac, deg, e_deg, e_mm, trusted, wall, ''))
-                        print('%-26s %-7s %5.2f %3.0f deg -> %8.3f deg %8.2f mm %-9s %.2f s %s' %
-                              (name, kind, frac, deg, e_deg, e_mm, 'trusted' if trusted else 'flagged', wall, err),
-                              flush=True)
+                        ms = float(r.get('median_ms', float('nan')))
+                        rows.append((name, kind, frac, deg, e_deg, e_mm, trusted, wall, '', ms))
+                        print('%-26s %-7s %5.2f %3.0f deg -> %8.3f deg %8.2f mm %-9s %.2f s (%.0f ms registering) %s' %
+                              (name, kind, frac, deg, e_deg, e_mm, 'trusted' if trusted else 'flagged', wall, ms,
+                               err), flush=True)
     if a.csv:
         with open(a.csv, 'w') as f:
             f.write('scan,crop,kept,start_deg,err_deg,err_mm,trusted,seconds,error\n')
@@ -206,6 +208,10 @@ def main():
     right = sum(1 for r in rows if r[4] <= a.deg and r[5] <= a.mm)
     wrong_ok = sum(1 for r in rows if not (r[4] <= a.deg and r[5] <= a.mm) and r[6])
     print('all: %d of %d right (%.1f %%), %d wrong but trusted' % (right, tot, 100.0 * right / max(tot, 1), wrong_ok))
+    ms = [r[9] for r in rows if r[9] == r[9]]
+    if ms:
+        print('registering (the --json median_ms, process start and reading excluded): median %.0f ms, max %.0f ms'
+              % (float(np.median(ms)), max(ms)))
 
 
 if __name__ == '__main__':
