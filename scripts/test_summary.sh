@@ -11,8 +11,10 @@
 #   skipped: tum.replay_fr1_xyz: no TUM data (KINREG_DATA or ../shared/data)
 #   kinreg test cases in 27 modules:
 #   cases: 412 passed, 0 failed, 9 skipped
-# The count comes last and alone on its line, in the plain 'N passed, N failed'
-# form that CI reads as the closing line.
+# Before the count, the ten slowest cases (each result line carries its wall
+# time: "[  OK  ] module.test (12.3 s)"), so that a CI log says where the
+# suite's minutes went. The count comes last and alone on its line, in the
+# plain 'N passed, N failed' form that CI reads as the closing line.
 # Exit status 0 (the caller keeps ctest's own).
 set -uo pipefail
 log=${1:-build}/Testing/Temporary/LastTest.log
@@ -22,9 +24,20 @@ awk '
         p += $2; f += $4; s += $6; m++
     }
     /^\[ SKIP \] / { sub(/^\[ SKIP \] /, ""); skips[++n] = $0 }
+    /^\[ +(OK|FAIL) +\] .* \([0-9.]+ s\)$/ {
+        t = $(NF - 1)
+        sub(/^\(/, "", t)
+        times[++c] = t + 0; names[c] = $(NF - 2)
+    }
     END {
         for (i = 1; i <= n && i <= 20; i++) print "skipped: " skips[i]
         if (n > 20) printf "skipped: ... and %d more (%s)\n", n - 20, FILENAME
+        for (k = 1; k <= 10 && k <= c; k++) {
+            best = 0
+            for (i = 1; i <= c; i++) if (!(i in shown) && (best == 0 || times[i] > times[best])) best = i
+            shown[best] = 1
+            printf "slowest: %7.1f s  %s\n", times[best], names[best]
+        }
         printf "kinreg test cases in %d modules:\n", m
         printf "cases: %d passed, %d failed, %d skipped\n", p, f, s
     }' "$log"

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_TESTS 1024
@@ -203,6 +204,15 @@ static void remove_tmpdir(void)
     }
 }
 
+/* Each case's wall time goes on its result line: the CI log then says which
+ * cases the suite's minutes go to. */
+static double wall_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help")) {
@@ -229,17 +239,19 @@ int main(int argc, char **argv)
         kr_error_clear();
         printf("[ RUN  ] %s.%s\n", tests[i].module, tests[i].name);
         fflush(stdout);
+        double t0 = wall_seconds();
         tests[i].fn();
+        double took = wall_seconds() - t0;
         ran++;
         if (current_failed) {
             failed++;
-            printf("[ FAIL ] %s.%s\n", tests[i].module, tests[i].name);
+            printf("[ FAIL ] %s.%s (%.1f s)\n", tests[i].module, tests[i].name, took);
         } else if (current_skipped) {
             skipped++;
             printf("[ SKIP ] %s.%s: %s\n", tests[i].module, tests[i].name, skip_reason);
         } else {
             passed++;
-            printf("[  OK  ] %s.%s\n", tests[i].module, tests[i].name);
+            printf("[  OK  ] %s.%s (%.1f s)\n", tests[i].module, tests[i].name, took);
         }
         fflush(stdout);
     }

@@ -62,7 +62,7 @@ KR_TEST(harness, skipped_cases_show_in_the_test_summary)
     REQUIRE(f != NULL);
     fputs(
         "[ RUN  ] tum.replay\n[ SKIP ] tum.replay: no TUM data (KINREG_DATA)\n[ RUN  ] tum.parse\n"
-        "[  OK  ] tum.parse\ntum: 1 passed, 0 failed, 1 skipped\n"
+        "[  OK  ] tum.parse (12.5 s)\ntum: 1 passed, 0 failed, 1 skipped\n"
         "pose: 7 passed, 0 failed, 0 skipped\n",
         f);
     fclose(f);
@@ -80,6 +80,7 @@ KR_TEST(harness, skipped_cases_show_in_the_test_summary)
     fclose(f);
     CHECK_CONTAINS(out, "kinreg test cases in 2 modules:\ncases: 8 passed, 0 failed, 1 skipped\n");
     CHECK_CONTAINS(out, "skipped: tum.replay: no TUM data (KINREG_DATA)");
+    CHECK_CONTAINS(out, "slowest:    12.5 s  tum.parse\n");
 }
 
 /* The sanitizer passes leave out the long cases through the runner's
