@@ -1,8 +1,9 @@
 /* The tracker's policy on its own (pipeline/policy/track_policy.h): frame
  * results made up by hand drive its state, and its decisions and counters
- * are checked against what DESIGN.md §5 and the README ("When tracking is
- * lost") say they must be. Last, a whole pipeline with a stub recovery
- * passed in through kr_pipeline_config.recover_fn. */
+ * are checked against what DESIGN.md §5 and the guide
+ * (docs/guide/replay-and-evaluation.md, "When tracking is lost") say they
+ * must be. Last, a whole pipeline with a stub recovery passed in through
+ * kr_pipeline_config.recover_fn. */
 #include "kr_test.h"
 
 #include <math.h>

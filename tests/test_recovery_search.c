@@ -301,8 +301,9 @@ static void pipeline_figures(const kr_source_config *scfg, kr_recover_method met
 }
 
 /* End to end: the events found again quickly, and the frames that were
- * tracked stay accurate. KR_RECOVERY_SEARCH_FULL=1: the README's demo scan
- * (30 s, 20 jumps, 5 covered stretches) and the run without jumps beside it;
+ * tracked stay accurate. KR_RECOVERY_SEARCH_FULL=1: the demo scan of
+ * docs/guide/replay-and-evaluation.md (30 s, 20 jumps, 5 covered
+ * stretches) and the run without jumps beside it;
  * KR_RECOVERY_METHOD=newton (or another) to measure that method;
  * KR_RECOVERY_PRINT=1 names the events not found again in time. */
 KR_TEST_TAGGED(recovery_search, pipeline_events_and_ate, "long")

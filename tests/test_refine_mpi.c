@@ -14,10 +14,11 @@
 /* Open MPI keeps its own allocations past MPI_Finalize (no leak check) */
 KR_LABELS("mpi");
 
-/* The stated tolerance (README, "Refinement on a cluster"): the ranks add the
- * same per-grid-point terms in another order, so the poses agree to rounding
- * unless a borderline LM decision flips; 1 µm and 1e-4° leave room for that
- * on a problem whose poses move by millimetres and degrees. */
+/* The stated tolerance (docs/guide/gpus-and-clusters.md, "Refinement on a
+ * cluster"): the ranks add the same per-grid-point terms in another order,
+ * so the poses agree to rounding unless a borderline LM decision flips; 1 µm
+ * and 1e-4° leave room for that on a problem whose poses move by millimetres
+ * and degrees. */
 #define RANKS_MM 1e-3
 #define RANKS_DEG 1e-4
 

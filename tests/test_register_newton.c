@@ -48,7 +48,7 @@ static size_t every(float *p, size_t n, size_t k)
 
 /* bun.conf places bun045 in bun000's frame at t = (−52.0211, −0.384,
  * −10.9223) mm and a 34.3° turn about y. A .conf point p maps to R(q)ᵀp + t
- * (README, multi-view refinement): kinreg's pose has the conjugate
+ * (docs/guide/refinement.md): kinreg's pose has the conjugate
  * quaternion, x y z negated. */
 static kr_pose conf_bun045(void)
 {

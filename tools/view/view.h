@@ -2,7 +2,7 @@
  * HTTP server (libmicrohttpd) that subscribes to a pose stream and serves one
  * page, fed over Server-Sent Events. The page and its script are files under
  * tools/view/, embedded into the program at build time; three.js comes from
- * Debian's libjs-three on this machine (docs/PROTOCOL.md, README "Live view"). */
+ * Debian's libjs-three on this machine (docs/PROTOCOL.md, docs/guide/live-scanning.md). */
 #ifndef KINREG_TOOLS_VIEW_VIEW_H
 #define KINREG_TOOLS_VIEW_VIEW_H
 
