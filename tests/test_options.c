@@ -176,8 +176,10 @@ KR_TEST(options, every_rejected_number_names_option_value_and_range)
 
 KR_TEST(options, unknown_option_is_one_line_with_a_hint)
 {
-    /* It printed the whole help text. */
-    const char *commands[] = {"run", "demo", "bench", "eval", "record", "convert", "sub"};
+    /* It printed the whole help text (register and refine: getopt's line
+     * and 50-60 lines of help). */
+    const char *commands[] = {"run", "demo", "bench",    "eval",   "record", "convert",
+                              "sub", "view", "register", "refine", "keygen", "devices"};
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         char args[128], hint[64];
         snprintf(args, sizeof args, "%s --no-such-option", commands[i]);
@@ -192,6 +194,38 @@ KR_TEST(options, unknown_option_is_one_line_with_a_hint)
     CHECK_EQ(kinreg("frobnicate"), 2);
     CHECK_EQ(count_lines(out), 1);
     CHECK_CONTAINS(out, "kinreg --help");
+    /* Missing or extra operands: one line too, not the help. */
+    const char *operands[] = {"eval a.txt",     "record", "convert a", "sub",
+                              "register a.ply", "refine", "keygen"};
+    for (size_t i = 0; i < sizeof operands / sizeof operands[0]; i++) {
+        CHECK_MSG(kinreg(operands[i]) == 2, "kinreg %s: not a usage error: %s", operands[i], out);
+        CHECK_MSG(count_lines(out) == 1, "kinreg %s: %d lines", operands[i], count_lines(out));
+        CHECK_CONTAINS(out, " --help')");
+    }
+}
+
+/* One name, one meaning: -b/--backend picks the hardware in every command
+ * that computes (register said --engine and refused -b with its help). */
+KR_TEST(options, backend_is_b_in_every_command_that_computes)
+{
+    const char *commands[] = {"run", "demo", "bench", "refine", "register"};
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char args[128];
+        snprintf(args, sizeof args, "%s -b gpu", commands[i]);
+        CHECK_MSG(kinreg(args) == 2, "kinreg %s: not a usage error: %s", args, out);
+        CHECK_CONTAINS(out, "--backend 'gpu' is not allowed: expected auto, cpu or cuda");
+        CHECK_EQ(count_lines(out), 1);
+    }
+    /* register's -b cpu is its cpu engine: the same pose as --engine cpu. */
+    char by_engine[256] = "", *at;
+    CHECK_EQ(kinreg("register --engine cpu --method emicp --synthetic 400 --seed 3"), 0);
+    CHECK_CONTAINS(out, "emicp on cpu");
+    if ((at = strstr(out, "tum: ")) != NULL)
+        snprintf(by_engine, sizeof by_engine, "%.*s", (int)strcspn(at, "\n"), at);
+    CHECK_EQ(kinreg("register -b cpu --method emicp --synthetic 400 --seed 3"), 0);
+    CHECK_CONTAINS(out, "emicp on cpu");
+    CHECK_MSG(by_engine[0] && strstr(out, by_engine), "-b cpu:\n%s\n--engine cpu: %s", out,
+              by_engine);
 }
 
 KR_TEST(options, model_path_is_checked_before_the_run)

@@ -262,7 +262,7 @@ KR_OPTION_TABLE(bench_option_table, BENCH_OPTIONS, bench_options, o, NULL);
 
 /* The pipeline's help without the output options, which bench does not use. */
 static const kr_command bench_command = {"bench", &bench_option_table, KR_HELP_LAYOUT_DEFAULT,
-                                         KR_PIPELINE_HELP_NO_OUTPUTS, false};
+                                         KR_PIPELINE_HELP_NO_OUTPUTS};
 
 /* Options run and demo take that bench would silently ignore. */
 static bool refuse_unused(const kr_pipeline_config *cfg, const kr_pipeline_config *def)

@@ -30,7 +30,7 @@ typedef struct {
 KR_OPTION_TABLE(convert_option_table, CONVERT_COMMAND, convert_args, a, NULL);
 
 static const kr_command convert_command = {"convert", &convert_option_table, KR_HELP_LAYOUT_DEFAULT,
-                                           0, false};
+                                           0};
 
 /* The input's kind, from its description ("tum:DIR (N frames)"), which names
  * what the URI dispatch chose even for a bare directory. */
@@ -65,9 +65,8 @@ int kr_cmd_convert(int argc, char **argv)
     if (rc >= 0) return rc;
     kr_record_options o = args.rec;
     if (argc - optind != 2) {
-        fprintf(stderr, "%s: expected INPUT and OUTPUT (got %d arguments)\n", who, argc - optind);
-        kr_command_help(&convert_command, stderr);
-        return KR_EXIT_USAGE;
+        return kr_command_usage_error(
+            &convert_command, "expected INPUT and OUTPUT (got %d arguments)", argc - optind);
     }
     const char *input = argv[optind], *output = argv[optind + 1];
     if (same_directory(input, output)) {

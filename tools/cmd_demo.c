@@ -40,8 +40,7 @@ typedef struct {
     OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_HELP("this text"))
 KR_OPTION_TABLE(demo_option_table, DEMO_OPTIONS, demo_options, o, NULL);
 
-static const kr_command demo_command = {"demo", &demo_option_table, KR_HELP_LAYOUT_DEFAULT, 0,
-                                        false};
+static const kr_command demo_command = {"demo", &demo_option_table, KR_HELP_LAYOUT_DEFAULT, 0};
 
 int kr_cmd_demo(int argc, char **argv)
 {

@@ -75,7 +75,7 @@ typedef struct {
 KR_OPTION_TABLE(eval_option_table, EVAL_OPTIONS, eval_options, o, NULL);
 
 /* Descriptions in column 20, "  --long" not lined up under "  -h, --help". */
-static const kr_command eval_command = {"eval", &eval_option_table, {20, 2, 2}, 0, false};
+static const kr_command eval_command = {"eval", &eval_option_table, {20, 2, 2}, 0};
 
 int kr_cmd_eval(int argc, char **argv)
 {
@@ -86,9 +86,8 @@ int kr_cmd_eval(int argc, char **argv)
     const char *plot = o.plot;
     bool json = o.json, align_start = o.align_start;
     if (argc - optind != 2) {
-        fprintf(stderr, "kinreg eval: expected two files, GT and EST (got %d)\n", argc - optind);
-        kr_command_help(&eval_command, stderr);
-        return KR_EXIT_USAGE;
+        return kr_command_usage_error(&eval_command, "expected two files, GT and EST (got %d)",
+                                      argc - optind);
     }
     const char *gt_path = argv[optind], *est_path = argv[optind + 1];
     if (plot) {

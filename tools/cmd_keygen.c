@@ -26,8 +26,8 @@
     OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_NO_HELP)
 KR_OPTION_TABLE(keygen_option_table, KEYGEN_OPTIONS, void, none, NULL);
 
-static const kr_command keygen_command = {"keygen", &keygen_option_table, KR_HELP_LAYOUT_DEFAULT, 0,
-                                          false};
+static const kr_command keygen_command = {"keygen", &keygen_option_table, KR_HELP_LAYOUT_DEFAULT,
+                                          0};
 
 int kr_cmd_keygen(int argc, char **argv)
 {
@@ -35,11 +35,11 @@ int kr_cmd_keygen(int argc, char **argv)
         int rc = kr_command_parse_word(&keygen_command, argv[1], NULL);
         if (rc >= 0) return rc;
     }
-    if (argc != 2 || argv[1][0] == '-' || !argv[1][0]) {
-        fprintf(stderr, "kinreg keygen: expected one NAME (writes NAME.key and NAME.key_secret)\n");
-        kr_command_help(&keygen_command, stderr);
-        return KR_EXIT_USAGE;
-    }
+    if (argc == 2 && argv[1][0] == '-')
+        return kr_command_usage_error(&keygen_command, "unknown option '%s'", argv[1]);
+    if (argc != 2 || !argv[1][0])
+        return kr_command_usage_error(&keygen_command,
+                                      "expected one NAME (writes NAME.key and NAME.key_secret)");
     kr_curve_keypair kp;
     kr_status st = kr_curve_keypair_new(&kp);
     if (st == KR_OK) st = kr_curve_keypair_save(&kp, argv[1]);

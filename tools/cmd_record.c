@@ -29,8 +29,8 @@ typedef struct {
                  "         kinreg run fakenect:desk_dump\n"))
 KR_OPTION_TABLE(record_option_table, RECORD_COMMAND, record_args, a, NULL);
 
-static const kr_command record_command = {"record", &record_option_table, KR_HELP_LAYOUT_DEFAULT, 0,
-                                          false};
+static const kr_command record_command = {"record", &record_option_table, KR_HELP_LAYOUT_DEFAULT,
+                                          0};
 
 int kr_cmd_record(int argc, char **argv)
 {
@@ -41,10 +41,9 @@ int kr_cmd_record(int argc, char **argv)
     if (rc >= 0) return rc;
     kr_record_options o = args.rec;
     if (argc - optind < 1 || argc - optind > 2) {
-        fprintf(stderr, "%s: expected DIR and optionally SOURCE (got %d arguments)\n", who,
-                argc - optind);
-        kr_command_help(&record_command, stderr);
-        return KR_EXIT_USAGE;
+        return kr_command_usage_error(&record_command,
+                                      "expected DIR and optionally SOURCE (got %d arguments)",
+                                      argc - optind);
     }
     const char *dir = argv[optind];
     o.source.uri = argc - optind == 2 ? argv[optind + 1] : "kinect";

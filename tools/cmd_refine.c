@@ -385,8 +385,7 @@ static bool synthetic_option(refine_options *o, const char *who, const char *nam
                 "every other scan's field"))                                                       \
     OPT(GAUGE, (0, "gauge", "K", KR_WHOLE(0, INT_MAX, "a scan index", NULL)),                      \
         o->cfg.gauge = (int)v, KR_HELP("index of the fixed scan (default 0)"))                     \
-    OPT(BACKEND, (0, "backend", "B", KR_REFUSAL("%s: %s '%s': use auto, cpu or cuda")),            \
-        KR_REFUSE_UNLESS(kr_backend_parse(arg, &o->backend) == KR_OK),                             \
+    OPT(BACKEND, KR_OPT_BACKEND, KR_REFUSE_UNLESS(kr_backend_parse(arg, &o->backend) == KR_OK),    \
         KR_HELP("auto, cpu or cuda (default cpu)"))                                                \
     OPT(PERTURB,                                                                                   \
         (0, "perturb", "A1:A2,C1:C2",                                                              \
@@ -446,7 +445,7 @@ KR_OPTION_TABLE(refine_option_table, REFINE_OPTIONS, refine_options, o, NULL);
 
 /* Descriptions in column 24, one space after a longer option; getopt's own
  * messages and the help on a bad option. */
-static const kr_command refine_command = {"refine", &refine_option_table, {24, 2, 1}, 0, true};
+static const kr_command refine_command = {"refine", &refine_option_table, {24, 2, 1}, 0};
 
 int kr_cmd_refine(int argc, char **argv)
 {
@@ -528,8 +527,9 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
     }
     if (optind != argc - (synthetic ? 0 : 1) || synthetic < 0 || synthetic == 1) {
         if (lead)
-            fprintf(stderr, "kinreg refine: expected one SCANS.conf, or --synthetic N or "
-                            "room:N (N >= 2) alone (see --help)\n");
+            kr_command_usage_error(
+                &refine_command,
+                "expected one SCANS.conf, or --synthetic N or room:N (N >= 2) alone");
         return KR_EXIT_USAGE;
     }
     cfg.seed = seed;

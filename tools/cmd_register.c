@@ -133,6 +133,18 @@ static bool seed_option(const char *arg, unsigned long long *state)
     return true;
 }
 
+/* -b/--backend, as every command takes it: auto, cpu or cuda, the engine
+ * that each names (cuda: fused, kinreg's own kernels). */
+static bool backend_option(const char *arg, kr_reg_engine *engine)
+{
+    kr_backend b;
+    if (kr_backend_parse(arg, &b) != KR_OK) return false;
+    *engine = b == KR_BACKEND_CPU    ? KR_REG_ENGINE_CPU
+              : b == KR_BACKEND_CUDA ? KR_REG_ENGINE_FUSED
+                                     : KR_REG_ENGINE_AUTO;
+    return true;
+}
+
 /* --init 'tx ty tz qx qy qz qw'. */
 static bool init_option(const char *arg, kr_pose *init)
 {
@@ -196,6 +208,8 @@ typedef struct {
         KR_HELP("auto (default: fused on a CUDA device, else cpu), cpu,\n"                         \
                 "cublas (the seed's N x M matrix; not newton) or fused\n"                          \
                 "(CUDA, memory N + M; newton: the GPU tracker)"))                                  \
+    OPT(BACKEND, KR_OPT_BACKEND, KR_REFUSE_UNLESS(backend_option(arg, &o->cfg.engine)),            \
+        KR_HELP("auto, cpu or cuda: --engine auto, cpu or fused"))                                 \
     OPT(INIT, (0, "init", "POSE", KR_REFUSAL("%s: %s takes 'tx ty tz qx qy qz qw', got '%s'")),    \
         KR_REFUSE_UNLESS(init_option(arg, &o->init)),                                              \
         KR_HELP("initial T as 'tx ty tz qx qy qz qw' (default identity)"))                         \
@@ -254,9 +268,8 @@ typedef struct {
                  "2 usage error, 4 standard output could not be written.\n"))
 KR_OPTION_TABLE(register_option_table, REGISTER_OPTIONS, register_options, o, NULL);
 
-/* Descriptions in column 20; getopt's own messages and the help on a bad option. */
-static const kr_command register_command = {
-    "register", &register_option_table, {20, 2, 2}, 0, true};
+/* Descriptions in column 20. */
+static const kr_command register_command = {"register", &register_option_table, {20, 2, 2}, 0};
 
 int kr_cmd_register(int argc, char **argv)
 {
@@ -280,9 +293,8 @@ int kr_cmd_register(int argc, char **argv)
     bool json = o.json;
     int files = argc - optind;
     if ((synthetic && files != 0) || (!synthetic && files != 2)) {
-        fprintf(stderr, "kinreg register: give SOURCE and DEST files, or --synthetic N\n");
-        kr_command_help(&register_command, stderr);
-        return KR_EXIT_USAGE;
+        return kr_command_usage_error(&register_command,
+                                      "give SOURCE and DEST files, or --synthetic N");
     }
 
     float *src = NULL, *dst = NULL, *nsrc = NULL, *ndst = NULL; /* n...: the Newton stage's */
@@ -347,8 +359,7 @@ int kr_cmd_register(int argc, char **argv)
     kr_device *dev = NULL;
     kr_status s = kr_device_create(&dev, &dc);
     if (s != KR_OK) {
-        fprintf(stderr,
-                "kinreg register: the %s engine needs a CUDA device: %s (use --engine cpu)\n",
+        fprintf(stderr, "kinreg register: the %s engine needs a CUDA device: %s\n",
                 kr_reg_engine_name(cfg.engine), kr_last_error());
         free(src);
         free(dst);

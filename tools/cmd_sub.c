@@ -137,7 +137,7 @@ typedef struct {
                  "Wire format and JSON fields: docs/PROTOCOL.md.\n"))
 KR_OPTION_TABLE(sub_option_table, SUB_OPTIONS, sub_args, a, NULL);
 
-static const kr_command sub_command = {"sub", &sub_option_table, {25, 6, 2}, 0, false};
+static const kr_command sub_command = {"sub", &sub_option_table, {25, 6, 2}, 0};
 
 /* Returns -1 to exit with `*code`, 0 to run. */
 static int parse_options(int argc, char **argv, sub_options *o, int *code)
@@ -154,8 +154,7 @@ static int parse_options(int argc, char **argv, sub_options *o, int *code)
     }
     *code = KR_EXIT_USAGE;
     if (optind != argc - 1) {
-        fprintf(stderr, "kinreg sub: expected one ENDPOINT, e.g. tcp://127.0.0.1:5555\n");
-        kr_command_help(&sub_command, stderr);
+        kr_command_usage_error(&sub_command, "expected one ENDPOINT, e.g. tcp://127.0.0.1:5555");
         return -1;
     }
     o->endpoint = argv[optind];

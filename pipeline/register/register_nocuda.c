@@ -18,5 +18,5 @@ kr_status kr_register_cuda(kr_gpu_context *ctx, int cublas, const kr_register_pa
     (void)st;
     return kr_error(
         KR_ERR_NO_DEVICE,
-        "this kinreg was built without CUDA; rebuild with nvcc installed or use --engine cpu");
+        "this kinreg was built without CUDA; rebuild with nvcc installed or use --backend cpu");
 }

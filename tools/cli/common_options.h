@@ -6,7 +6,7 @@
  *
  * Options of the same name that are not (yet) the same option, left with
  * their commands:
- *   --backend     run, demo, bench: -b, auto|cpu|cuda; refine: no -b, other wording
+ *   --backend     register: also --engine E, the finer choice (cublas)
  *   --seed        run, demo, bench: 0..2^32-1 (N); refine: the same (S);
  *                 register: any 64-bit number (S)
  *   --threads     run, demo, bench: 0 = all cores; register: 1..4096
@@ -33,6 +33,8 @@
 #define KR_OPT_JSON (0, "json", NULL, KR_FLAG)
 #define KR_OPT_DETERMINISTIC (0, "deterministic", NULL, KR_FLAG)
 #define KR_OPT_VIEW_PUBLIC (0, "view-public", NULL, KR_FLAG)
+/* run, demo, bench, refine, register: which hardware computes. */
+#define KR_OPT_BACKEND ('b', "backend", "B", KR_CHOICE("expected auto, cpu or cuda"))
 
 /* The source's (run, demo, bench, record, convert). */
 #define KR_OPT_FRAMES ('n', "frames", "N", KR_WHOLE(1, INT_MAX, "frames", NULL))

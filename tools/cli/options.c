@@ -82,7 +82,7 @@ static const char *collect(option_set *s, const kr_option_table *t, char *target
 static bool build(option_set *s, const kr_command *c, void *target)
 {
     memset(s, 0, sizeof *s);
-    if (!c->getopt_errors) s->shortopts[s->n_short++] = ':'; /* ':' for a missing value */
+    s->shortopts[s->n_short++] = ':'; /* ':' for a missing value */
     const char *wrong = collect(s, c->options, target, 0);
     if (!wrong) wrong = collect(s, c->options, target, 1);
     if (wrong) {
@@ -139,16 +139,12 @@ int kr_command_parse(const kr_command *c, int argc, char **argv, void *target)
     static option_set s; /* large; a command parses once */
     if (!build(&s, c, target)) return KR_EXIT_USAGE;
     optind = 1;
-    /* One line from kr_option_error, or getopt's own words and the help. */
-    opterr = c->getopt_errors;
+    /* An unknown option or a missing value: one line (kr_option_error). */
+    opterr = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, s.shortopts, s.longopts, NULL)) != -1) {
         const entry *e = opt == '?' || opt == ':' ? NULL : find(&s, opt);
-        if (!e) {
-            if (!c->getopt_errors) return kr_option_error(c->name, argc, argv, opt);
-            kr_command_help(c, stderr);
-            return KR_EXIT_USAGE;
-        }
+        if (!e) return kr_option_error(c->name, argc, argv, opt);
         int rc = take(c, e, optarg);
         if (rc >= 0) return rc;
     }
@@ -172,6 +168,17 @@ int kr_command_parse_word(const kr_command *c, const char *word, void *target)
 void kr_command_help(const kr_command *c, FILE *out)
 {
     c->options->help(out, &c->layout, c->variant ? c->variant : KR_HELP_DEFAULT);
+}
+
+int kr_command_usage_error(const kr_command *c, const char *format, ...)
+{
+    fprintf(stderr, "kinreg %s: ", c->name);
+    va_list ap;
+    va_start(ap, format);
+    vfprintf(stderr, format, ap);
+    va_end(ap);
+    fprintf(stderr, " (see 'kinreg %s --help')\n", c->name);
+    return KR_EXIT_USAGE;
 }
 
 void kr_option_help(FILE *out, const kr_help_layout *layout, char short_name, const char *name,

@@ -140,10 +140,6 @@ typedef struct {
     const kr_option_table *options;
     kr_help_layout layout;
     unsigned variant; /* help variant; 0 = KR_HELP_DEFAULT */
-    /* Unknown options and missing values as getopt words them, followed by
-     * the whole help on stderr (register, refine); otherwise one line
-     * (option_error.h). */
-    bool getopt_errors;
 } kr_command;
 
 /* Parses argv[1..] (argv[0] is the command's name) into `target`, the
@@ -156,6 +152,10 @@ int kr_command_parse(const kr_command *c, int argc, char **argv, void *target);
 int kr_command_parse_word(const kr_command *c, const char *word, void *target);
 /* The command's --help text. */
 void kr_command_help(const kr_command *c, FILE *out);
+/* A usage error in one line on stderr, "kinreg CMD: MESSAGE (see 'kinreg CMD
+ * --help')", as for a bad option; returns KR_EXIT_USAGE. */
+int kr_command_usage_error(const kr_command *c, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* One option's lines of the help text (used by KR_OPTION_TABLE). */
 void kr_option_help(FILE *out, const kr_help_layout *layout, char short_name, const char *name,

@@ -239,7 +239,7 @@ KR_OPTION_TABLE(kr_synthetic_option_table, SYNTHETIC_OPTIONS, kr_source_config, 
                    def()->fill_frames))                                                            \
     GROUP(kr_curve_option_table, publish, OUTPUTS)                                                 \
     TEXT(KR_HELP("compute:\n"))                                                                    \
-    OPT(BACKEND, ('b', "backend", "B", KR_CHOICE("expected auto, cpu or cuda")),                   \
+    OPT(BACKEND, KR_OPT_BACKEND,                                                                   \
         KR_REFUSE_UNLESS(kr_backend_parse(arg, &cfg->device.backend) == KR_OK),                    \
         KR_HELP("auto | cpu | cuda (default auto: CUDA when a GPU is present)"))                   \
     OPT(THREADS, (0, "threads", "N", KR_WHOLE(0, 4096, "threads", "0 = all cores")),               \
