@@ -6,6 +6,8 @@
  * they are not run and not counted, and a line says how many. */
 #include "kr_test.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -159,7 +161,20 @@ int kr_test_shell(const char *cmd, char *out, size_t size)
     char full[9216], path[512];
     snprintf(path, sizeof path, "%s/shell_output.txt", kr_test_tmpdir());
     snprintf(full, sizeof full, "( %s ) > '%s' 2>&1", cmd, path);
-    int rc = system(full);
+    /* A loaded machine (ASan processes of tens of TB of reserved address
+     * space, two at a time) can refuse a fork for a moment: try again rather
+     * than fail the case, and say so when it never starts. */
+    int rc = -1;
+    for (int attempt = 0; attempt < 10; attempt++) {
+        rc = system(full);
+        if (rc != -1) break;
+        int err = errno;
+        printf("    (the shell could not start: %s; trying again)\n", strerror(err));
+        usleep(500 * 1000);
+    }
+    if (rc != -1 && WIFSIGNALED(rc))
+        printf("    (the shell was ended by signal %d: %s)\n", WTERMSIG(rc),
+               strsignal(WTERMSIG(rc)));
     out[0] = '\0';
     FILE *f = fopen(path, "r");
     if (f) {
