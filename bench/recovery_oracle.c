@@ -138,8 +138,8 @@ int main(int argc, char **argv)
     if (s != KR_OK) fprintf(stderr, "recovery_oracle: %s: %s\n", kr_strerror(s), kr_last_error());
     /* The lines kinreg demo and its summary print. */
     if (st.losses)
-        printf("kinreg: tracking lost %llu times, found again %llu (%llu within 3 frames with "
-               "depth); recoveries %llu, failed attempts %llu\n",
+        printf("kinreg: loss events %llu, ended %llu (%llu within 3 frames with depth); "
+               "recovery searches %llu found the pose, %llu failed\n",
                (unsigned long long)st.losses, (unsigned long long)st.losses_ended,
                (unsigned long long)st.losses_ended_fast, (unsigned long long)st.recoveries,
                (unsigned long long)st.recovery_failures);

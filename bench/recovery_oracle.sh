@@ -41,7 +41,7 @@ run() {
     name=$1
     shift
     "$k" --seed "$seed" "$@" > "$work/$name.log" 2>&1
-    grep -E '^(ATE|final)|tracking lost' "$work/$name.log" | sed "s/^/$name: /"
+    grep -E '^(ATE|final)|loss events' "$work/$name.log" | sed "s/^/$name: /"
 }
 echo "== kinreg demo -b cpu --deterministic --seed $seed [$loss]"
 run plain none

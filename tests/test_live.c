@@ -115,7 +115,7 @@ static void summary_counts(const char *log, unsigned long *tracked, unsigned lon
 {
     *tracked = *dropped = 0;
     for (const char *at = strstr(log, "kinreg: "); at; at = strstr(at + 1, "kinreg: "))
-        if (sscanf(at, "kinreg: %lu frames in %*f s (%*f frames/s), lost %*u, dropped %lu", tracked,
+        if (sscanf(at, "kinreg: %lu frames in %*f s (%*f frames/s), LOST %*u, dropped %lu", tracked,
                    dropped) == 2)
             break;
 }

@@ -164,7 +164,7 @@ KR_TEST(nodepth, frames_without_depth_are_lost_and_counted)
     snprintf(args, sizeof args, "run -q -b cpu tum:%s", dir);
     CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 0);
     char want[32];
-    snprintf(want, sizeof want, "lost %d,", EMPTY + SPARSE);
+    snprintf(want, sizeof want, "LOST %d,", EMPTY + SPARSE);
     CHECK_CONTAINS(out, want);
 }
 

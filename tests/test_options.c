@@ -228,15 +228,30 @@ KR_TEST(options, backend_is_b_in_every_command_that_computes)
               by_engine);
 }
 
+/* bench's help said both "the first 300 frames" and "default: the whole
+ * source" for -n, and its table printed seven "(device)" rows of 0.000 on
+ * the CPU. */
+KR_TEST(options, bench_says_what_it_runs)
+{
+    CHECK_EQ(kinreg("bench --help"), 0);
+    CHECK_CONTAINS(out, "stop after N frames (default 300;");
+    CHECK_MSG(!strstr(out, "whole source"), "%s", out);
+    CHECK_EQ(kinreg("bench -q -b cpu -n 3"), 0);
+    CHECK_CONTAINS(out, "frames (LOST 0), backend cpu");
+    CHECK_CONTAINS(out, "frame total");
+    CHECK_MSG(!strstr(out, "(device)"), "%s", out);
+}
+
 KR_TEST(options, model_path_is_checked_before_the_run)
 {
     /* The scan ran to the end and then lost the model. */
-    CHECK_EQ(kinreg("run -q -b cpu -n 3 -m /nonexistent-kinreg-dir/x.ply"), 1);
+    /* A path that cannot be written is a usage error, as a bad value is. */
+    CHECK_EQ(kinreg("run -q -b cpu -n 3 -m /nonexistent-kinreg-dir/x.ply"), 2);
     CHECK_CONTAINS(out, "--save-model /nonexistent-kinreg-dir/x.ply");
     CHECK_MSG(!strstr(out, "frames in"), "the run started: '%s'", out);
     char args[512];
     snprintf(args, sizeof args, "run -q -b cpu -n 3 -m '%s'", kr_test_tmpdir());
-    CHECK_EQ(kinreg(args), 1);
+    CHECK_EQ(kinreg(args), 2);
     CHECK_CONTAINS(out, "is a directory");
     CHECK_MSG(!strstr(out, "frames in"), "the run started: '%s'", out);
 }
@@ -276,11 +291,11 @@ KR_TEST(options, bench_takes_quiet_and_refuses_what_it_ignores)
 KR_TEST(options, recording_directory_is_checked_before_the_source_opens)
 {
     /* Output paths are checked before any work: a recording's too. */
-    CHECK_EQ(kinreg("record -q -n 2 /nonexistent-kinreg-dir/take synthetic"), 1);
+    CHECK_EQ(kinreg("record -q -n 2 /nonexistent-kinreg-dir/take synthetic"), 2);
     CHECK_CONTAINS(
         out,
         "DIR /nonexistent-kinreg-dir/take cannot be created: no directory /nonexistent-kinreg-dir");
     CHECK_MSG(!strstr(out, "synthetic:1"), "the source was opened first: '%s'", out);
-    CHECK_EQ(kinreg("convert -q synthetic /nonexistent-kinreg-dir/out"), 1);
+    CHECK_EQ(kinreg("convert -q synthetic /nonexistent-kinreg-dir/out"), 2);
     CHECK_CONTAINS(out, "OUTPUT /nonexistent-kinreg-dir/out cannot be created");
 }

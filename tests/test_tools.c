@@ -51,9 +51,9 @@ KR_TEST(tools, run_errors_name_the_input)
 {
     CHECK_EQ(kinreg("run -q tum:/nonexistent/kinreg-seq", out, sizeof out), 1);
     CHECK_CONTAINS(out, "/nonexistent/kinreg-seq");
-    CHECK_EQ(kinreg("run -q -n 3 -t /nonexistent/dir/t.txt", out, sizeof out), 1);
+    CHECK_EQ(kinreg("run -q -n 3 -t /nonexistent/dir/t.txt", out, sizeof out), 2);
     CHECK_CONTAINS(out, "/nonexistent/dir/t.txt");
-    CHECK_EQ(kinreg("run -q -n 3 --trajectory-final /nonexistent/dir/f.txt", out, sizeof out), 1);
+    CHECK_EQ(kinreg("run -q -n 3 --trajectory-final /nonexistent/dir/f.txt", out, sizeof out), 2);
     CHECK_CONTAINS(out, "/nonexistent/dir/f.txt");
 }
 
@@ -66,7 +66,12 @@ KR_TEST(tools, run_writes_the_final_trajectory)
     snprintf(args, sizeof args,
              "run -q -b cpu -n 60 --covered 1 --covered-frames 10 --trajectory-final '%s'", traj);
     REQUIRE(kinreg(args, out, sizeof out) == 0);
-    CHECK_CONTAINS(out, "lost 10");
+    /* One vocabulary: frames LOST, loss events (it said "lost 10" beside
+     * "tracking lost 1 times, found again 1; recoveries 1"). */
+    CHECK_CONTAINS(out, "LOST 10, dropped 0");
+    CHECK_CONTAINS(out, "loss events 1, ended 1");
+    CHECK_CONTAINS(out, "recovery searches ");
+    CHECK_MSG(!strstr(out, "tracking lost") && !strstr(out, "found again"), "%s", out);
     CHECK_CONTAINS(out, "10 covered ones interpolated, 0 keep their published pose");
     CHECK_CONTAINS(out, "final trajectory written to");
     kr_trajectory t = {0};

@@ -373,7 +373,11 @@ KR_TEST(view, port_in_use_and_public_address_are_one_clear_line)
     snprintf(expect, sizeof expect, "the view's HTTP port 127.0.0.1:%d is already in use", port);
     CHECK_CONTAINS(out, expect);
     CHECK_CONTAINS(out, "choose another port");
+    CHECK_CONTAINS(out, "(--http [ADDR:]PORT"); /* view's option: it named run's --view */
     CHECK_EQ(strchr(out, '\n') - out + 1, (long)strlen(out)); /* one line */
+    snprintf(args, sizeof args, "run synthetic -n 5 -q --view 127.0.0.1:%d", port);
+    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 1);
+    CHECK_CONTAINS(out, "(--view [ADDR:]PORT");
     close(fd);
     /* Beyond loopback only when asked for. */
     snprintf(args, sizeof args, "run synthetic -n 5 -q --view 0.0.0.0:0");

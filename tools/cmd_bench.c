@@ -298,7 +298,7 @@ int kr_cmd_bench(int argc, char **argv)
     }
     if (o.json_path && strcmp(o.json_path, "-") != 0 &&
         !kr_output_writable("kinreg bench", "--json", o.json_path))
-        return KR_EXIT_FAILURE;
+        return KR_EXIT_USAGE;
     const char *json_path = o.json_path;
     bool run_pipeline = o.run_pipeline;
     if (optind < argc) cfg.source.uri = argv[optind++];
@@ -337,11 +337,12 @@ int kr_cmd_bench(int argc, char **argv)
     }
 
     const char *src_name = cfg.source.uri ? cfg.source.uri : "synthetic";
-    printf("kinreg bench: source %s, %d frames (%d lost), backend %s\n", src_name, frames, lost,
+    printf("kinreg bench: source %s, %d frames (LOST %d), backend %s\n", src_name, frames, lost,
            device_name);
     printf("%-24s %10s %10s %8s\n", "stage", "median ms", "p99 ms", "samples");
+    /* A stage with no samples did not run here (the device's on the CPU). */
     for (int i = 0; i < ST_COUNT; i++)
-        printf("%-24s %10.3f %10.3f %8zu\n", stage_names[i], med[i], tail[i], st[i].n);
+        if (st[i].n) printf("%-24s %10.3f %10.3f %8zu\n", stage_names[i], med[i], tail[i], st[i].n);
     printf("%-24s %10.1f\n", "tracker frames/s", med[ST_FRAME] > 0 ? 1e3 / med[ST_FRAME] : 0);
     /* Recovery runs in the pipeline only (the stage loop above has none). */
     uint64_t attempts = ps.recoveries + ps.recovery_failures;
@@ -350,8 +351,8 @@ int kr_cmd_bench(int argc, char **argv)
         printf("%-24s %10.1f\n", "pipeline frames/s", pipeline_fps);
         printf("%-24s %10.3f %8llu\n", "recovery (per attempt)", per_attempt,
                (unsigned long long)attempts);
-        printf("pipeline: lost %llu times, found again %llu (%llu within 3 frames), recoveries "
-               "%llu, failed %llu\n",
+        printf("pipeline: loss events %llu, ended %llu (%llu within 3 frames); recovery searches "
+               "%llu found the pose, %llu failed\n",
                (unsigned long long)ps.losses, (unsigned long long)ps.losses_ended,
                (unsigned long long)ps.losses_ended_fast, (unsigned long long)ps.recoveries,
                (unsigned long long)ps.recovery_failures);

@@ -74,7 +74,7 @@ int kr_cmd_convert(int argc, char **argv)
         return KR_EXIT_USAGE;
     }
     o.source.uri = input;
-    if (!kr_output_dir_writable(who, "OUTPUT", output)) return KR_EXIT_FAILURE;
+    if (!kr_output_dir_writable(who, "OUTPUT", output)) return KR_EXIT_USAGE;
 
     kr_source *src = NULL;
     kr_status st = kr_source_create(&src, &o.source);

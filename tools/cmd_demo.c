@@ -99,7 +99,7 @@ int kr_cmd_demo(int argc, char **argv)
             output_failed = true;
         }
         printf("ATE RMSE %.2f cm (median %.2f cm, max %.2f cm) over %zu frames; %.1f frames/s; "
-               "lost %llu\n",
+               "LOST %llu\n",
                100 * ate.rmse, 100 * ate.median, 100 * ate.max, ate.pairs, stats.fps,
                (unsigned long long)stats.frames_lost);
         kr_ate fin;
@@ -114,7 +114,7 @@ int kr_cmd_demo(int argc, char **argv)
                    model_path, plot_path);
     } else if (!gt) {
         /* Not a failure: the source has nothing to compare with. */
-        printf("%s has no ground truth (groundtruth.txt), so no ATE; %.1f frames/s; lost %llu\n",
+        printf("%s has no ground truth (groundtruth.txt), so no ATE; %.1f frames/s; LOST %llu\n",
                kr_source_describe(kr_pipeline_source(p)), stats.fps,
                (unsigned long long)stats.frames_lost);
         if (!output_failed) printf("wrote %s, %s\n", traj_path, model_path);

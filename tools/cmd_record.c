@@ -48,7 +48,7 @@ int kr_cmd_record(int argc, char **argv)
     const char *dir = argv[optind];
     o.source.uri = argc - optind == 2 ? argv[optind + 1] : "kinect";
     /* Before the sensor is opened: a live take is not lost to a typo. */
-    if (!kr_output_dir_writable(who, "DIR", dir)) return KR_EXIT_FAILURE;
+    if (!kr_output_dir_writable(who, "DIR", dir)) return KR_EXIT_USAGE;
 
     kr_source *src = NULL;
     kr_status st = kr_source_create(&src, &o.source);

@@ -143,15 +143,15 @@ int kr_cmd_run(int argc, char **argv)
     /* A live scan's model is written last: check every output path first. */
     if (cfg.trajectory_path &&
         !kr_output_writable("kinreg run", "--trajectory", cfg.trajectory_path))
-        return KR_EXIT_FAILURE;
+        return KR_EXIT_USAGE;
     if (cfg.model_path && !kr_output_writable("kinreg run", "--save-model", cfg.model_path))
-        return KR_EXIT_FAILURE;
+        return KR_EXIT_USAGE;
     if (cfg.trajectory_refined_path &&
         !kr_output_writable("kinreg run", "--trajectory-refined", cfg.trajectory_refined_path))
-        return KR_EXIT_FAILURE;
+        return KR_EXIT_USAGE;
     if (cfg.trajectory_final_path &&
         !kr_output_writable("kinreg run", "--trajectory-final", cfg.trajectory_final_path))
-        return KR_EXIT_FAILURE;
+        return KR_EXIT_USAGE;
 
     kr_view *view = NULL;
     /* The pipeline publishes on `ipc` (cfg.publish.endpoint points into it)
@@ -159,7 +159,10 @@ int kr_cmd_run(int argc, char **argv)
     char endpoint[300], ipc[300];
     if (ro.view) {
         if (!view_endpoint(&cfg, endpoint, sizeof endpoint, ipc, sizeof ipc)) return KR_EXIT_USAGE;
-        kr_view_config vc = {.endpoint = endpoint, .http = ro.view, .public_bind = ro.view_public};
+        kr_view_config vc = {.endpoint = endpoint,
+                             .http = ro.view,
+                             .public_bind = ro.view_public,
+                             .http_option = "--view"};
         int vrc = kr_view_start(&view, &vc, "kinreg run");
         if (vrc) return vrc;
     }

@@ -290,7 +290,7 @@ static void print_status_text(const kr_status_msg *s)
     kr_terminal_text(text, sizeof text, s->text);
     fprintf(stderr,
             "status: %s, tracking %s, frames in %" PRIu64 " out %" PRIu64 " dropped %" PRIu64
-            " lost %" PRIu64 ", %.1f fps, model %" PRIu64 " points",
+            " LOST %" PRIu64 ", %.1f fps, model %" PRIu64 " points",
             kr_event_name(s->event), kr_wire_state_name(s->state), s->frames_in, s->frames_out,
             s->frames_dropped, s->frames_lost, s->fps, s->model_points);
     if (s->messages_dropped) fprintf(stderr, ", publisher dropped %" PRIu64, s->messages_dropped);

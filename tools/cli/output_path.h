@@ -1,5 +1,6 @@
 /* Output paths checked before any work starts, so a long or live run is not
- * lost to a typo in the last file it writes. */
+ * lost to a typo in the last file it writes. A path refused here is a usage
+ * error, as a bad option value is: the commands exit with status 2. */
 #ifndef KINREG_TOOLS_CLI_OUTPUT_PATH_H
 #define KINREG_TOOLS_CLI_OUTPUT_PATH_H
 

@@ -146,7 +146,10 @@ KR_OPTION_TABLE(kr_synthetic_option_table, SYNTHETIC_OPTIONS, kr_source_config, 
         KR_HELP("synthetic[:SEED] | tum:DIR | fakenect:DIR | DIR (TUM or fakenect)\n"              \
                 "| kinect[:N|:SERIAL] live sensor (default synthetic)"))                           \
     OPT(FRAMES, KR_OPT_FRAMES, cfg->source.max_frames = (int)v,                                    \
-        KR_HELP("stop after N frames (default: the whole source; alias --max-frames)"))            \
+        KR_HELP_IF(OUTPUTS,                                                                        \
+                   "stop after N frames (default: the whole source; alias --max-frames)"))         \
+    MORE(KR_OPT_FRAMES, KR_HELP_IF(KR_PIPELINE_HELP_NO_OUTPUTS,                                    \
+                                   "stop after N frames (default 300; alias --max-frames)"))       \
     ALIAS(FRAMES, "max-frames")                                                                    \
     /* a factor below 1e-3 turns a 1 s gap into more than 15 minutes (and 1e-300 overflowed the    \
        pacing) */                                                                                  \

@@ -41,12 +41,12 @@ void kr_status_line_format(char *buf, size_t size, int width, const kr_frame_res
     if (limit >= size) limit = size - 1;
     /* Longest first; the first that fits is used (about 105, 75, 50 columns). */
     snprintf(buf, size,
-             "frame %llu%s | in %.1f fps, out %.1f fps | %s | model %llu pts | lost %llu | dropped "
+             "frame %llu%s | in %.1f fps, out %.1f fps | %s | model %llu pts | LOST %llu | dropped "
              "%llu | "
              "latency %.1f ms",
              out, progress, st->input_fps, st->fps, state, points, lost, dropped, latency);
     if (strlen(buf) <= limit) return;
-    snprintf(buf, size, "frame %llu%s | %.1f fps | %s | lost %llu | drop %llu | %.0f ms", out,
+    snprintf(buf, size, "frame %llu%s | %.1f fps | %s | LOST %llu | drop %llu | %.0f ms", out,
              progress, st->fps, state, lost, dropped, latency);
     if (strlen(buf) <= limit) return;
     snprintf(buf, size, "%llu%s %.0ffps %s L%llu", out, progress, st->fps, state, lost);
@@ -83,7 +83,7 @@ void kr_status_line_finish(kr_status_line *line, const kr_pipeline_stats *st)
 {
     if (line->enabled && line->terminal) fprintf(stderr, "\r\033[K");
     fprintf(stderr,
-            "kinreg: %llu frames in %.2f s (%.1f frames/s), lost %llu, dropped %llu, skipped %llu, "
+            "kinreg: %llu frames in %.2f s (%.1f frames/s), LOST %llu, dropped %llu, skipped %llu, "
             "model %llu points\n",
             (unsigned long long)st->frames_out, st->elapsed_s, st->fps,
             (unsigned long long)st->frames_lost, (unsigned long long)st->frames_dropped,
@@ -96,16 +96,15 @@ void kr_status_line_finish(kr_status_line *line, const kr_pipeline_stats *st)
                 (unsigned long long)st->refine_corrections, (unsigned long long)st->refine_failures,
                 st->refine_ms_last, (unsigned long long)st->refine_refusions);
     if (st->losses)
-        fprintf(
-            stderr,
-            "kinreg: tracking lost %llu times, found again %llu (%llu within 3 frames with depth); "
-            "recoveries %llu, failed attempts %llu, %.1f ms per attempt on average\n",
-            (unsigned long long)st->losses, (unsigned long long)st->losses_ended,
-            (unsigned long long)st->losses_ended_fast, (unsigned long long)st->recoveries,
-            (unsigned long long)st->recovery_failures,
-            st->recoveries + st->recovery_failures
-                ? st->recovery_ms_total / (double)(st->recoveries + st->recovery_failures)
-                : 0.0);
+        fprintf(stderr,
+                "kinreg: loss events %llu, ended %llu (%llu within 3 frames with depth); recovery "
+                "searches %llu found the pose, %llu failed, %.1f ms each on average\n",
+                (unsigned long long)st->losses, (unsigned long long)st->losses_ended,
+                (unsigned long long)st->losses_ended_fast, (unsigned long long)st->recoveries,
+                (unsigned long long)st->recovery_failures,
+                st->recoveries + st->recovery_failures
+                    ? st->recovery_ms_total / (double)(st->recoveries + st->recovery_failures)
+                    : 0.0);
     if (st->frames_filled + st->frames_interpolated + st->frames_unfilled)
         fprintf(stderr,
                 "kinreg: final trajectory: %llu lost frames tracked backwards, %llu covered ones "

@@ -15,6 +15,7 @@ typedef struct {
     const char *http; /* [ADDR:]PORT to serve on; ADDR defaults to 127.0.0.1, PORT 0 = any free */
     bool public_bind; /* an ADDR other than loopback is allowed only with this (--view-public) */
     const char *three_dir; /* libjs-three's folder (default /usr/share/javascript/three) */
+    const char *http_option; /* the option that gave `http`, for messages (default "--http") */
 } kr_view_config;
 
 /* Starts the server and the stream subscription; prints the page's address

@@ -350,7 +350,7 @@ function refresh() {
   text("c-fps", fmt(state.fps_in, 1) + " / " + fmt(state.fps_out, 1));
   text("c-latency", fmt(state.latency_ms, 1) + " ms");
   text("c-lost", state.frames_lost);
-  text("c-recoveries", state.recoveries + " of " + state.losses + " losses");
+  text("c-recoveries", state.losses + " (" + state.recoveries + ")");
   text("c-model", state.model_points + " / " + state.model_points_total);
   text("c-refined", state.refines);
   text("c-gaps", state.gaps + " / " + state.viewers + (state.dropped ? " (" + state.dropped + " dropped)" : ""));

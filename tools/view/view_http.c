@@ -401,7 +401,8 @@ static int connection_limit(const char *who)
 
 /* The listening socket is ours, so "in use" is told apart from other
  * failures and named with the port; libmicrohttpd takes it over. */
-static int listen_on(const struct sockaddr_in *addr, const char *text, const char *who)
+static int listen_on(const struct sockaddr_in *addr, const char *text, const char *option,
+                     const char *who)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -415,9 +416,8 @@ static int listen_on(const struct sockaddr_in *addr, const char *text, const cha
         if (err == EADDRINUSE)
             fprintf(stderr,
                     "%s: the view's HTTP port %s is already in use: stop the program serving it or "
-                    "choose "
-                    "another port (--view [ADDR:]PORT; 0 = any free port)\n",
-                    who, text);
+                    "choose another port (%s [ADDR:]PORT; 0 = any free port)\n",
+                    who, text, option);
         else
             fprintf(stderr, "%s: cannot serve the view on %s: %s\n", who, text, strerror(err));
         close(fd);
@@ -473,7 +473,7 @@ int kr_view_start(kr_view **out, const kr_view_config *cfg, const char *who)
         rc = 2;
         goto fail;
     }
-    int fd = listen_on(&addr, http, who);
+    int fd = listen_on(&addr, http, cfg->http_option ? cfg->http_option : "--http", who);
     if (fd < 0) goto fail;
     struct sockaddr_in bound;
     socklen_t blen = sizeof bound;
