@@ -77,7 +77,10 @@ else
     # test cases, skipped ones included, and names the skipped cases.
     status=0
     t0=$(date +%s)
-    (cd "$build" && ctest --output-on-failure --timeout 900 "$@") || status=$?
+    # $jobs modules at a time: many wait on sockets, replays at sensor rate
+    # and subprocesses; those that time something or pace a replay run alone
+    # (RUN_SERIAL, tests/CMakeLists.txt).
+    (cd "$build" && ctest -j "$jobs" --output-on-failure --timeout 900 "$@") || status=$?
     echo "== suite took $(($(date +%s) - t0)) s"
     sanitize=${SANITIZE:-asan tsan fuzz}
     if [ "$sanitize" != none ]; then
