@@ -1071,6 +1071,60 @@ KR_TEST(transport, kinreg_sub_tum_lines_and_stop)
     kr_publisher_destroy(&pub);
 }
 
+/* A subscriber program asked for poses only (no status) still ends when the
+ * publisher says it stopped: kinreg sub and kinreg_sub.py waited forever,
+ * the status topic unsubscribed. */
+static void ends_with_the_stream_on_any_topics(char **argv, const char *err_name)
+{
+    kr_publisher *pub = make_publisher("tcp://127.0.0.1:*", 10000);
+    REQUIRE(pub);
+    static char ep[256];
+    snprintf(ep, sizeof ep, "%s", kr_publisher_endpoint(pub));
+    for (int i = 0; argv[i]; i++)
+        if (!strcmp(argv[i], "ENDPOINT")) argv[i] = ep;
+    static child c;
+    if (!child_start(&c, argv, err_name)) {
+        kr_publisher_destroy(&pub);
+        REQUIRE(false);
+    }
+    /* Subscribed once a pose comes out (the slow joiner: poses until one does). */
+    uint64_t s = 5;
+    bool synced = false;
+    for (double t0 = now_s(); now_s() - t0 < 15 && !c.eof && !synced;) {
+        kr_pose_msg p = random_pose(&s);
+        CHECK_OK(kr_publisher_send_pose(pub, &p));
+        child_read(&c, 30);
+        synced = strchr(c.out, '\n') != NULL;
+    }
+    kr_status_msg stop;
+    memset(&stop, 0, sizeof stop);
+    stop.event = KR_EVENT_STOPPED;
+    strcpy(stop.text, "end of stream");
+    CHECK_OK(kr_publisher_send_status(pub, &stop));
+    int code = child_finish(&c, 15);
+    const char *err = read_file(c.err_path);
+    CHECK_MSG(synced, "%s printed no pose; stderr:\n%s", argv[0], err);
+    CHECK_MSG(code == 0, "%s did not end with the stream (exit %d); stderr:\n%s", argv[0], code,
+              err);
+    CHECK_MSG(!strstr(err, "status: "), "a status it was not asked for was printed:\n%s", err);
+    CHECK_CONTAINS(err, "0 status");
+    kr_publisher_destroy(&pub);
+}
+
+KR_TEST(transport, kinreg_sub_ends_with_the_stream_on_any_topics)
+{
+    char *argv[] = {(char *)kr_test_tool(), "sub", "--topics", "pose", "ENDPOINT", NULL};
+    ends_with_the_stream_on_any_topics(argv, "sub_topics.err");
+}
+
+KR_TEST(transport, python_example_ends_with_the_stream_on_any_topics)
+{
+    const char *py = python_with_zmq();
+    if (!py) SKIP("no python3 with pyzmq: install python3-zmq (apt) or pyzmq (pip)");
+    char *argv[] = {(char *)py, (char *)python_script(), "--topics", "pose", "ENDPOINT", NULL};
+    ends_with_the_stream_on_any_topics(argv, "py_topics.err");
+}
+
 /* A subscriber program with --final: the frames' poses in frame order, each
  * `final` message's pose in place of its frame's `pose` (docs/PROTOCOL.md,
  * "Final poses"), printed once the stream has stopped. */

@@ -304,9 +304,14 @@ static uint64_t add_saturating(uint64_t a, uint64_t b)
 }
 
 /* Prints one message; returns true when the stream says it has ended: a
- * "stopped" status, or "error" (a failed run sends no "stopped" after it). */
+ * "stopped" status, or "error" (a failed run sends no "stopped" after it).
+ * Status messages arrive whatever the topics asked for, to see that end;
+ * they are printed and counted only when asked for. */
 static bool print_message(const sub_options *o, const kr_message *m, sub_totals *tot)
 {
+    bool ended = m->topic == KR_TOPIC_STATUS &&
+                 (m->status.event == KR_EVENT_STOPPED || m->status.event == KR_EVENT_ERROR);
+    if (!(o->topics & (1u << m->topic))) return ended;
     tot->received[m->topic]++;
     if (m->gap) {
         tot->gaps++;
@@ -338,8 +343,7 @@ static bool print_message(const sub_options *o, const kr_message *m, sub_totals 
     } else {
         print_pose_tum(&m->pose, tot);
     }
-    return m->topic == KR_TOPIC_STATUS &&
-           (m->status.event == KR_EVENT_STOPPED || m->status.event == KR_EVENT_ERROR);
+    return ended;
 }
 
 static void print_summary(const sub_totals *t)
@@ -455,7 +459,7 @@ int kr_cmd_sub(int argc, char **argv)
     kr_subscriber_config cfg;
     kr_subscriber_config_default(&cfg);
     cfg.endpoint = o.endpoint;
-    cfg.topics = o.topics;
+    cfg.topics = o.topics | (1u << KR_TOPIC_STATUS); /* the end of the stream (print_message) */
     kr_curve_keypair pair;
     char server_key[KR_CURVE_KEY_LEN + 1];
     if (o.curve_server) {

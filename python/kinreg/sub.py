@@ -79,7 +79,8 @@ def main(argv=None, prog=None):
             print(f"{prog}: {e}", file=sys.stderr)
             return 2
     try:
-        sub = Subscriber(args.endpoint, topics, **curve)
+        # Status always, to see the stream's end; printed only when asked for.
+        sub = Subscriber(args.endpoint, list(dict.fromkeys(topics + ["status"])), **curve)
     except EndpointError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
@@ -111,27 +112,28 @@ def main(argv=None, prog=None):
                     code = 1
                 break
             topic = msg["topic"]
-            received[topic] += 1
-            if msg["gap"]:
-                n_gaps += 1
-                missed += msg["gap"]
-                print(f"gap: {msg['gap']} {topic} message{'s' if msg['gap'] != 1 else ''} "
-                      f"missed before seq {msg['seq']}", file=sys.stderr)
-            if args.format == "json":
-                print(json.dumps({k: json_safe(v) for k, v in msg.items()}, separators=(",", ":")))
-            elif topic == "status":
-                print(f"status: {msg['event']}, tracking {msg['state']}, frames in {msg['frames_in']} "
-                      f"out {msg['frames_out']} dropped {msg['frames_dropped']} lost {msg['frames_lost']}, "
-                      f"{msg['fps']:.1f} fps, model {msg['model_points']} points"
-                      + (f", publisher dropped {msg['messages_dropped']}" if msg["messages_dropped"] else "")
-                      + (f": {terminal_text(msg['text'])}" if msg["text"] else ""), file=sys.stderr)
-            elif args.final:
-                before = held.get(msg["frame"])
-                replaced += topic == "final" and before is not None and before["topic"] != "final"
-                held[msg["frame"]] = msg
-            else:
-                print_tum(msg)
-            sys.stdout.flush()
+            if topic in topics:  # status arrives anyway: the stream's end
+                received[topic] += 1
+                if msg["gap"]:
+                    n_gaps += 1
+                    missed += msg["gap"]
+                    print(f"gap: {msg['gap']} {topic} message{'s' if msg['gap'] != 1 else ''} "
+                          f"missed before seq {msg['seq']}", file=sys.stderr)
+                if args.format == "json":
+                    print(json.dumps({k: json_safe(v) for k, v in msg.items()}, separators=(",", ":")))
+                elif topic == "status":
+                    print(f"status: {msg['event']}, tracking {msg['state']}, frames in {msg['frames_in']} "
+                          f"out {msg['frames_out']} dropped {msg['frames_dropped']} LOST {msg['frames_lost']}, "
+                          f"{msg['fps']:.1f} fps, model {msg['model_points']} points"
+                          + (f", publisher dropped {msg['messages_dropped']}" if msg["messages_dropped"] else "")
+                          + (f": {terminal_text(msg['text'])}" if msg["text"] else ""), file=sys.stderr)
+                elif args.final:
+                    before = held.get(msg["frame"])
+                    replaced += topic == "final" and before is not None and before["topic"] != "final"
+                    held[msg["frame"]] = msg
+                else:
+                    print_tum(msg)
+                sys.stdout.flush()
             if topic != "status":
                 poses += 1
                 if args.count and poses >= args.count:
