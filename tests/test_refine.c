@@ -768,6 +768,18 @@ KR_TEST(refine, keyframe_window_is_refined_in_place)
     kr_keyframes_free(&kf);
 }
 
+/* Progress into a file or pipe: whole lines, no carriage returns (they
+ * piled up on one line a reader saw only at the end, minutes later). */
+KR_TEST(refine, progress_into_a_pipe_is_whole_lines)
+{
+    char out[1 << 14];
+    REQUIRE(kr_test_run_tool(NULL, "refine --synthetic 3 --cell 0.004 --perturb 1,0.2 2>&1 | cat",
+                             out, sizeof out) == 0);
+    CHECK_CONTAINS(out, "refine: grid ");
+    CHECK_MSG(!strchr(out, '\r'), "a carriage return in: %s", out);
+    CHECK_MSG(!strstr(out, "\033["), "a terminal escape in: %s", out);
+}
+
 KR_TEST(refine, tool_writes_poses_model_and_json)
 {
     char args[2048], out[8192];

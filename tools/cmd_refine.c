@@ -14,6 +14,7 @@
 #include "tools/commands.h"
 #include "tools/cli/common_options.h"
 #include "tools/cli/number_option.h"
+#include "tools/cli/progress_line.h"
 #include "tools/cli/terminal_text.h"
 #include "kinreg/refine.h"
 #include "tools/mpi/refine_mpi.h"
@@ -85,12 +86,11 @@ static bool parse_perturb(const char *arg, double deg[2], double cm[2])
     return parse_range(buf, &deg[0], &deg[1]) && parse_range(comma + 1, &cm[0], &cm[1]);
 }
 
+/* The LM iterations' progress (kr_refine_config.progress; user: the line). */
 static void progress(void *user, double cell, int iteration, double cost)
 {
-    (void)user;
-    fprintf(stderr, "\rrefine: grid %.1f mm, iteration %d, objective %.4g   ", cell * 1000,
-            iteration, cost);
-    fflush(stderr);
+    kr_progress_line_say(user, "iterations", "refine: grid %.1f mm, iteration %d, objective %.4g",
+                         cell * 1000, iteration, cost);
 }
 
 /* The scans merged in the common frame at their poses, one PLY. */
@@ -208,7 +208,10 @@ static int refine_sequence(kr_refine_sequence_config *seq, kr_refine_config *cfg
     seq->output = output;
     bool verbose = !quiet && !json;
     if (verbose) seq->on_keyframes = say_keyframes;
-    if (!quiet && !json) cfg->progress = progress;
+    kr_progress_line line;
+    kr_progress_line_init(&line, verbose);
+    cfg->progress = progress;
+    cfg->progress_user = &line;
     kr_refine_result res = {0};
     kr_refine_sequence_result counts = {0};
     if (!quiet && !json) fprintf(stderr, "refine: reading %s\n", seq->uri);
@@ -217,7 +220,7 @@ static int refine_sequence(kr_refine_sequence_config *seq, kr_refine_config *cfg
     /* The frames read and turned into keyframes' points: the call's time
      * outside the refinement. */
     double read_seconds = now_seconds() - t0 - res.seconds;
-    if (!quiet && !json) fprintf(stderr, "\r%-70s\r", "");
+    kr_progress_line_clear(&line);
     if (s == KR_OK && verbose && seq->every_frame)
         fprintf(stderr,
                 "refine: %zu frames corrected by their keyframes, %zu in stretches "
@@ -532,7 +535,10 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
         return KR_EXIT_USAGE;
     }
     cfg.seed = seed;
-    if (!quiet && !json) cfg.progress = progress;
+    kr_progress_line line;
+    kr_progress_line_init(&line, !quiet && !json);
+    cfg.progress = progress;
+    cfg.progress_user = &line;
 
     kr_scan_set conf = {0};
     float **made = NULL;
@@ -579,7 +585,7 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
             /* A name from the .conf: no escape sequence of it reaches the terminal. */
             char name[1024];
             kr_terminal_text(name, sizeof name, conf.scans[k].file);
-            fprintf(stderr, "\rrefine: reading %s (%d/%d)   ", name, k + 1, n);
+            kr_progress_line_say(&line, "reading", "refine: reading %s (%d/%d)", name, k + 1, n);
         }
         if (made) {
             xyz[k] = made[k];
@@ -607,8 +613,10 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
             if (lead) fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
         }
         if (s != KR_OK) rc = kr_exit_code(s);
-        if (s == KR_OK && lead && !quiet && !json)
-            fprintf(stderr, "\rrefine: %d MPI ranks share the sums%-30s\n", mpi->ranks, "");
+        if (s == KR_OK && lead && !quiet && !json) {
+            kr_progress_line_clear(&line);
+            fprintf(stderr, "refine: %d MPI ranks share the sums\n", mpi->ranks);
+        }
     }
     if (s == KR_OK && perturbing) {
         rng_state = seed * 2654435761u + 1;
@@ -649,7 +657,7 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
             kr_mpi_abort(mpi, kr_exit_code(s));
         }
     }
-    if (!quiet && !json) fprintf(stderr, "\r%-70s\r", "");
+    kr_progress_line_clear(&line);
     bool reported = shared && s != KR_OK; /* each rank said why above */
     /* An output that cannot be written (full disk, file-size limit) is exit
      * status 4; the file that was there before is left whole. */
