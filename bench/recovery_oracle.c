@@ -151,7 +151,7 @@ int main(int argc, char **argv)
                (unsigned long long)st.frames_lost);
     if (o.gt && st.frames_lost &&
         kr_eval_ate(o.gt, kr_pipeline_final_trajectory(p), 0, &ate) == KR_OK)
-        printf("final trajectory (%llu lost frames placed, %llu not): ATE RMSE %.2f cm (median "
+        printf("final trajectory (%llu LOST frames placed, %llu not): ATE RMSE %.2f cm (median "
                "%.2f cm, max %.2f cm)\n",
                (unsigned long long)(st.frames_filled + st.frames_interpolated),
                (unsigned long long)st.frames_unfilled, 100 * ate.rmse, 100 * ate.median,

@@ -57,6 +57,51 @@ KR_TEST(tools, run_errors_name_the_input)
     CHECK_CONTAINS(out, "/nonexistent/dir/f.txt");
 }
 
+/* The number after `"key":` in a JSON object (NAN when absent). */
+static double json_number(const char *json, const char *key)
+{
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\":", key);
+    const char *at = strstr(json, quoted);
+    return at ? strtod(at + strlen(quoted), NULL) : NAN;
+}
+
+/* run and demo --json: one valid JSON object on stdout (Python's parser
+ * reads it) whose counts are those of the files and the run: every pose
+ * written is a line of the trajectory, the covered frames are LOST. */
+KR_TEST(tools, run_and_demo_print_json_summaries)
+{
+    char args[2048], traj[512], json[512], dir[512];
+    snprintf(traj, sizeof traj, "%s/json_run.txt", kr_test_tmpdir());
+    snprintf(json, sizeof json, "%s/json_run.json", kr_test_tmpdir());
+    snprintf(args, sizeof args,
+             "run -q -b cpu -n 40 --covered 1 --covered-frames 6 -t '%s' --json > '%s'", traj,
+             json);
+    REQUIRE(kinreg(args, out, sizeof out) == 0);
+    snprintf(args, sizeof args,
+             "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(\"ok\", "
+             "d[\"frames_out\"], d[\"error\"])' '%s'",
+             json);
+    REQUIRE(kr_test_shell(args, out, sizeof out) == 0);
+    CHECK_CONTAINS(out, "ok 40 None");
+    snprintf(args, sizeof args, "cat '%s'", json);
+    REQUIRE(kr_test_shell(args, out, sizeof out) == 0);
+    kr_trajectory t = {0};
+    REQUIRE_OK(kr_trajectory_read_tum(traj, &t));
+    CHECK_EQ(json_number(out, "poses_written"), (double)t.count);
+    CHECK_EQ(json_number(out, "frames_lost"), 6);
+    CHECK_EQ(json_number(out, "loss_events"), 1);
+    kr_trajectory_free(&t);
+
+    snprintf(dir, sizeof dir, "%s/json_demo", kr_test_tmpdir());
+    snprintf(args, sizeof args, "demo -q -b cpu -n 30 -o '%s' --json 2>/dev/null", dir);
+    REQUIRE(kinreg(args, out, sizeof out) == 0);
+    CHECK_EQ(json_number(out, "frames_out"), 30);
+    CHECK_EQ(json_number(out, "ate_pairs"), 30);
+    CHECK_LT(json_number(out, "ate_rmse_m"), 0.02);
+    CHECK_MSG(!strstr(out, "ATE RMSE"), "the words went to stdout too: %s", out);
+}
+
 /* A covered stretch is LOST while it lasts; the final trajectory holds every
  * frame, the covered ones placed between the poses around them. */
 KR_TEST(tools, run_writes_the_final_trajectory)

@@ -9,6 +9,7 @@
 #include "kinreg/eval.h"
 #include "tools/cli/common_options.h"
 #include "tools/cli/pipeline_options.h"
+#include "tools/cli/run_json.h"
 
 static char *join(char *buf, size_t size, const char *dir, const char *name)
 {
@@ -20,6 +21,7 @@ typedef struct {
     kr_pipeline_config cfg;
     kr_status_options status;
     const char *out_dir;
+    bool json;
 } demo_options;
 
 #define DEMO_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                                \
@@ -37,6 +39,9 @@ typedef struct {
         KR_HELP("output directory (default kinreg-demo)"))                                         \
     GROUP(kr_pipeline_option_table, cfg, KR_SHOW_ALL)                                              \
     GROUP(kr_status_option_table, status, KR_SHOW_ALL)                                             \
+    OPT(JSON, KR_OPT_JSON, o->json = true,                                                         \
+        KR_HELP("the results as one JSON object on standard output (the ATE\n"                     \
+                "lines go to stderr instead)"))                                                    \
     OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_HELP("this text"))
 KR_OPTION_TABLE(demo_option_table, DEMO_OPTIONS, demo_options, o, NULL);
 
@@ -81,6 +86,9 @@ int kr_cmd_demo(int argc, char **argv)
     kr_pipeline_stats stats;
     kr_status s = kr_run_pipeline(&cfg, "kinreg demo", &o.status, &p, &stats);
     if (!p) return KR_EXIT_FAILURE;
+    char error[600] = "";
+    if (s != KR_OK) snprintf(error, sizeof error, "%s: %s", kr_strerror(s), kr_last_error());
+    FILE *said = o.json ? stderr : stdout; /* the results in words */
 
     const kr_trajectory *gt = kr_source_groundtruth(kr_pipeline_source(p));
     const kr_trajectory *est = kr_pipeline_trajectory(p);
@@ -93,35 +101,55 @@ int kr_cmd_demo(int argc, char **argv)
         fprintf(stderr, "kinreg demo: %s\n", kr_last_error());
         output_failed = true;
     }
+    kr_ate fin;
+    bool have_fin = false;
     if (es == KR_OK) {
         if (kr_eval_plot(plot_path, gt, est, &ate) != KR_OK) {
             fprintf(stderr, "kinreg demo: %s\n", kr_last_error());
             output_failed = true;
         }
-        printf("ATE RMSE %.2f cm (median %.2f cm, max %.2f cm) over %zu frames; %.1f frames/s; "
-               "LOST %llu\n",
-               100 * ate.rmse, 100 * ate.median, 100 * ate.max, ate.pairs, stats.fps,
-               (unsigned long long)stats.frames_lost);
-        kr_ate fin;
-        if (stats.frames_lost && kr_eval_ate(gt, kr_pipeline_final_trajectory(p), 0, &fin) == KR_OK)
-            printf("final trajectory (%llu lost frames placed, %llu not): ATE RMSE %.2f cm (median "
-                   "%.2f cm, max %.2f cm)\n",
-                   (unsigned long long)(stats.frames_filled + stats.frames_interpolated),
-                   (unsigned long long)stats.frames_unfilled, 100 * fin.rmse, 100 * fin.median,
-                   100 * fin.max);
+        fprintf(said,
+                "ATE RMSE %.2f cm (median %.2f cm, max %.2f cm) over %zu frames; %.1f frames/s; "
+                "LOST %llu\n",
+                100 * ate.rmse, 100 * ate.median, 100 * ate.max, ate.pairs, stats.fps,
+                (unsigned long long)stats.frames_lost);
+        if (stats.frames_lost &&
+            kr_eval_ate(gt, kr_pipeline_final_trajectory(p), 0, &fin) == KR_OK) {
+            have_fin = true;
+            fprintf(
+                said,
+                "final trajectory (%llu LOST frames placed, %llu not): ATE RMSE %.2f cm (median "
+                "%.2f cm, max %.2f cm)\n",
+                (unsigned long long)(stats.frames_filled + stats.frames_interpolated),
+                (unsigned long long)stats.frames_unfilled, 100 * fin.rmse, 100 * fin.median,
+                100 * fin.max);
+        }
         if (!output_failed) /* said only when true */
-            printf("wrote %s, %s, %s, %s, %s\n", traj_path, cfg.trajectory_final_path, gt_path,
-                   model_path, plot_path);
+            fprintf(said, "wrote %s, %s, %s, %s, %s\n", traj_path, cfg.trajectory_final_path,
+                    gt_path, model_path, plot_path);
     } else if (!gt) {
         /* Not a failure: the source has nothing to compare with. */
-        printf("%s has no ground truth (groundtruth.txt), so no ATE; %.1f frames/s; LOST %llu\n",
-               kr_source_describe(kr_pipeline_source(p)), stats.fps,
-               (unsigned long long)stats.frames_lost);
-        if (!output_failed) printf("wrote %s, %s\n", traj_path, model_path);
+        fprintf(said,
+                "%s has no ground truth (groundtruth.txt), so no ATE; %.1f frames/s; LOST %llu\n",
+                kr_source_describe(kr_pipeline_source(p)), stats.fps,
+                (unsigned long long)stats.frames_lost);
+        if (!output_failed) fprintf(said, "wrote %s, %s\n", traj_path, model_path);
         es = KR_OK;
     } else {
         fprintf(stderr, "kinreg demo: cannot evaluate against the ground truth: %s\n",
                 kr_last_error());
+    }
+    if (o.json) {
+        putchar('{');
+        kr_run_json_members(stdout, kr_source_describe(kr_pipeline_source(p)),
+                            kr_device_describe(kr_pipeline_device(p)), &stats,
+                            s == KR_OK ? NULL : error);
+        if (es == KR_OK && gt)
+            printf(
+                ",\"ate_rmse_m\":%.6f,\"ate_median_m\":%.6f,\"ate_max_m\":%.6f,\"ate_pairs\":%zu",
+                ate.rmse, ate.median, ate.max, ate.pairs);
+        if (have_fin) printf(",\"final_ate_rmse_m\":%.6f", fin.rmse);
+        printf(",\"outputs_written\":%s}\n", output_failed ? "false" : "true");
     }
     kr_pipeline_destroy(&p);
     if (output_failed) return KR_EXIT_OUTPUT;

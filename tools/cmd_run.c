@@ -8,6 +8,7 @@
 #include "tools/cli/common_options.h"
 #include "tools/cli/output_path.h"
 #include "tools/cli/pipeline_options.h"
+#include "tools/cli/run_json.h"
 #include "tools/cli/status_options.h"
 #include "tools/cli/status_line.h"
 #include "tools/cli/stop_signals.h"
@@ -57,6 +58,7 @@ typedef struct {
     kr_status_options status;
     const char *view; /* --view [ADDR:]PORT, NULL = none */
     bool view_public;
+    bool json;
 } run_options;
 
 #define RUN_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                                 \
@@ -72,6 +74,9 @@ typedef struct {
                 "--publish, or to a private ipc:// socket without it"))                            \
     OPT(VIEW_PUBLIC, KR_OPT_VIEW_PUBLIC, o->view_public = true,                                    \
         KR_HELP("allow a view ADDR other than loopback (e.g. 0.0.0.0:8080)"))                      \
+    OPT(JSON, KR_OPT_JSON, o->json = true,                                                         \
+        KR_HELP("at the end, the run summary as one JSON object on standard\n"                     \
+                "output (the summary lines stay on stderr)"))                                      \
     OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_HELP("this text"))                                     \
     TEXT(KR_HELP("\nexample: kinreg run tum:../shared/data/tum/fr1_xyz_head --intrinsics fr1 "     \
                  "-t traj.txt -p tcp://*:5555\n\n"                                                 \
@@ -170,6 +175,8 @@ int kr_cmd_run(int argc, char **argv)
     kr_pipeline_stats stats;
     kr_pipeline *p = NULL;
     kr_status s = kr_run_pipeline(&cfg, "kinreg run", &ro.status, &p, &stats);
+    char error[600] = "";
+    if (s != KR_OK) snprintf(error, sizeof error, "%s: %s", kr_strerror(s), kr_last_error());
     if (view) {
         /* Let the last poses and the final status reach the pages. */
         if (p) usleep(500000);
@@ -192,6 +199,13 @@ int kr_cmd_run(int argc, char **argv)
                 cfg.trajectory_refined_path);
     if (cfg.trajectory_final_path && s == KR_OK)
         fprintf(stderr, "kinreg run: final trajectory written to %s\n", cfg.trajectory_final_path);
+    if (ro.json) {
+        putchar('{');
+        kr_run_json_members(stdout, kr_source_describe(kr_pipeline_source(p)),
+                            kr_device_describe(kr_pipeline_device(p)), &stats,
+                            s == KR_OK ? NULL : error);
+        fputs("}\n", stdout);
+    }
     kr_pipeline_destroy(&p);
     if (stats.trajectory_failed || stats.model_save_failed) return KR_EXIT_OUTPUT;
     return kr_exit_code(s);
