@@ -377,6 +377,17 @@ kr_status kr_live_refine_refuse(kr_live_refine *lr, kr_model *model, uint64_t fr
 
 kr_status kr_live_refine_finish(kr_live_refine *lr, kr_outbox *box, bool final)
 {
+    /* Said before the wait: the run has tracked its last frame and would
+     * otherwise be silent for as long as the backlog takes. */
+    bool backlog = lr->since_post > 0 && lr->kf.n >= 2 && lr->refined_to < lr->kf.n;
+    bool busy = !kr_refiner_idle(lr->refiner);
+    if (final && (busy || backlog))
+        kr_log(KR_LOG_INFO,
+               "the source ended: the live refiner finishes %s (Ctrl-C ends it at once, keeping "
+               "the tracked poses)",
+               busy && backlog ? "its window in flight and the last keyframes"
+               : busy          ? "its window in flight"
+                               : "the last keyframes");
     kr_refine_job *done = kr_refiner_take(lr->refiner, true);
     if (done) apply(lr, box, done);
     kr_refine_job_free(&done);

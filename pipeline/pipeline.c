@@ -771,7 +771,7 @@ static void fill_lost(kr_pipeline *p)
     kr_lost_fill_counts counts = {0};
     kr_status fs = KR_OK;
     if (p->lost_keep.count > 0) {
-        kr_log(KR_LOG_INFO, "filling in %zu lost frames (%zu with depth kept); stop again to skip",
+        kr_log(KR_LOG_INFO, "filling in %zu LOST frames (%zu with depth kept); stop again to skip",
                p->lost_keep.count, p->lost_keep.with_depth);
         /* The whole map: the active window holds only the run's last view. */
         fs = kr_model_request_snapshot_since(p->model, p->trajectory.count, 0);

@@ -242,6 +242,26 @@ KR_TEST(options, bench_says_what_it_runs)
     CHECK_MSG(!strstr(out, "(device)"), "%s", out);
 }
 
+/* -v/--log-level: the library's messages run and demo show (info by
+ * default: what the run does at its end; warning with -q). */
+KR_TEST(options, log_level_is_checked_and_applied)
+{
+    CHECK_EQ(kinreg("run -v loud -n 2"), 2);
+    CHECK_CONTAINS(out,
+                   "--log-level 'loud' is not allowed: expected error, warning, info or debug");
+    CHECK_EQ(count_lines(out), 1);
+    /* A covered stretch at the end: the final trajectory's filling is said
+     * at info, not at error. */
+    CHECK_EQ(kinreg("run -b cpu --covered 1 --covered-frames 5 --duration 1.5 "
+                    "--trajectory-final /dev/null --progress 0"),
+             0);
+    CHECK_CONTAINS(out, "kinreg: info: filling in");
+    CHECK_EQ(kinreg("run -b cpu --covered 1 --covered-frames 5 --duration 1.5 "
+                    "--trajectory-final /dev/null --progress 0 -v error"),
+             0);
+    CHECK_MSG(!strstr(out, "kinreg: info:"), "-v error printed info: %s", out);
+}
+
 KR_TEST(options, model_path_is_checked_before_the_run)
 {
     /* The scan ran to the end and then lost the model. */

@@ -23,6 +23,7 @@ kr_status kr_run_pipeline(kr_pipeline_config *cfg, const char *who, const kr_sta
 {
     static kr_status_line line;
     kr_stop_signals_start(); /* first: a signal during start-up stops the run like a later one */
+    kr_status_options_apply(status);
     kr_status_line_init(&line, status->quiet, 0);
     line.interval = status->progress_s;
     cfg->on_frame = kr_status_line_frame;

@@ -107,7 +107,7 @@ void kr_status_line_finish(kr_status_line *line, const kr_pipeline_stats *st)
                     : 0.0);
     if (st->frames_filled + st->frames_interpolated + st->frames_unfilled)
         fprintf(stderr,
-                "kinreg: final trajectory: %llu lost frames tracked backwards, %llu covered ones "
+                "kinreg: final trajectory: %llu LOST frames tracked backwards, %llu covered ones "
                 "interpolated, %llu keep their published pose (%.0f ms at the end)\n",
                 (unsigned long long)st->frames_filled, (unsigned long long)st->frames_interpolated,
                 (unsigned long long)st->frames_unfilled, st->fill_ms);
