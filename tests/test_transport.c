@@ -425,6 +425,16 @@ static kr_publisher *make_publisher(const char *endpoint, int hwm)
     return pub;
 }
 
+/* The publisher's "stopped" status: the end of its stream. */
+static void send_stopped(kr_publisher *pub, const char *text)
+{
+    kr_status_msg stop;
+    memset(&stop, 0, sizeof stop);
+    stop.event = KR_EVENT_STOPPED;
+    snprintf(stop.text, sizeof stop.text, "%s", text);
+    CHECK_OK(kr_publisher_send_status(pub, &stop));
+}
+
 static void send_probe(kr_publisher *pub)
 {
     kr_status_msg probe;
@@ -1037,11 +1047,7 @@ KR_TEST(transport, kinreg_sub_tum_lines_and_stop)
         sent[i] = random_pose(&s);
         CHECK_OK(kr_publisher_send_pose(pub, &sent[i]));
     }
-    kr_status_msg stop;
-    memset(&stop, 0, sizeof stop);
-    stop.event = KR_EVENT_STOPPED;
-    strcpy(stop.text, "end of stream");
-    CHECK_OK(kr_publisher_send_status(pub, &stop));
+    send_stopped(pub, "end of stream");
     int code = child_finish(&c, 15);
     const char *err = read_file(c.err_path);
     CHECK_MSG(synced, "kinreg sub never printed a status message; stderr:\n%s", err);
@@ -1096,11 +1102,7 @@ static void ends_with_the_stream_on_any_topics(char **argv, const char *err_name
         child_read(&c, 30);
         synced = strchr(c.out, '\n') != NULL;
     }
-    kr_status_msg stop;
-    memset(&stop, 0, sizeof stop);
-    stop.event = KR_EVENT_STOPPED;
-    strcpy(stop.text, "end of stream");
-    CHECK_OK(kr_publisher_send_status(pub, &stop));
+    send_stopped(pub, "end of stream");
     int code = child_finish(&c, 15);
     const char *err = read_file(c.err_path);
     CHECK_MSG(synced, "%s printed no pose; stderr:\n%s", argv[0], err);
@@ -1163,10 +1165,7 @@ static void final_trajectory_printed(const char *prog, const char *script, const
         CHECK_OK(kr_publisher_send_pose(pub, &f));
         replaced++;
     }
-    kr_status_msg stop;
-    memset(&stop, 0, sizeof stop);
-    stop.event = KR_EVENT_STOPPED;
-    CHECK_OK(kr_publisher_send_status(pub, &stop));
+    send_stopped(pub, "");
     int code = child_finish(&c, 15);
     const char *err = read_file(c.err_path);
     CHECK_MSG(synced, "%s never printed a status message; stderr:\n%s", prog, err);
@@ -1456,10 +1455,7 @@ static bool run_sub(const char *name, long fsize, int n, uint64_t seed,
         if (spoil) spoil(i, &p);
         CHECK_OK(kr_publisher_send_pose(pub, &p));
     }
-    kr_status_msg stop;
-    memset(&stop, 0, sizeof stop);
-    stop.event = KR_EVENT_STOPPED;
-    CHECK_OK(kr_publisher_send_status(pub, &stop));
+    send_stopped(pub, "");
     r->code = wait_child(c.pid, 15);
     r->err = read_file(c.err_path);
     kr_publisher_destroy(&pub);
