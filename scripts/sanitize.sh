@@ -38,15 +38,10 @@ configure() { # DIR SANITIZERS [extra cmake args]
         -DKINREG_SANITIZE="$san" "${launcher[@]}" "$@" > /dev/null
 }
 
-# Suppressions and options: kinreg's own code runs with the strict checks;
-# libfreenect's fakenect (a third-party library loaded in place of
-# libfreenect by the modules that replay fakenect dumps: live, tools,
-# lifecycle) passes non-terminated buffers to strchr/strtol-like calls, which
-# strict_string_checks reports, so those modules run without that one check.
-# Everything else is reported and fails the test.
+# Options: kinreg's own code runs with the strict checks (the fakenect and
+# mpi modules relax one each: see the asan pass). Everything reported fails
+# the test.
 asan_strict="detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:abort_on_error=0"
-asan_fakenect="detect_leaks=1:strict_string_checks=0:detect_stack_use_after_return=1:check_initialization_order=1"
-asan_mpi="detect_leaks=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # Idle OpenMP threads spinning on 2 cores would starve the sanitized threads.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
@@ -59,31 +54,21 @@ for pass in "${passes[@]}"; do
         echo "== sanitize: ASan+UBSan build in $dir"
         if configure "$dir" address,undefined -DKINREG_FUZZ=ON && cmake --build "$dir" -j "$jobs" > "$dir/sanitize-build.log" 2>&1; then
             rc=0
-            # Every module once, by label: the fakenect modules without
-            # strict string checks, the mpi one without leak detection (Open
-            # MPI's runtime keeps its own allocations past MPI_Finalize), and
-            # the rest without the cases tagged long: those long accuracy
-            # runs (pipeline's 900 synthetic frames and 400 fr1 frames,
-            # recovery's runs with jumps, recovery_search's 300 frames with
-            # jumps: 51 s) drive the same code as the short ones and took 12
-            # of the pass's minutes under ASan on 2 cores; the plain suite
-            # runs them. The fakenect modules run whole: a replay keeps the
-            # recording's pace whatever the slowdown (frames are dropped by
-            # design under a sanitizer), so their fr1 replay is short here.
-            # `script` modules (layers) check the source tree with a script
-            # and compile planted files: nothing of kinreg's runs under the
-            # sanitizer.
-            # These modules run $jobs at a time: what they time has bounds
-            # of seconds (the replays at sensor rate and the MPI run below
-            # stay one at a time, and a module with a deadline case runs
-            # alone: RUN_SERIAL); on 2 cores the group took 272 s instead of
-            # 466 (752e036).
+            # Every module once, in one `ctest -j`: the strict options and
+            # without the cases tagged long (long accuracy runs: pipeline's
+            # 900 synthetic frames and 400 fr1 frames, recovery's runs with
+            # jumps, recovery_search's 300 frames with jumps) that drive the
+            # same code as the short ones and took 12 of the pass's minutes
+            # under ASan on 2 cores; the plain suite runs them. The fakenect
+            # modules run whole and without strict string checks
+            # (libfreenect's fakenect, third-party, passes non-terminated
+            # buffers to strchr/strtol-like calls), the mpi one without leak
+            # detection: tests/CMakeLists.txt amends the environment of those
+            # modules. `script` modules (layers) check the source tree with a
+            # script and compile planted files: nothing of kinreg's runs under
+            # the sanitizer.
             (cd "$dir" && KINREG_TEST_SKIP=long ASAN_OPTIONS=$asan_strict ctest -j "$jobs" --output-on-failure \
-                --timeout 1800 -LE '^(fakenect|mpi|script)$') || rc=1
-            (cd "$dir" && ASAN_OPTIONS=$asan_fakenect ctest --output-on-failure --timeout 1800 \
-                -L '^fakenect$') || rc=1
-            (cd "$dir" && ASAN_OPTIONS=$asan_mpi ctest --output-on-failure --timeout 1800 \
-                -L '^mpi$') || rc=1
+                --timeout 1800 -LE '^script$') || rc=1
             [ $rc -eq 0 ] || status=1
             echo "== sanitize: ASan+UBSan suite $([ $rc -eq 0 ] && echo passed || echo FAILED)"
         else
@@ -103,7 +88,7 @@ for pass in "${passes[@]}"; do
             # The threads modules, without the cases tagged long (900-frame
             # synthetic, 400-frame fr1: the same threads as the short ones,
             # most of an hour under TSan's 5-15x slowdown on 2 cores) and
-            # without those tagged deadline (pipeline.subscriber_receives_every_pose
+            # without those tagged deadline (pipeline_publish.subscriber_receives_every_pose
             # and the live stall and Ctrl-C tests: they ran without a race
             # report, but their timing assertions failed on the 2-core VM).
             (cd "$dir" && KINREG_TEST_SKIP=long,deadline OMP_NUM_THREADS=1 \

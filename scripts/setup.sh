@@ -78,8 +78,8 @@ else
     status=0
     t0=$(date +%s)
     # $jobs modules at a time: many wait on sockets, replays at sensor rate
-    # and subprocesses; those that time something or pace a replay run alone
-    # (RUN_SERIAL, tests/CMakeLists.txt).
+    # and subprocesses; a module with a case that asserts a deadline runs
+    # alone, and the slowest start first (tests/CMakeLists.txt).
     (cd "$build" && ctest -j "$jobs" --output-on-failure --timeout 900 "$@") || status=$?
     echo "== suite took $(($(date +%s) - t0)) s"
     sanitize=${SANITIZE:-asan tsan fuzz}
