@@ -39,6 +39,9 @@ packages=(build-essential cmake pkg-config libpng-dev libzmq3-dev libfreenect-de
 # The live view's test loads its page in headless Chromium: a browser only
 # where the tests run, not for using kinreg.
 if [ "$mode" = test ]; then packages+=(chromium); fi
+# numpy for the Python package's kinreg.arrays and its test (the package
+# itself needs only pyzmq), python3-venv for the pip install and wheel tests.
+if [ "$mode" = test ]; then packages+=(python3-numpy python3-venv); fi
 # Refinement: MPI ranks (mpirun kinreg refine) and CHOLMOD's sparse Cholesky.
 # OpenBLAS (libopenblas0-openmp) makes CHOLMOD's factorisations faster and
 # kinreg runs it on one thread, but it is not installed here: the TSan build

@@ -1,13 +1,18 @@
 /* The Python package in python/: `pip install ./python` into a fresh virtual
  * environment, `import kinreg`, and the installed `kinreg-sub` decodes a live
- * stream from `kinreg run` pose for pose as the run wrote it. Skips when no
- * python3 can make a virtual environment with pip. */
+ * stream from `kinreg run` pose for pose as the run wrote it; its wheel
+ * builds; kinreg.arrays turns model chunks and poses that the C library
+ * encoded into the numbers they came from. Skips when no python3 can make a
+ * virtual environment with pip (or has no numpy, for kinreg.arrays). */
 #include "kr_test.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "kinreg/pose.h"
 #include "kinreg/trajectory.h"
+#include "kinreg/transport.h"
 
 static char out[1 << 16];
 
@@ -100,6 +105,190 @@ KR_TEST(python, pip_install_then_import_and_decode_a_live_stream)
     kr_trajectory_free(&t);
     CHECK_EQ(poses, 20);
     CHECK_EQ(stopped, 1);
+}
+
+KR_TEST(python, the_wheel_builds_with_its_numpy_module_and_type_marker)
+{
+    const char *venv = make_venv();
+    if (!venv) SKIP("no python3 with venv and pip (Debian: apt install python3-venv)");
+    char cmd[4096];
+    snprintf(
+        cmd, sizeof cmd,
+        "cd '%s' && '%s/bin/pip' wheel --no-deps --no-build-isolation -q -w '%s/dist' ./python "
+        "&& cd '%s/dist' && '%s/bin/python' -m zipfile -l kinreg-*.whl",
+        KINREG_SOURCE_DIR, venv, kr_test_tmpdir(), kr_test_tmpdir(), venv);
+    int rc = sh(cmd);
+    if (rc != 0 && strstr(out, "No module named")) SKIP("pip cannot build here: %s", out);
+    CHECK_MSG(rc == 0, "pip wheel ./python failed: %s", out);
+    CHECK_CONTAINS(out, "kinreg/arrays.py");
+    CHECK_CONTAINS(out, "kinreg/py.typed");
+    CHECK_CONTAINS(out, "kinreg/wire.py");
+}
+
+static double uniform(unsigned *state)
+{
+    *state = *state * 1103515245u + 12345u;
+    return (double)(*state >> 8) / (double)(1u << 24);
+}
+
+static bool write_payload(const char *name, const uint8_t *buf, size_t len)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", kr_test_tmpdir(), name);
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(buf, 1, len, f) == len;
+    if (f) ok = fclose(f) == 0 && ok;
+    return ok;
+}
+
+/* kinreg.arrays against the numbers the C library encoded: a model snapshot
+ * of 3000 points in two chunks (given last chunk first, then a snapshot that
+ * misses a chunk), and poses of known rotation matrices. */
+KR_TEST(python, arrays_give_back_the_model_points_and_pose_matrices_that_were_sent)
+{
+    char cmd[4096];
+    if (sh("python3 -c 'import numpy'") != 0)
+        SKIP("no python3 with numpy (Debian: apt install python3-numpy)");
+
+    enum { N = 3000, FIRST = 2000 };
+    static float p[N][3], n[N][3];
+    unsigned rng = 7;
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int i = 0; i < N; i++) {
+        double v[3], len = 0;
+        for (int k = 0; k < 3; k++) {
+            p[i][k] = (float)(-1.0 + 3.0 * uniform(&rng)) * (k == 2 ? 0.5f : 1.0f);
+            lo[k] = fminf(lo[k], p[i][k]);
+            hi[k] = fmaxf(hi[k], p[i][k]);
+            v[k] = uniform(&rng) - 0.5;
+            len += v[k] * v[k];
+        }
+        for (int k = 0; k < 3; k++)
+            n[i][k] = i % 100 == 0 ? 0.f : (float)(v[k] / sqrt(len)); /* none: sent as +z */
+    }
+    float scale = fmaxf(hi[0] - lo[0], fmaxf(hi[1] - lo[1], hi[2] - lo[2])) / 65535.f;
+    static uint8_t buf[64 + 8 * FIRST];
+    const struct {
+        const char *name;
+        uint64_t snapshot;
+        uint32_t first, count;
+        uint16_t chunk;
+    } chunks[] = {{"m1.bin", 7, FIRST, N - FIRST, 1},
+                  {"m0.bin", 7, 0, FIRST, 0},
+                  {"m9.bin", 9, 0, FIRST, 0},
+                  {"m10.bin", 10, 0, FIRST, 0}};
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+        kr_model_msg m = {.seq = c,
+                          .snapshot = chunks[c].snapshot,
+                          .frame = 42,
+                          .total_points = N,
+                          .first_point = chunks[c].first,
+                          .count = chunks[c].count,
+                          .chunk = chunks[c].chunk,
+                          .chunks = 2,
+                          .scale = scale};
+        memcpy(m.origin, lo, sizeof lo);
+        size_t at = kr_wire_encode_model_header(&m, buf);
+        for (uint32_t i = 0; i < m.count; i++)
+            kr_wire_pack_model_point(p[m.first_point + i], n[m.first_point + i], lo, scale,
+                                     buf + at + 8 * i);
+        REQUIRE(write_payload(chunks[c].name, buf, kr_wire_model_size(m.count)));
+    }
+    kr_pose truth[3];
+    for (int i = 0; i < 3; i++) {
+        double x[6] = {2.5 * (uniform(&rng) - 0.5),
+                       2.5 * (uniform(&rng) - 0.5),
+                       2.5 * (uniform(&rng) - 0.5),
+                       uniform(&rng),
+                       uniform(&rng),
+                       -uniform(&rng)};
+        truth[i] = kr_pose_exp(x);
+        kr_quat q = kr_pose_to_quat(&truth[i]);
+        kr_pose_msg m = {.topic = KR_TOPIC_POSE,
+                         .seq = (uint64_t)i,
+                         .frame_index = 5u * (unsigned)i,
+                         .timestamp = 100.0 + i,
+                         .q = {q.x, q.y, q.z, q.w}};
+        memcpy(m.t, truth[i].t, sizeof m.t);
+        uint8_t pose[KR_WIRE_POSE_SIZE];
+        REQUIRE(kr_wire_encode_pose(&m, pose) == KR_WIRE_POSE_SIZE);
+        char name[32];
+        snprintf(name, sizeof name, "p%d.bin", i);
+        REQUIRE(write_payload(name, pose, sizeof pose));
+    }
+
+    const char *dir = kr_test_tmpdir();
+    snprintf(
+        cmd, sizeof cmd,
+        "cd '%s' && PYTHONPATH='%s/python' python3 -c '\n"
+        "import numpy as np, kinreg, kinreg.arrays as A\n"
+        "def read(topic, name):\n"
+        "    with open(name, \"rb\") as f: return kinreg.decode(topic, f.read())\n"
+        "snaps = A.ModelSnapshots()\n"
+        "done = [snaps.add(read(\"model\", n)) for n in (\"m1.bin\", \"m0.bin\", \"m9.bin\", "
+        "\"m10.bin\")]\n"
+        "print(\"returned\", [d is not None for d in done], \"frame\", snaps.frame, \"dropped\", "
+        "snaps.dropped)\n"
+        "np.savetxt(\"model.txt\", done[1], fmt=\"%%.9g\")\n"
+        "arr = A.pose_arrays([read(\"pose\", \"p%%d.bin\" %% i) for i in range(3)])\n"
+        "np.savetxt(\"T.txt\", arr[\"T\"].reshape(-1, 16), fmt=\"%%.17g\")\n"
+        "one = A.pose_matrix(read(\"pose\", \"p1.bin\"))\n"
+        "print(\"frames\", *arr[\"frame\"], \"shapes\", arr[\"t\"].shape, arr[\"q\"].shape, "
+        "\"same\", bool(np.array_equal(one, arr[\"T\"][1])))\n"
+        "'",
+        dir, KINREG_SOURCE_DIR);
+    int rc = sh(cmd);
+    CHECK_MSG(rc == 0, "%s", out);
+    if (rc != 0) return;
+    CHECK_CONTAINS(out, "returned [False, True, False, False] frame 42 dropped 1");
+    CHECK_CONTAINS(out, "frames 0 5 10 shapes (3, 3) (3, 4) same True");
+
+    char path[700];
+    snprintf(path, sizeof path, "%s/model.txt", dir);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f != NULL);
+    int rows = 0, far = 0, unlike_c = 0, bent = 0;
+    float got[6];
+    while (rows < N && fscanf(f, "%f %f %f %f %f %f", &got[0], &got[1], &got[2], &got[3], &got[4],
+                              &got[5]) == 6) {
+        uint8_t packed[KR_WIRE_MODEL_POINT_SIZE];
+        float cp[3], cn[3];
+        kr_wire_pack_model_point(p[rows], n[rows], lo, scale, packed);
+        kr_wire_unpack_model_point(packed, lo, scale, cp, cn);
+        double dot = 0;
+        for (int k = 0; k < 3; k++) {
+            /* within half a quantum of what was sent; as the C decoder */
+            far += fabs(got[k] - p[rows][k]) > 0.5 * scale + 1e-6;
+            unlike_c += fabs(got[k] - cp[k]) > 1e-6 || fabs(got[3 + k] - cn[k]) > 1e-6;
+            dot += got[3 + k] * (rows % 100 == 0 ? (k == 2) : n[rows][k]);
+        }
+        bent += dot < cos(1.5 * M_PI / 180); /* within 1.5 degrees */
+        rows++;
+    }
+    fclose(f);
+    CHECK_EQ(rows, N);
+    CHECK_EQ(far, 0);
+    CHECK_EQ(unlike_c, 0);
+    CHECK_EQ(bent, 0);
+
+    snprintf(path, sizeof path, "%s/T.txt", dir);
+    f = fopen(path, "r");
+    REQUIRE(f != NULL);
+    for (int i = 0; i < 3; i++) {
+        double T[16];
+        int read = 0;
+        for (int k = 0; k < 16; k++)
+            read += fscanf(f, "%lf", &T[k]);
+        REQUIRE(read == 16);
+        for (int r = 0; r < 3; r++) {
+            for (int c = 0; c < 3; c++)
+                CHECK_NEAR(T[4 * r + c], truth[i].R[3 * r + c], 1e-12);
+            CHECK_NEAR(T[4 * r + 3], truth[i].t[r], 1e-15);
+        }
+        CHECK_NEAR(T[12], 0, 0);
+        CHECK_NEAR(T[15], 1, 0);
+    }
+    fclose(f);
 }
 
 KR_TEST(python, bad_endpoint_is_one_line_not_a_traceback)

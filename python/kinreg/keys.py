@@ -7,6 +7,7 @@ library's do.
 """
 import os
 import stat
+from typing import Dict, Tuple
 
 KEY_LEN = 40
 
@@ -15,7 +16,7 @@ class KeyFileError(ValueError):
     """A key file that is missing, corrupt, or of the wrong kind."""
 
 
-def _z85_ok(value):
+def _z85_ok(value: str) -> bool:
     if len(value) != KEY_LEN:
         return False
     try:
@@ -25,7 +26,7 @@ def _z85_ok(value):
         return False
 
 
-def _read_keys(path):
+def _read_keys(path: str) -> Dict[str, str]:
     try:
         with open(path, "rb") as f:
             data = f.read((1 << 20) + 1)
@@ -36,7 +37,7 @@ def _read_keys(path):
         raise KeyFileError(f"cannot read key file {path}: {e.strerror}") from None
     if b"\0" in data:
         raise KeyFileError(f"key file {path} is binary, not a key file (make one with kinreg keygen NAME)")
-    keys = {}
+    keys: Dict[str, str] = {}
     for n, raw in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
         line = raw.strip()
         for kind in ("public-key", "secret-key"):
@@ -52,7 +53,7 @@ def _read_keys(path):
     return keys
 
 
-def load_public(path):
+def load_public(path: str) -> str:
     """The public key (Z85 str) of NAME.key or NAME.key_secret."""
     keys = _read_keys(path)
     if "public-key" not in keys:
@@ -61,7 +62,7 @@ def load_public(path):
     return keys["public-key"]
 
 
-def load_pair(path):
+def load_pair(path: str) -> Tuple[str, str]:
     """(public, secret) Z85 keys of NAME.key_secret, checked to belong together."""
     try:
         mode = os.stat(path).st_mode

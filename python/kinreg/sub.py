@@ -4,11 +4,12 @@ import json
 import math
 import os
 import sys
+from typing import List, Optional
 
-from .wire import TOPICS, json_safe
+from .wire import MODEL_JSON_FIELDS, TOPICS, json_safe
 
 
-def terminal_text(text):
+def terminal_text(text: str) -> str:
     """Status text from the network, safe for a terminal: control characters
     (C0, DEL, C1) as \\n \\r \\t \\e or \\xNN and backslashes doubled, as
     `kinreg sub` prints them (bytes that were not UTF-8 arrive as U+FFFD)."""
@@ -27,13 +28,14 @@ def terminal_text(text):
     return "".join(out)
 
 
-def main(argv=None, prog=None):
+def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     prog = prog or os.path.basename(sys.argv[0]) or "kinreg-sub"
     ap = argparse.ArgumentParser(prog=prog, description="Print a kinreg pose stream as TUM or JSON lines.")
     ap.add_argument("endpoint", help="e.g. tcp://127.0.0.1:5555")
     ap.add_argument("--format", choices=["tum", "json"], default="tum")
-    ap.add_argument("--topics", help="comma-separated pose,refine,status,final "
-                    "(default: pose,status for tum, all for json)")
+    ap.add_argument("--topics", help="comma-separated pose,refine,status,model,final (model: one "
+                    "line per chunk of a model snapshot, its header fields only) (default: "
+                    "pose,status for tum; for json pose,refine,status,final)")
     ap.add_argument("--count", type=int, default=0, help="exit after N pose/refine/final messages")
     ap.add_argument("--timeout", type=float, default=0, help="exit after SEC seconds without a message")
     ap.add_argument("--final", action="store_true",
@@ -59,7 +61,7 @@ def main(argv=None, prog=None):
         topics = args.topics.split(",")
         bad = [t for t in topics if t not in TOPICS]
         if bad:
-            ap.error(f"unknown topic {bad[0]!r} (expected pose, refine, status, final)")
+            ap.error(f"unknown topic {bad[0]!r} (expected pose, refine, status, model, final)")
     else:
         topics = ["pose", "status"] + (["refine", "final"] if args.format == "json" else [])
 
@@ -86,7 +88,7 @@ def main(argv=None, prog=None):
         return 2
     sub.on_malformed = lambda e: print(f"{prog}: skipped a malformed message: {e}", file=sys.stderr)
 
-    received = {"pose": 0, "refine": 0, "status": 0, "final": 0}
+    received = {"pose": 0, "refine": 0, "status": 0, "model": 0, "final": 0}
     n_gaps = missed = poses = replaced = 0
     held = {}  # --final: the newest pose or final message of each frame
     nonfinite = [0]
@@ -120,7 +122,13 @@ def main(argv=None, prog=None):
                     print(f"gap: {msg['gap']} {topic} message{'s' if msg['gap'] != 1 else ''} "
                           f"missed before seq {msg['seq']}", file=sys.stderr)
                 if args.format == "json":
-                    print(json.dumps({k: json_safe(v) for k, v in msg.items()}, separators=(",", ":")))
+                    fields = (msg if topic != "model"
+                              else {k: msg[k] for k in MODEL_JSON_FIELDS + ("gap",)})
+                    print(json.dumps({k: json_safe(v) for k, v in fields.items()}, separators=(",", ":")))
+                elif topic == "model":
+                    print(f"model: snapshot {msg['snapshot']} of frame {msg['frame']}, chunk "
+                          f"{msg['chunk'] + 1}/{msg['chunks']}, {msg['count']} of "
+                          f"{msg['total_points']} points", file=sys.stderr)
                 elif topic == "status":
                     print(f"status: {msg['event']}, tracking {msg['state']}, frames in {msg['frames_in']} "
                           f"out {msg['frames_out']} dropped {msg['frames_dropped']} LOST {msg['frames_lost']}, "
@@ -134,7 +142,7 @@ def main(argv=None, prog=None):
                 else:
                     print_tum(msg)
                 sys.stdout.flush()
-            if topic != "status":
+            if topic in ("pose", "refine", "final"):
                 poses += 1
                 if args.count and poses >= args.count:
                     break

@@ -1,11 +1,12 @@
 """A ZeroMQ subscriber to a kinreg pose stream (needs pyzmq)."""
+from typing import Callable, Iterator, Optional, Sequence
 try:
     import zmq
 except ImportError as e:  # pragma: no cover - depends on the installation
     raise ImportError("kinreg.Subscriber needs pyzmq: pip install pyzmq "
                       "(Debian: apt install python3-zmq)") from e
 
-from .wire import TOPICS, FormatError, GapCounter, decode
+from .wire import TOPICS, FormatError, GapCounter, Message, decode
 
 
 class EndpointError(ValueError):
@@ -19,10 +20,12 @@ MAX_MESSAGE = 64 + 16384 * 8  # a whole model chunk, the largest record
 
 
 class Subscriber:
-    """Connects a SUB socket to `endpoint` for `topics` (default all four).
+    """Connects a SUB socket to `endpoint` for `topics` (default pose,
+    refine, status and final; add "model" for model snapshot chunks).
 
-    messages(timeout) yields decoded dicts (see kinreg.decode_pose and
-    decode_status) with "gap": messages of that topic missed just before.
+    messages(timeout) yields decoded dicts (see kinreg.decode_pose,
+    decode_status and decode_model) with "gap": messages of that topic
+    missed just before. kinreg.arrays turns them into numpy arrays.
     Malformed messages are counted in .malformed and skipped; messages on a
     topic this decoder does not know are ignored (docs/PROTOCOL.md).
 
@@ -31,11 +34,12 @@ class Subscriber:
     kinreg.keys.load_public and load_pair); all None for a plain stream.
     """
 
-    def __init__(self, endpoint, topics=("pose", "refine", "status", "final"), server_key=None,
-                 public_key=None, secret_key=None):
+    def __init__(self, endpoint: str, topics: Sequence[str] = ("pose", "refine", "status", "final"),
+                 server_key: Optional[str] = None, public_key: Optional[str] = None,
+                 secret_key: Optional[str] = None) -> None:
         bad = [t for t in topics if t not in TOPICS]
         if bad:
-            raise ValueError(f"unknown topic {bad[0]!r} (expected pose, refine, status, final)")
+            raise ValueError(f"unknown topic {bad[0]!r} (expected pose, refine, status, model, final)")
         self.endpoint = endpoint
         self.malformed = 0
         self.last_error = ""
@@ -63,7 +67,7 @@ class Subscriber:
         self._poller = zmq.Poller()
         self._poller.register(self._sock, zmq.POLLIN)
 
-    def receive(self, timeout=None):
+    def receive(self, timeout: Optional[float] = None) -> Optional[Message]:
         """The next well-formed message, or None after `timeout` seconds."""
         while True:
             if not self._poller.poll(None if timeout is None or timeout <= 0 else timeout * 1000):
@@ -84,9 +88,9 @@ class Subscriber:
             msg["gap"] = self._gaps.gap(msg["topic"], msg["seq"])
             return msg
 
-    on_malformed = None  # optional callable(FormatError)
+    on_malformed: Optional[Callable[[FormatError], None]] = None
 
-    def messages(self, timeout=None):
+    def messages(self, timeout: Optional[float] = None) -> Iterator[Message]:
         """Yields messages until `timeout` seconds pass without one."""
         while True:
             msg = self.receive(timeout)
@@ -94,7 +98,7 @@ class Subscriber:
                 return
             yield msg
 
-    def close(self):
+    def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -102,8 +106,8 @@ class Subscriber:
             self._ctx.term()
             self._ctx = None
 
-    def __enter__(self):
+    def __enter__(self) -> "Subscriber":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()

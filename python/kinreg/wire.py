@@ -3,9 +3,12 @@
 Little-endian, no padding ("<"): the layouts of docs/PROTOCOL.md byte for byte.
 Version 2 changed only the status record (its text grew from 64 to 320
 bytes), version 3 too (messages_dropped before the text); all three decode.
+Model chunks (version 2 on) decode to their header and packed points; the
+points as numbers: kinreg.arrays (numpy).
 """
 import math
 import struct
+from typing import Any, Callable, Dict, List
 
 WIRE_VERSION = 3
 WIRE_VERSION_MIN = 1
@@ -21,9 +24,19 @@ POSE_MAGIC = b"KRPS"
 STATUS = {3: struct.Struct("<4sHHQBBHfQQQQQQ320s"), 2: struct.Struct("<4sHHQBBHfQQQQQ320s"),
           1: struct.Struct("<4sHHQBBHfQQQQQ64s")}
 STATUS_MAGIC = b"KRST"
+# model chunk header (64 bytes): magic, version, kind, seq, snapshot, frame,
+# total_points, first_point, count, chunk, chunks, origin x y z, scale; then
+# count points of 8 bytes (3 u16 position quanta, 2 u8 octahedral normal).
+MODEL = struct.Struct("<4sHHQQQIIIHH3ff")
+MODEL_MAGIC = b"KRMD"
+MODEL_POINT_SIZE = 8
+MODEL_CHUNK_POINTS = 16384
 assert POSE.size == 112 and STATUS[3].size == 392 and STATUS[2].size == 384 and STATUS[1].size == 128
+assert MODEL.size == 64
 
-TOPICS = {"pose": 1, "status": 2, "refine": 3, "final": 5}
+# Topic names and their kind codes. `model` is only sent to subscribers that
+# ask for it by name (docs/PROTOCOL.md).
+TOPICS = {"pose": 1, "status": 2, "refine": 3, "model": 4, "final": 5}
 STATES = ["good", "poor", "lost"]
 METHODS = ["newton", "emicp", "softassign", "refine", "predicted", "interpolated"]
 EVENTS = ["started", "progress", "stalled", "stopped", "error", "lost", "recovered"]
@@ -33,11 +46,15 @@ class FormatError(ValueError):
     """A payload that is not a kinreg message of a version this decoder reads."""
 
 
-def _name(table, i):
+Message = Dict[str, Any]
+
+
+def _name(table: List[str], i: int) -> str:
     return table[i] if 0 <= i < len(table) else "unknown"
 
 
-def _check_header(what, payload, layouts, magic):
+def _check_header(what: str, payload: bytes, layouts: Callable[[int], struct.Struct],
+                  magic: bytes) -> tuple:
     if len(payload) not in {layouts(v).size for v in range(WIRE_VERSION_MIN, WIRE_VERSION + 1)}:
         raise FormatError(f"{what} payload has {len(payload)} bytes, expected {layouts(WIRE_VERSION).size}")
     head_magic, version = struct.unpack_from("<4sH", payload)
@@ -53,7 +70,7 @@ def _check_header(what, payload, layouts, magic):
     return layout.unpack(payload)
 
 
-def decode_pose(payload):
+def decode_pose(payload: bytes) -> Message:
     """pose, refine or final payload -> dict (the JSON fields of `kinreg sub`)."""
     f = _check_header("pose", payload, lambda v: POSE, POSE_MAGIC)
     kind = f[2]
@@ -77,7 +94,7 @@ def decode_pose(payload):
     }
 
 
-def decode_status(payload):
+def decode_status(payload: bytes) -> Message:
     """status payload (version 1, 2 or 3) -> dict."""
     f = _check_header("status", payload, lambda v: STATUS[v], STATUS_MAGIC)
     if f[2] != TOPICS["status"]:
@@ -100,17 +117,63 @@ def decode_status(payload):
     }
 
 
-def decode(topic, payload):
-    """Decode a message by its topic frame ("pose", "refine", "final" or "status")."""
+def decode_model(payload: bytes) -> Message:
+    """model chunk payload -> dict: its header fields (those `kinreg sub
+    --format json` prints, and "origin") and "points", the chunk's packed
+    points as bytes (kinreg.arrays.model_points decodes them)."""
+    if len(payload) < MODEL.size:
+        raise FormatError(f"model payload has {len(payload)} bytes, expected at least {MODEL.size}")
+    (magic, version, kind, seq, snapshot, frame, total, first, count, chunk, chunks, ox, oy, oz,
+     scale) = MODEL.unpack_from(payload)
+    if magic != MODEL_MAGIC:
+        raise FormatError(f"model payload has magic {magic!r}, expected {MODEL_MAGIC!r}")
+    if not 2 <= version <= WIRE_VERSION:  # the model topic exists from version 2 on
+        raise FormatError(f"model payload has wire version {version}, this decoder reads 2 to "
+                          f"{WIRE_VERSION}")
+    if kind != TOPICS["model"]:
+        raise FormatError(f"model payload has kind {kind}, expected 4 (model)")
+    if len(payload) != MODEL.size + MODEL_POINT_SIZE * count:
+        raise FormatError(f"model payload has {len(payload)} bytes, expected "
+                          f"{MODEL.size + MODEL_POINT_SIZE * count} for {count} points")
+    if (chunk >= chunks or first + count > total or count > MODEL_CHUNK_POINTS
+            or not (math.isfinite(scale) and scale > 0)):
+        raise FormatError(f"model chunk {chunk} of {chunks} (points {first}..+{count} of {total}, "
+                          f"scale {scale:g}) does not fit its snapshot")
+    return {
+        "topic": "model",
+        "seq": seq,
+        "snapshot": snapshot,
+        "frame": frame,
+        "total_points": total,
+        "first_point": first,
+        "count": count,
+        "chunk": chunk,
+        "chunks": chunks,
+        "origin": [ox, oy, oz],  # m, the snapshot's bounding-box minimum
+        "scale": scale,          # m per position quantum
+        "points": bytes(payload[MODEL.size:]),
+    }
+
+
+# The fields of a model chunk that `kinreg sub --format json` prints (its
+# points are for programs, not lines).
+MODEL_JSON_FIELDS = ("topic", "seq", "snapshot", "frame", "total_points", "first_point", "count",
+                     "chunk", "chunks", "scale")
+
+
+def decode(topic: str, payload: bytes) -> Message:
+    """Decode a message by its topic frame ("pose", "refine", "final", "status" or "model")."""
     if topic not in TOPICS:
         raise FormatError(f"message on unknown topic {topic!r}")
+    if topic == "model":
+        return decode_model(payload)
     msg = decode_status(payload) if topic == "status" else decode_pose(payload)
     if msg["topic"] != topic:
         raise FormatError(f"message on topic {topic!r} carries a {msg['topic']} payload")
     return msg
 
 
-def json_safe(v):
+def json_safe(v: Any) -> Any:
     """JSON has no NaN or infinity: null, as `kinreg sub` prints."""
     if isinstance(v, float) and not math.isfinite(v):
         return None
@@ -122,10 +185,10 @@ def json_safe(v):
 class GapCounter:
     """Per-topic sequence numbers -> messages missed before each message."""
 
-    def __init__(self):
-        self.last = {}
+    def __init__(self) -> None:
+        self.last: Dict[str, int] = {}
 
-    def gap(self, topic, seq):
+    def gap(self, topic: str, seq: int) -> int:
         last = self.last.get(topic)
         self.last[topic] = seq
         # First message of a topic: no gap. A number that does not advance
