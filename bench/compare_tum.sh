@@ -28,7 +28,7 @@ echo "== kinreg run (end to end, PNG decoding included)"
 "$kinreg" run -q -b cpu "tum:$seq" --intrinsics fr1 -t "$out/kinreg.txt" 2>&1 | tee "$out/kinreg_run.log"
 kin_fps=$(grep -o '([0-9.]* frames/s)' "$out/kinreg_run.log" | tr -d '(' | cut -d' ' -f1)
 echo "== kinreg bench (per-stage medians, no file reading)"
-"$kinreg" bench -b cpu "tum:$seq" --intrinsics fr1 --frames 400 --json "$out/kinreg_bench.json" | tee "$out/kinreg_bench.txt"
+"$kinreg" bench -b cpu "tum:$seq" --intrinsics fr1 --frames 400 -o "$out/kinreg_bench.json" | tee "$out/kinreg_bench.txt"
 kin_ms=$("$py" -c 'import json,sys; print("%.1f" % json.load(open(sys.argv[1]))["median_ms"]["frame"])' "$out/kinreg_bench.json")
 kin_ate=$(ate "$out/kinreg.txt")
 

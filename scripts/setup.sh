@@ -74,7 +74,7 @@ cmake --build "$build" -j "$jobs"
 
 # ---- 3. Run -------------------------------------------------------------------
 if [ "$mode" = demo ]; then
-    exec "$build/kinreg" demo --out "$build/demo" "$@"
+    exec "$build/kinreg" demo --output "$build/demo" "$@"
 else
     # ctest's own closing lines stay as they are; one line after them counts
     # test cases, skipped ones included, and names the skipped cases.

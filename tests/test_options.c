@@ -228,6 +228,60 @@ KR_TEST(options, backend_is_b_in_every_command_that_computes)
               by_engine);
 }
 
+/* One letter, one option: in every command's help, a short name stands for
+ * the same long name, and --json is a flag. sub's -t was --topics and -n
+ * --count (run: --trajectory, --frames), demo's -o --out (refine: --output),
+ * bench's --json took a FILE. */
+KR_TEST(options, short_names_mean_one_thing_in_every_command)
+{
+    const char *commands[] = {"run", "demo",     "bench",  "eval",   "record",  "convert",
+                              "sub", "register", "refine", "keygen", "devices", "view"};
+    char letters[128][32];
+    char seen_in[128][16];
+    memset(letters, 0, sizeof letters);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char args[64];
+        snprintf(args, sizeof args, "%s --help", commands[i]);
+        if (kinreg(args) != 0) continue; /* view without libmicrohttpd */
+        for (const char *line = out, *next; *line; line = next) {
+            size_t len = strcspn(line, "\n");
+            next = line + len + (line[len] == '\n');
+            char letter, name[32];
+            if (sscanf(line, "  -%c, --%31[a-z-]", &letter, name) == 2 &&
+                (unsigned char)letter < 128) {
+                if (!letters[(int)letter][0]) {
+                    snprintf(letters[(int)letter], sizeof letters[0], "%s", name);
+                    snprintf(seen_in[(int)letter], sizeof seen_in[0], "%s", commands[i]);
+                }
+                CHECK_MSG(!strcmp(letters[(int)letter], name), "-%c is --%s in %s but --%s in %s",
+                          letter, letters[(int)letter], seen_in[(int)letter], name, commands[i]);
+            }
+            /* An option line (the name within its first columns) of --json. */
+            const char *json = strstr(line, "--json");
+            if (json && json - line <= 8 && (size_t)(json - line) < len) {
+                const char *after = json + strlen("--json");
+                CHECK_MSG(!(after[0] == ' ' && after[1] >= 'A' && after[1] <= 'Z'),
+                          "%s: --json takes a value: %.*s", commands[i], (int)len, line);
+            }
+        }
+    }
+    CHECK(!strcmp(letters['n'], "frames"));
+    CHECK(!strcmp(letters['t'], "trajectory"));
+    CHECK(!strcmp(letters['o'], "output"));
+
+    /* The retired letters still work for a while, and say the new name. */
+    CHECK_EQ(kinreg("sub -t bogus ipc:///nonexistent/kinreg.sock"), 2);
+    CHECK_CONTAINS(out, "kinreg sub: warning: -t is retired here, write --topics");
+    CHECK_CONTAINS(out, "unknown topic 'bogus'");
+    CHECK_EQ(kinreg("sub -n 0 ipc:///nonexistent/kinreg.sock"), 2);
+    CHECK_CONTAINS(out, "write --count");
+    CHECK_CONTAINS(out, "--count needs a positive integer, not '0'");
+    /* `bench --json FILE` as it was: one line that says what to write. */
+    CHECK_EQ(kinreg("bench -b cpu --json report.json"), 2);
+    CHECK_EQ(count_lines(out), 1);
+    CHECK_CONTAINS(out, "-o report.json");
+}
+
 /* bench's help said both "the first 300 frames" and "default: the whole
  * source" for -n, and its table printed seven "(device)" rows of 0.000 on
  * the CPU. */

@@ -173,7 +173,7 @@ KR_TEST(tools, bench_prints_every_stage_as_table_and_json)
 {
     char args[1024], json[512];
     snprintf(json, sizeof json, "%s/bench.json", kr_test_tmpdir());
-    snprintf(args, sizeof args, "bench -b cpu -n 12 --json '%s'", json);
+    snprintf(args, sizeof args, "bench -b cpu -n 12 -o '%s'", json);
     REQUIRE(kinreg(args, out, sizeof out) == 0);
     const char *rows[] = {"preprocess", "track (whole frame)", "one Newton iteration", "fuse into model",
                           "tree build", "frame total", "tracker frames/s"};
@@ -187,6 +187,13 @@ KR_TEST(tools, bench_prints_every_stage_as_table_and_json)
     const char *keys[] = {"\"preprocess\":", "\"track\":", "\"newton_iteration\":", "\"fuse\":",
                           "\"tree_build\":", "\"frame\":", "\"tracker_fps\":"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) CHECK_CONTAINS(out, keys[i]);
+    /* --json: the same object on standard output, the table on stderr. */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' bench -b cpu -n 3 -q --json 2> /dev/null", kr_test_tool());
+    REQUIRE(kr_test_shell(cmd, out, sizeof out) == 0);
+    CHECK(!strncmp(out, "{\"source\": \"synthetic\"", 21));
+    CHECK_CONTAINS(out, "\"frames\": 3");
+    CHECK_MSG(!strstr(out, "median ms"), "%s", out);
 }
 
 /* ---- record and convert ------------------------------------------------------ */
@@ -617,8 +624,8 @@ KR_TEST(tools, failed_file_writes_keep_the_file_there_before)
     CHECK_EQ(n, n0);
     free(xyz);
 
-    /* bench --json: a good report, then one that cannot be written. */
-    snprintf(args, sizeof args, "bench -b cpu -n 6 -q --json '%s'", json);
+    /* bench -o: a good report, then one that cannot be written. */
+    snprintf(args, sizeof args, "bench -b cpu -n 6 -q -o '%s'", json);
     REQUIRE(kinreg(args, out, sizeof out) == 0);
     long json_size = file_size(json);
     REQUIRE(json_size > 100);
@@ -628,13 +635,13 @@ KR_TEST(tools, failed_file_writes_keep_the_file_there_before)
      * below 1 KiB (its file in /dev/shm), and the report is shorter. */
     snprintf(cmd, sizeof cmd, "ulimit -f 1 && exec '%s' %s > /dev/null", kr_test_tool(), args);
     rc = kr_test_shell(cmd, out, sizeof out);
-    CHECK_MSG(rc == 4, "bench --json under ulimit -f 1 exited with %d, not 4:\n%s", rc, out);
+    CHECK_MSG(rc == 4, "bench -o under ulimit -f 1 exited with %d, not 4:\n%s", rc, out);
     snprintf(expect, sizeof expect, "cannot write the JSON report to %s: File too large", json);
     CHECK_CONTAINS(out, expect);
     CHECK_EQ(file_size(json), json_size);
 #endif
     if (access("/dev/full", W_OK) == 0) {
-        CHECK_EQ(kinreg("bench -b cpu -n 6 -q --json /dev/full", out, sizeof out), 4);
+        CHECK_EQ(kinreg("bench -b cpu -n 6 -q -o /dev/full", out, sizeof out), 4);
         CHECK_CONTAINS(out, "cannot write the JSON report to /dev/full: No space left on device");
     }
     /* No temporary is left beside them. */

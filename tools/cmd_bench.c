@@ -241,8 +241,8 @@ done:
 
 typedef struct {
     kr_pipeline_config cfg;
-    const char *json_path;
-    bool run_pipeline, quiet;
+    const char *output_path; /* -o: the JSON report, also */
+    bool json, run_pipeline, quiet;
 } bench_options;
 
 #define BENCH_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                               \
@@ -250,8 +250,12 @@ typedef struct {
                  "Times each stage per frame (median over frames) on SOURCE with the chosen "      \
                  "backend;\n"                                                                      \
                  "the first 300 frames unless -n says otherwise.\n\n"))                            \
-    OPT(JSON, (0, "json", "FILE", KR_TEXT), o->json_path = arg,                                    \
-        KR_HELP("also write the results as JSON (- for stdout)"))                                  \
+    OPT(OUTPUT, ('o', "output", "FILE", KR_TEXT), o->output_path = arg,                            \
+        KR_HELP("also write the results as one JSON object to FILE (whole\n"                       \
+                "or not at all)"))                                                                 \
+    OPT(JSON, KR_OPT_JSON, o->json = true,                                                         \
+        KR_HELP("the results as one JSON object on standard output (the\n"                         \
+                "table goes to stderr instead)"))                                                  \
     OPT(PIPELINE, (0, "pipeline", NULL, KR_FLAG), o->run_pipeline = true,                          \
         KR_HELP("also run the threaded pipeline for end-to-end frames/s"))                         \
     GROUP(kr_pipeline_option_table, cfg, KR_SHOW_ALL)                                              \
@@ -262,7 +266,7 @@ KR_OPTION_TABLE(bench_option_table, BENCH_OPTIONS, bench_options, o, NULL);
 
 /* The pipeline's help without the output options, which bench does not use. */
 static const kr_command bench_command = {"bench", &bench_option_table, KR_HELP_LAYOUT_DEFAULT,
-                                         KR_PIPELINE_HELP_NO_OUTPUTS};
+                                         KR_PIPELINE_HELP_NO_OUTPUTS, NULL};
 
 /* Options run and demo take that bench would silently ignore. */
 static bool refuse_unused(const kr_pipeline_config *cfg, const kr_pipeline_config *def)
@@ -281,9 +285,51 @@ static bool refuse_unused(const kr_pipeline_config *cfg, const kr_pipeline_confi
     return false;
 }
 
+typedef struct {
+    const char *source, *device;
+    int frames, lost;
+    const double *med, *tail;
+    bool pipeline;
+    const kr_pipeline_stats *ps;
+    double per_attempt;
+} bench_results;
+
+static void print_json(FILE *f, const bench_results *r)
+{
+    fprintf(f,
+            "{\"source\": \"%s\", \"device\": \"%s\", \"frames\": %d, \"lost\": %d, "
+            "\"median_ms\": {",
+            r->source, r->device, r->frames, r->lost);
+    for (int i = 0; i < ST_COUNT; i++)
+        fprintf(f, "%s\"%s\": %.4f", i ? ", " : "", stage_keys[i], r->med[i]);
+    fprintf(f, "}, \"p99_ms\": {");
+    for (int i = 0; i < ST_COUNT; i++)
+        fprintf(f, "%s\"%s\": %.4f", i ? ", " : "", stage_keys[i], r->tail[i]);
+    fprintf(f, "}, \"tracker_fps\": %.2f", r->med[ST_FRAME] > 0 ? 1e3 / r->med[ST_FRAME] : 0);
+    if (r->pipeline)
+        fprintf(f,
+                ", \"pipeline_fps\": %.2f, \"recovery_ms_mean\": %.3f, \"losses\": %llu, "
+                "\"losses_ended\": %llu, \"losses_ended_within_3\": %llu, \"recoveries\": %llu, "
+                "\"recovery_failures\": %llu",
+                r->ps->fps, r->per_attempt, (unsigned long long)r->ps->losses,
+                (unsigned long long)r->ps->losses_ended,
+                (unsigned long long)r->ps->losses_ended_fast, (unsigned long long)r->ps->recoveries,
+                (unsigned long long)r->ps->recovery_failures);
+    fprintf(f, "}\n");
+}
+
+/* -o FILE: the report whole or not at all. */
+static bool write_report(const char *path, const bench_results *r)
+{
+    kr_output_file out;
+    if (!kr_output_file_open(&out, "kinreg bench", "the JSON report", path)) return false;
+    print_json(out.f, r);
+    return kr_output_file_commit(&out, "kinreg bench");
+}
+
 int kr_cmd_bench(int argc, char **argv)
 {
-    bench_options o = {.json_path = NULL};
+    bench_options o = {.output_path = NULL};
     kr_pipeline_config_default(&o.cfg);
     o.cfg.source.max_frames = 300;
     int rc = kr_command_parse(&bench_command, argc, argv, &o);
@@ -292,14 +338,20 @@ int kr_cmd_bench(int argc, char **argv)
     kr_pipeline_config def;
     kr_pipeline_config_default(&def);
     if (!refuse_unused(&cfg, &def)) return KR_EXIT_USAGE;
-    if (optind + 1 < argc) {
-        fprintf(stderr, "kinreg bench: unexpected argument '%s'\n", argv[optind + 1]);
+    /* `--json FILE` wrote FILE until --json became the flag it is in every
+     * command: FILE now arrives as an operand. */
+    bool json_file =
+        o.json && optind < argc &&
+        (optind + 1 < argc || !strcmp(argv[optind], "-") || strstr(argv[optind], ".json") != NULL);
+    if (json_file)
+        return kr_command_usage_error(&bench_command,
+                                      "--json takes no file: it prints JSON on standard output, "
+                                      "as in every command; write the report to a file with -o %s",
+                                      argv[argc - 1]);
+    if (optind + 1 < argc)
+        return kr_command_usage_error(&bench_command, "unexpected argument '%s'", argv[optind + 1]);
+    if (o.output_path && !kr_output_writable("kinreg bench", "--output", o.output_path))
         return KR_EXIT_USAGE;
-    }
-    if (o.json_path && strcmp(o.json_path, "-") != 0 &&
-        !kr_output_writable("kinreg bench", "--json", o.json_path))
-        return KR_EXIT_USAGE;
-    const char *json_path = o.json_path;
     bool run_pipeline = o.run_pipeline;
     if (optind < argc) cfg.source.uri = argv[optind++];
 
@@ -337,64 +389,36 @@ int kr_cmd_bench(int argc, char **argv)
     }
 
     const char *src_name = cfg.source.uri ? cfg.source.uri : "synthetic";
-    printf("kinreg bench: source %s, %d frames (LOST %d), backend %s\n", src_name, frames, lost,
-           device_name);
-    printf("%-24s %10s %10s %8s\n", "stage", "median ms", "p99 ms", "samples");
-    /* A stage with no samples did not run here (the device's on the CPU). */
-    for (int i = 0; i < ST_COUNT; i++)
-        if (st[i].n) printf("%-24s %10.3f %10.3f %8zu\n", stage_names[i], med[i], tail[i], st[i].n);
-    printf("%-24s %10.1f\n", "tracker frames/s", med[ST_FRAME] > 0 ? 1e3 / med[ST_FRAME] : 0);
     /* Recovery runs in the pipeline only (the stage loop above has none). */
     uint64_t attempts = ps.recoveries + ps.recovery_failures;
     double per_attempt = attempts ? ps.recovery_ms_total / (double)attempts : 0;
+    FILE *table = o.json ? stderr : stdout;
+    fprintf(table, "kinreg bench: source %s, %d frames (LOST %d), backend %s\n", src_name, frames,
+            lost, device_name);
+    fprintf(table, "%-24s %10s %10s %8s\n", "stage", "median ms", "p99 ms", "samples");
+    /* A stage with no samples did not run here (the device's on the CPU). */
+    for (int i = 0; i < ST_COUNT; i++)
+        if (st[i].n)
+            fprintf(table, "%-24s %10.3f %10.3f %8zu\n", stage_names[i], med[i], tail[i], st[i].n);
+    fprintf(table, "%-24s %10.1f\n", "tracker frames/s",
+            med[ST_FRAME] > 0 ? 1e3 / med[ST_FRAME] : 0);
     if (run_pipeline) {
-        printf("%-24s %10.1f\n", "pipeline frames/s", pipeline_fps);
-        printf("%-24s %10.3f %8llu\n", "recovery (per attempt)", per_attempt,
-               (unsigned long long)attempts);
-        printf("pipeline: loss events %llu, ended %llu (%llu within 3 frames); recovery searches "
-               "%llu found the pose, %llu failed\n",
-               (unsigned long long)ps.losses, (unsigned long long)ps.losses_ended,
-               (unsigned long long)ps.losses_ended_fast, (unsigned long long)ps.recoveries,
-               (unsigned long long)ps.recovery_failures);
+        fprintf(table, "%-24s %10.1f\n", "pipeline frames/s", pipeline_fps);
+        fprintf(table, "%-24s %10.3f %8llu\n", "recovery (per attempt)", per_attempt,
+                (unsigned long long)attempts);
+        fprintf(table,
+                "pipeline: loss events %llu, ended %llu (%llu within 3 frames); recovery "
+                "searches %llu found the pose, %llu failed\n",
+                (unsigned long long)ps.losses, (unsigned long long)ps.losses_ended,
+                (unsigned long long)ps.losses_ended_fast, (unsigned long long)ps.recoveries,
+                (unsigned long long)ps.recovery_failures);
     }
-
-    if (json_path) {
-        /* A file is written whole or not at all; "-" is stdout, checked at exit. */
-        kr_output_file out;
-        bool to_file = strcmp(json_path, "-") != 0;
-        if (to_file && !kr_output_file_open(&out, "kinreg bench", "the JSON report", json_path)) {
-            for (int i = 0; i < ST_COUNT; i++)
-                free(st[i].v);
-            return KR_EXIT_OUTPUT;
-        }
-        FILE *f = to_file ? out.f : stdout;
-        fprintf(f,
-                "{\"source\": \"%s\", \"device\": \"%s\", \"frames\": %d, \"lost\": %d, "
-                "\"median_ms\": {",
-                src_name, device_name, frames, lost);
-        for (int i = 0; i < ST_COUNT; i++)
-            fprintf(f, "%s\"%s\": %.4f", i ? ", " : "", stage_keys[i], med[i]);
-        fprintf(f, "}, \"p99_ms\": {");
-        for (int i = 0; i < ST_COUNT; i++)
-            fprintf(f, "%s\"%s\": %.4f", i ? ", " : "", stage_keys[i], tail[i]);
-        fprintf(f, "}, \"tracker_fps\": %.2f", med[ST_FRAME] > 0 ? 1e3 / med[ST_FRAME] : 0);
-        if (run_pipeline)
-            fprintf(
-                f,
-                ", \"pipeline_fps\": %.2f, \"recovery_ms_mean\": %.3f, \"losses\": %llu, "
-                "\"losses_ended\": %llu, \"losses_ended_within_3\": %llu, \"recoveries\": %llu, "
-                "\"recovery_failures\": %llu",
-                pipeline_fps, per_attempt, (unsigned long long)ps.losses,
-                (unsigned long long)ps.losses_ended, (unsigned long long)ps.losses_ended_fast,
-                (unsigned long long)ps.recoveries, (unsigned long long)ps.recovery_failures);
-        fprintf(f, "}\n");
-        if (to_file && !kr_output_file_commit(&out, "kinreg bench")) {
-            for (int i = 0; i < ST_COUNT; i++)
-                free(st[i].v);
-            return KR_EXIT_OUTPUT;
-        }
-    }
+    bench_results r = {src_name, device_name,  frames, lost,       med,
+                       tail,     run_pipeline, &ps,    per_attempt};
+    if (o.json) print_json(stdout, &r); /* checked at exit, as every command's stdout */
+    int code = KR_EXIT_OK;
+    if (o.output_path && !write_report(o.output_path, &r)) code = KR_EXIT_OUTPUT;
     for (int i = 0; i < ST_COUNT; i++)
         free(st[i].v);
-    return KR_EXIT_OK;
+    return code;
 }

@@ -30,7 +30,7 @@ typedef struct {
 KR_OPTION_TABLE(convert_option_table, CONVERT_COMMAND, convert_args, a, NULL);
 
 static const kr_command convert_command = {"convert", &convert_option_table, KR_HELP_LAYOUT_DEFAULT,
-                                           0};
+                                           0, NULL};
 
 /* The input's kind, from its description ("tum:DIR (N frames)"), which names
  * what the URI dispatch chose even for a bare directory. */

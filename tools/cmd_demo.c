@@ -35,8 +35,9 @@ typedef struct {
         "then prints the ATE against the ground truth (of the final trajectory too, when\n"        \
         "frames were lost) and the frames per second.\n"                                           \
         "Poses are published on ipc://DIR/poses.ipc unless -p names an endpoint.\n\n"))            \
-    OPT(OUT, ('o', "out", "DIR", KR_TEXT), o->out_dir = arg,                                       \
+    OPT(OUT, ('o', "output", "DIR", KR_TEXT), o->out_dir = arg,                                    \
         KR_HELP("output directory (default kinreg-demo)"))                                         \
+    ALIAS(OUT, "out")                                                                              \
     GROUP(kr_pipeline_option_table, cfg, KR_SHOW_ALL)                                              \
     GROUP(kr_status_option_table, status, KR_SHOW_ALL)                                             \
     OPT(JSON, KR_OPT_JSON, o->json = true,                                                         \
@@ -45,7 +46,8 @@ typedef struct {
     OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_HELP("this text"))
 KR_OPTION_TABLE(demo_option_table, DEMO_OPTIONS, demo_options, o, NULL);
 
-static const kr_command demo_command = {"demo", &demo_option_table, KR_HELP_LAYOUT_DEFAULT, 0};
+static const kr_command demo_command = {"demo", &demo_option_table, KR_HELP_LAYOUT_DEFAULT, 0,
+                                        NULL};
 
 int kr_cmd_demo(int argc, char **argv)
 {

@@ -20,7 +20,7 @@
 KR_OPTION_TABLE(devices_option_table, DEVICES_OPTIONS, void, none, NULL);
 
 static const kr_command devices_command = {"devices", &devices_option_table, KR_HELP_LAYOUT_DEFAULT,
-                                           0};
+                                           0, NULL};
 
 int kr_cmd_devices(int argc, char **argv)
 {

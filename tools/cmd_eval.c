@@ -75,7 +75,7 @@ typedef struct {
 KR_OPTION_TABLE(eval_option_table, EVAL_OPTIONS, eval_options, o, NULL);
 
 /* Descriptions in column 20, "  --long" not lined up under "  -h, --help". */
-static const kr_command eval_command = {"eval", &eval_option_table, {20, 2, 2}, 0};
+static const kr_command eval_command = {"eval", &eval_option_table, {20, 2, 2}, 0, NULL};
 
 int kr_cmd_eval(int argc, char **argv)
 {

@@ -26,8 +26,8 @@
     OPT(HELP, KR_OPT_HELP, KR_SHOW_HELP, KR_NO_HELP)
 KR_OPTION_TABLE(keygen_option_table, KEYGEN_OPTIONS, void, none, NULL);
 
-static const kr_command keygen_command = {"keygen", &keygen_option_table, KR_HELP_LAYOUT_DEFAULT,
-                                          0};
+static const kr_command keygen_command = {"keygen", &keygen_option_table, KR_HELP_LAYOUT_DEFAULT, 0,
+                                          NULL};
 
 int kr_cmd_keygen(int argc, char **argv)
 {

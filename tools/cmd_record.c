@@ -29,8 +29,8 @@ typedef struct {
                  "         kinreg run fakenect:desk_dump\n"))
 KR_OPTION_TABLE(record_option_table, RECORD_COMMAND, record_args, a, NULL);
 
-static const kr_command record_command = {"record", &record_option_table, KR_HELP_LAYOUT_DEFAULT,
-                                          0};
+static const kr_command record_command = {"record", &record_option_table, KR_HELP_LAYOUT_DEFAULT, 0,
+                                          NULL};
 
 int kr_cmd_record(int argc, char **argv)
 {

@@ -447,7 +447,7 @@ static bool synthetic_option(refine_options *o, const char *who, const char *nam
 KR_OPTION_TABLE(refine_option_table, REFINE_OPTIONS, refine_options, o, NULL);
 
 /* Descriptions in column 24, one space after a longer option. */
-static const kr_command refine_command = {"refine", &refine_option_table, {24, 2, 1}, 0};
+static const kr_command refine_command = {"refine", &refine_option_table, {24, 2, 1}, 0, NULL};
 
 int kr_cmd_refine(int argc, char **argv)
 {

@@ -269,7 +269,8 @@ typedef struct {
 KR_OPTION_TABLE(register_option_table, REGISTER_OPTIONS, register_options, o, NULL);
 
 /* Descriptions in column 20. */
-static const kr_command register_command = {"register", &register_option_table, {20, 2, 2}, 0};
+static const kr_command register_command = {
+    "register", &register_option_table, {20, 2, 2}, 0, NULL};
 
 int kr_cmd_register(int argc, char **argv)
 {

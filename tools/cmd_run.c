@@ -90,7 +90,7 @@ typedef struct {
                  "whole lines only).\n"))
 KR_OPTION_TABLE(run_option_table, RUN_OPTIONS, run_options, o, NULL);
 
-static const kr_command run_command = {"run", &run_option_table, KR_HELP_LAYOUT_DEFAULT, 0};
+static const kr_command run_command = {"run", &run_option_table, KR_HELP_LAYOUT_DEFAULT, 0, NULL};
 
 /* Where the view subscribes: the --publish endpoint as seen from this
  * machine, or a private ipc:// socket the pipeline then publishes on.

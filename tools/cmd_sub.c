@@ -46,10 +46,16 @@ typedef struct {
     bool out_failed;    /* a write to stdout failed: the program stopped there */
 } sub_totals;
 
+/* --topics LIST into a mask; one line on stderr when it is not a list of
+ * topics. */
 static int parse_topics(const char *list, unsigned *mask)
 {
     char buf[128];
-    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf) return -1;
+    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf) {
+        fprintf(stderr, "kinreg sub: --topics is too long (%zu bytes): name each topic once\n",
+                strlen(list));
+        return -1;
+    }
     *mask = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
@@ -63,6 +69,7 @@ static int parse_topics(const char *list, unsigned *mask)
         }
         *mask |= 1u << t;
     }
+    if (!*mask) fprintf(stderr, "kinreg sub: --topics '%s' names no topic\n", list);
     return *mask ? 0 : -1;
 }
 
@@ -102,13 +109,13 @@ typedef struct {
         KR_HELP("tum (default): \"timestamp tx ty tz qx qy qz qw\" per pose,\n"                    \
                 "refine or final message on stdout, status messages on\n"                          \
                 "stderr; json: one JSON object per message with every field"))                     \
-    OPT(TOPICS, ('t', "topics", "LIST", KR_TEXT), a->topics = arg,                                 \
+    OPT(TOPICS, (0, "topics", "LIST", KR_TEXT), a->topics = arg,                                   \
         KR_HELP("comma-separated pose,refine,status,model,final (model: one\n"                     \
                 "line per chunk of a model snapshot, its header fields only;\n"                    \
                 "final: the poses the run's final trajectory changed, sent\n"                      \
                 "at its end) (default: pose,status for tum; for json\n"                            \
                 "pose,refine,status,final)"))                                                      \
-    OPT(COUNT, ('n', "count", "N", KR_REFUSAL("%s: %s needs a positive integer, not '%s'")),       \
+    OPT(COUNT, (0, "count", "N", KR_REFUSAL("%s: %s needs a positive integer, not '%s'")),         \
         KR_REFUSE_UNLESS(count_option(arg, &a->o.count)),                                          \
         KR_HELP("exit after N pose/refine/final messages"))                                        \
     OPT(FINAL, (0, "final", NULL, KR_FLAG), a->final = true,                                       \
@@ -137,7 +144,12 @@ typedef struct {
                  "Wire format and JSON fields: docs/PROTOCOL.md.\n"))
 KR_OPTION_TABLE(sub_option_table, SUB_OPTIONS, sub_args, a, NULL);
 
-static const kr_command sub_command = {"sub", &sub_option_table, {25, 6, 2}, 0};
+/* sub's -t and -n were its topics and count; every other command has -t
+ * for --trajectory and -n for --frames. */
+static const kr_retired_letter sub_retired[] = {{'t', "topics", "-t is --trajectory in run"},
+                                                {'n', "count", "-n is --frames in run"},
+                                                {0, NULL, NULL}};
+static const kr_command sub_command = {"sub", &sub_option_table, {25, 6, 2}, 0, sub_retired};
 
 /* Returns -1 to exit with `*code`, 0 to run. */
 static int parse_options(int argc, char **argv, sub_options *o, int *code)
@@ -174,10 +186,7 @@ static int parse_options(int argc, char **argv, sub_options *o, int *code)
         o->final = &held;
         o->topics = (1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_FINAL) | (1u << KR_TOPIC_STATUS);
     } else if (topics) {
-        if (parse_topics(topics, &o->topics) != 0) {
-            fprintf(stderr, "kinreg sub: bad --topics '%s'\n", topics);
-            return -1;
-        }
+        if (parse_topics(topics, &o->topics) != 0) return -1;
     } else {
         o->topics = (1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS);
         if (o->json) o->topics |= (1u << KR_TOPIC_REFINE) | (1u << KR_TOPIC_FINAL);

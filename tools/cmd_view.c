@@ -40,7 +40,8 @@ static void on_signal(int sig)
                  "--help).\n"))
 KR_OPTION_TABLE(view_option_table, VIEW_OPTIONS, kr_view_config, cfg, NULL);
 
-static const kr_command view_command = {"view", &view_option_table, KR_HELP_LAYOUT_DEFAULT, 0};
+static const kr_command view_command = {"view", &view_option_table, KR_HELP_LAYOUT_DEFAULT, 0,
+                                        NULL};
 
 int kr_cmd_view(int argc, char **argv)
 {

@@ -12,15 +12,18 @@
  *   --threads     run, demo, bench: 0 = all cores; register: 1..4096
  *   --depth-scale run, demo, bench: "raw units per metre" (TUM: 5000); register: no hint
  *   --intrinsics  refine: a preset NAME only
- *   --json        bench: --json FILE; eval, register, refine: a flag
  *   --iterations  run, demo, bench: counts per level; refine: LM iterations
  *   --synthetic   register: points; refine: views or room:N[:WxH]
  *   --format, -f  sub: tum|json of the output; record, convert: fakenect|tum
- *   -n            --frames in run, demo, bench, record, convert; --count in sub
- *   -t            --trajectory FILE in run; --topics in sub; refine has
- *                 --trajectory FILE (its input) without -t
+ *   -n, -t        --frames and --trajectory FILE where they exist; sub's -n
+ *                 (--count) and -t (--topics) are retired letters
+ *                 (kr_retired_letter): they still work, with a warning;
+ *                 refine has --trajectory FILE (its input) without -t
+ *   -o            --output: the command's output, a FILE (refine, bench's
+ *                 JSON report) or a DIR (demo)
  *   --curve-secret  run, demo: the publisher's key pair (read at once);
- *                 sub: the subscriber's (a path) */
+ *                 sub: the subscriber's (a path)
+ */
 #ifndef KINREG_TOOLS_CLI_COMMON_OPTIONS_H
 #define KINREG_TOOLS_CLI_COMMON_OPTIONS_H
 

@@ -26,6 +26,9 @@ typedef struct {
     size_t n_long;
     char shortopts[2 * MAX_OPTIONS + 2];
     size_t n_short;
+    const kr_retired_letter *retired[8]; /* each with the entry it stands for */
+    const entry *retired_entry[8];
+    size_t n_retired;
 } option_set;
 
 /* Whether `name` or the letter `short_name` is taken already. */
@@ -79,12 +82,31 @@ static const char *collect(option_set *s, const kr_option_table *t, char *target
     return NULL;
 }
 
+/* A retired letter: getopt returns the letter itself, a value no option
+ * has (its letter is no option's). */
+static const char *retire(option_set *s, const kr_retired_letter *r)
+{
+    if (s->n_retired == sizeof s->retired / sizeof s->retired[0]) return "too many retired letters";
+    if (taken(s, "", r->letter)) return "a retired letter that an option has";
+    size_t k = 0;
+    while (k < s->n_options && strcmp(s->options[k].row->name, r->name) != 0)
+        k++;
+    if (k == s->n_options) return "a retired letter of no option";
+    s->retired[s->n_retired] = r;
+    s->retired_entry[s->n_retired++] = &s->options[k];
+    s->shortopts[s->n_short++] = r->letter;
+    if (s->options[k].row->value != KR_VALUE_NONE) s->shortopts[s->n_short++] = ':';
+    return NULL;
+}
+
 static bool build(option_set *s, const kr_command *c, void *target)
 {
     memset(s, 0, sizeof *s);
     s->shortopts[s->n_short++] = ':'; /* ':' for a missing value */
     const char *wrong = collect(s, c->options, target, 0);
     if (!wrong) wrong = collect(s, c->options, target, 1);
+    for (const kr_retired_letter *r = c->retired; !wrong && r && r->letter; r++)
+        wrong = retire(s, r);
     if (wrong) {
         fprintf(stderr, "kinreg %s: the option table has %s (tools/cli/options.h)\n", c->name,
                 wrong);
@@ -97,6 +119,19 @@ static const entry *find(const option_set *s, int val)
 {
     for (size_t i = 0; i < s->n_options; i++)
         if (s->options[i].val == val) return &s->options[i];
+    return NULL;
+}
+
+/* The entry a retired letter stands for, after its warning; NULL if `val`
+ * is no retired letter. */
+static const entry *find_retired(const option_set *s, const kr_command *c, int val)
+{
+    for (size_t i = 0; i < s->n_retired; i++) {
+        if (s->retired[i]->letter != val) continue;
+        fprintf(stderr, "kinreg %s: warning: -%c is retired here, write --%s (%s)\n", c->name,
+                s->retired[i]->letter, s->retired[i]->name, s->retired[i]->why);
+        return s->retired_entry[i];
+    }
     return NULL;
 }
 
@@ -144,6 +179,7 @@ int kr_command_parse(const kr_command *c, int argc, char **argv, void *target)
     int opt;
     while ((opt = getopt_long(argc, argv, s.shortopts, s.longopts, NULL)) != -1) {
         const entry *e = opt == '?' || opt == ':' ? NULL : find(&s, opt);
+        if (!e && opt != '?' && opt != ':') e = find_retired(&s, c, opt);
         if (!e) return kr_option_error(c->name, argc, argv, opt);
         int rc = take(c, e, optarg);
         if (rc >= 0) return rc;

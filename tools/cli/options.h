@@ -134,12 +134,23 @@ struct kr_option_table {
     void (*help)(FILE *out, const kr_help_layout *layout, unsigned variant);
 };
 
+/* A short letter a command gave up so that it means one thing in every
+ * command (`sub -t` was its topics; -t is --trajectory elsewhere): it still
+ * works as the option `name`, with a warning that names the new spelling.
+ * Kept for one release, then dropped. */
+typedef struct {
+    char letter;      /* 't' */
+    const char *name; /* "topics": the option it still stands for */
+    const char *why;  /* "-t is --trajectory in run and refine" */
+} kr_retired_letter;
+
 /* A command: its name, its table and how its help and errors look. */
 typedef struct {
     const char *name; /* "run" */
     const kr_option_table *options;
     kr_help_layout layout;
-    unsigned variant; /* help variant; 0 = KR_HELP_DEFAULT */
+    unsigned variant;                 /* help variant; 0 = KR_HELP_DEFAULT */
+    const kr_retired_letter *retired; /* NULL, or ends with {0} */
 } kr_command;
 
 /* Parses argv[1..] (argv[0] is the command's name) into `target`, the
