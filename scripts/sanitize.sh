@@ -57,10 +57,9 @@ for pass in "${passes[@]}"; do
             # Every module once, in one `ctest -j`: the strict options and
             # without the cases tagged long (long accuracy runs: pipeline's
             # 900 synthetic frames and 400 fr1 frames, recovery's runs with
-            # jumps, recovery_search's 300 frames with jumps, and the cases
-            # that take a minute or more under ASan) that drive the same code
-            # as shorter ones and took 12 of the pass's minutes under ASan on
-            # 2 cores; the plain suite runs them. The fakenect
+            # jumps, recovery_search's 300 frames with jumps) that drive the
+            # same code as the short ones and took 12 of the pass's minutes
+            # under ASan on 2 cores; the plain suite runs them. The fakenect
             # modules run whole and without strict string checks
             # (libfreenect's fakenect, third-party, passes non-terminated
             # buffers to strchr/strtol-like calls), the mpi one without leak
@@ -92,10 +91,9 @@ for pass in "${passes[@]}"; do
             # without those tagged deadline (pipeline_publish.subscriber_receives_every_pose
             # and the live stall and Ctrl-C tests: they ran without a race
             # report, but their timing assertions failed on the 2-core VM).
-            # $jobs at a time, as the other passes.
             (cd "$dir" && KINREG_TEST_SKIP=long,deadline OMP_NUM_THREADS=1 \
                 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$here/tests/tsan.supp" \
-                ctest -j "$jobs" --output-on-failure -L '^threads$') || rc=1
+                ctest --output-on-failure -L '^threads$') || rc=1
             [ $rc -eq 0 ] || status=1
             echo "== sanitize: TSan modules $([ $rc -eq 0 ] && echo passed || echo FAILED)"
         else

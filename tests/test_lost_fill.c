@@ -338,10 +338,7 @@ static bool msg_is_pose(const kr_pose_msg *m, const kr_pose *p)
  * from its published one, and none for the others; each carries the final
  * pose, newton for a frame tracked backwards and interpolated for a covered
  * one, as many of each as the run summary counts. */
-/* long: 100-140 s under ASan on 2 cores, so the sanitizer passes leave it
- * out; the fill runs there in this module's other cases, `final` messages
- * through a real socket in transport's and `run --fill on` in tools'. */
-KR_TEST_TAGGED(lost_fill, final_messages_reach_subscribers, "long")
+KR_TEST(lost_fill, final_messages_reach_subscribers)
 {
     char endpoint[512];
     snprintf(endpoint, sizeof endpoint, "ipc://%s/final.sock", kr_test_tmpdir());

@@ -310,10 +310,7 @@ static int refined_run_config(kr_pipeline_config *cfg)
     return frames;
 }
 
-/* long: the sanitizer passes leave it out (54 s under ASan even at 60
- * frames); refine messages go through a real socket there in
- * sub_prints_refine_messages, the refiner's windows in the other cases. */
-KR_TEST_TAGGED(refiner, pipeline_publishes_refined_keyframes, "long")
+KR_TEST(refiner, pipeline_publishes_refined_keyframes)
 {
     char endpoint[512], traj[512], refined[512];
     snprintf(endpoint, sizeof endpoint, "ipc://%s/refine.sock", kr_test_tmpdir());
