@@ -70,6 +70,8 @@ for pass in "${passes[@]}"; do
             (cd "$dir" && KINREG_TEST_SKIP=long ASAN_OPTIONS=$asan_strict ctest -j "$jobs" --output-on-failure \
                 --timeout 1800 -LE '^script$') || rc=1
             [ $rc -eq 0 ] || status=1
+            # Where this pass's minutes and cores went (its cases' times).
+            scripts/test_summary.sh "$dir" | grep -E '^(slowest|most CPU):' | sed 's/^/asan /'
             echo "== sanitize: ASan+UBSan suite $([ $rc -eq 0 ] && echo passed || echo FAILED)"
         else
             tail -30 "$dir/sanitize-build.log"

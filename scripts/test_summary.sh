@@ -11,9 +11,10 @@
 #   skipped: tum.replay_fr1_xyz: no TUM data (KINREG_DATA or ../shared/data)
 #   kinreg test cases in 27 modules:
 #   cases: 412 passed, 0 failed, 9 skipped
-# Before the count, the ten slowest cases (each result line carries its wall
-# time: "[  OK  ] module.test (12.3 s)"), so that a CI log says where the
-# suite's minutes went. The count comes last and alone on its line, in the
+# Before the count, the ten slowest cases and the ten that used the most CPU
+# (each result line carries its wall and CPU time: "[  OK  ] module.test
+# (12.3 s, CPU 20.1 s)"), so that a CI log says where the suite's minutes
+# went and which of them kept the cores busy. The count comes last and alone on its line, in the
 # plain 'N passed, N failed' form that CI reads as the closing line.
 # Exit status 0 (the caller keeps ctest's own).
 set -uo pipefail
@@ -24,10 +25,10 @@ awk '
         p += $2; f += $4; s += $6; m++
     }
     /^\[ SKIP \] / { sub(/^\[ SKIP \] /, ""); skips[++n] = $0 }
-    /^\[ +(OK|FAIL) +\] .* \([0-9.]+ s\)$/ {
-        t = $(NF - 1)
+    /^\[ +(OK|FAIL) +\] .* \([0-9.]+ s, CPU [0-9.]+ s\)$/ {
+        t = $(NF - 4)
         sub(/^\(/, "", t)
-        times[++c] = t + 0; names[c] = $(NF - 2)
+        times[++c] = t + 0; cpus[c] = $(NF - 1) + 0; names[c] = $(NF - 5)
     }
     END {
         for (i = 1; i <= n && i <= 20; i++) print "skipped: " skips[i]
@@ -37,6 +38,12 @@ awk '
             for (i = 1; i <= c; i++) if (!(i in shown) && (best == 0 || times[i] > times[best])) best = i
             shown[best] = 1
             printf "slowest: %7.1f s  %s\n", times[best], names[best]
+        }
+        for (k = 1; k <= 10 && k <= c; k++) {
+            best = 0
+            for (i = 1; i <= c; i++) if (!(i in busy) && (best == 0 || cpus[i] > cpus[best])) best = i
+            busy[best] = 1
+            printf "most CPU: %6.1f s  %s\n", cpus[best], names[best]
         }
         printf "kinreg test cases in %d modules:\n", m
         printf "cases: %d passed, %d failed, %d skipped\n", p, f, s

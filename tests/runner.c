@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -221,13 +222,30 @@ static void remove_tmpdir(void)
     }
 }
 
-/* Each case's wall time goes on its result line: the CI log then says which
- * cases the suite's minutes go to. */
+/* Each case's wall time and CPU time go on its result line: the CI log then
+ * says which cases the suite's minutes go to, and which of them use the
+ * cores (on 2 cores, two modules at a time, the CPU bounds the run; a case
+ * that waits on a paced replay or a socket does not). */
 static double wall_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* This process's CPU time and that of the children it has waited for (the
+ * kinreg program and shells a case runs), user and system. */
+static double cpu_seconds(void)
+{
+    struct rusage self, children;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &children);
+    const struct timeval *t[] = {&self.ru_utime, &self.ru_stime, &children.ru_utime,
+                                 &children.ru_stime};
+    double sum = 0;
+    for (int i = 0; i < 4; i++)
+        sum += (double)t[i]->tv_sec + 1e-6 * (double)t[i]->tv_usec;
+    return sum;
 }
 
 int main(int argc, char **argv)
@@ -260,19 +278,21 @@ int main(int argc, char **argv)
         kr_error_clear();
         printf("[ RUN  ] %s.%s\n", tests[i].module, tests[i].name);
         fflush(stdout);
-        double t0 = wall_seconds();
+        double t0 = wall_seconds(), c0 = cpu_seconds();
         tests[i].fn();
-        double took = wall_seconds() - t0;
+        double took = wall_seconds() - t0, cpu = cpu_seconds() - c0;
         ran++;
         if (current_failed) {
             failed++;
-            printf("[ FAIL ] %s.%s (%.1f s)\n", tests[i].module, tests[i].name, took);
+            printf("[ FAIL ] %s.%s (%.1f s, CPU %.1f s)\n", tests[i].module, tests[i].name, took,
+                   cpu);
         } else if (current_skipped) {
             skipped++;
             printf("[ SKIP ] %s.%s: %s\n", tests[i].module, tests[i].name, skip_reason);
         } else {
             passed++;
-            printf("[  OK  ] %s.%s (%.1f s)\n", tests[i].module, tests[i].name, took);
+            printf("[  OK  ] %s.%s (%.1f s, CPU %.1f s)\n", tests[i].module, tests[i].name, took,
+                   cpu);
         }
         fflush(stdout);
     }

@@ -62,7 +62,8 @@ KR_TEST(harness, skipped_cases_show_in_the_test_summary)
     REQUIRE(f != NULL);
     fputs(
         "[ RUN  ] tum.replay\n[ SKIP ] tum.replay: no TUM data (KINREG_DATA)\n[ RUN  ] tum.parse\n"
-        "[  OK  ] tum.parse (12.5 s)\ntum: 1 passed, 0 failed, 1 skipped\n"
+        "[  OK  ] tum.parse (12.5 s, CPU 20.3 s)\n[ RUN  ] tum.wait\n"
+        "[  OK  ] tum.wait (30.0 s, CPU 0.5 s)\ntum: 2 passed, 0 failed, 1 skipped\n"
         "pose: 7 passed, 0 failed, 0 skipped\n",
         f);
     fclose(f);
@@ -78,9 +79,10 @@ KR_TEST(harness, skipped_cases_show_in_the_test_summary)
     size_t n = fread(out, 1, sizeof out - 1, f);
     out[n] = '\0';
     fclose(f);
-    CHECK_CONTAINS(out, "kinreg test cases in 2 modules:\ncases: 8 passed, 0 failed, 1 skipped\n");
+    CHECK_CONTAINS(out, "kinreg test cases in 2 modules:\ncases: 9 passed, 0 failed, 1 skipped\n");
     CHECK_CONTAINS(out, "skipped: tum.replay: no TUM data (KINREG_DATA)");
-    CHECK_CONTAINS(out, "slowest:    12.5 s  tum.parse\n");
+    CHECK_CONTAINS(out, "slowest:    30.0 s  tum.wait\nslowest:    12.5 s  tum.parse\n");
+    CHECK_CONTAINS(out, "most CPU:   20.3 s  tum.parse\nmost CPU:    0.5 s  tum.wait\n");
 }
 
 /* The sanitizer passes leave out the long cases through the runner's
