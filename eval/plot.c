@@ -1,6 +1,9 @@
 /* Trajectory plot: ground truth and the aligned estimate in two panels (top
  * view x–y, side view x–z), equal scale on both axes so shapes are not
- * distorted, metre ticks, a legend and the ATE in the title. One layout is
+ * distorted, metre ticks, a legend and the ATE in the title. The ground
+ * truth is a wide grey band under the estimate's thin red line: where the
+ * estimate is right the truth still shows on both sides of it (drawn alike,
+ * the estimate hid it). One layout is
  * computed once and drawn by two back ends: SVG text and an RGB raster saved
  * with libpng (lines by Bresenham, labels in a built-in 5×7 bitmap font, so the
  * PNG needs no font library). */
@@ -14,6 +17,15 @@
 
 #include "core/files.h"
 #include "kinreg/eval.h"
+
+/* The ground truth's band and the estimate's line (SVG user units = PNG
+ * pixels). */
+#define GT_COLOUR "#9e9e9e"
+#define GT_RGB 0x9e9e9eu
+#define GT_WIDTH 5
+#define EST_COLOUR "#d62728"
+#define EST_RGB 0xd62728u
+#define EST_WIDTH 2
 
 enum {
     PANEL_X0 = 90,    /* left edge of the first panel */
@@ -90,14 +102,14 @@ static const char *const panel_name[2] = {"top view (x-y)", "side view (x-z)"};
 
 /* ---- SVG ------------------------------------------------------------------ */
 
-static void svg_polyline(FILE *f, const layout *L, int index, int which, const char *colour)
+static void svg_polyline(FILE *f, const layout *L, int index, int which)
 {
     const panel *p = &L->p[index];
     size_t n = which ? L->nest : L->gt->count;
     fprintf(f,
-            "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" stroke-linejoin=\"round\" "
-            "points=\"",
-            colour);
+            "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%d\" stroke-linejoin=\"round\" "
+            "stroke-linecap=\"round\" points=\"",
+            which ? EST_COLOUR : GT_COLOUR, which ? EST_WIDTH : GT_WIDTH);
     for (size_t i = 0; i < n; i++) {
         const double *q = which ? L->est + 3 * i : L->gt->poses[i].t;
         if (!isfinite(q[0]) || !isfinite(q[p->axis_v])) continue;
@@ -166,21 +178,20 @@ static kr_status write_svg(const char *path, const layout *L)
                 "transform=\"rotate(-90 %d %d)\">%s "
                 "[m]</text>\n",
                 x0 - 58, y0 + PANEL_SIZE / 2, x0 - 58, y0 + PANEL_SIZE / 2, axis_name[p->axis_v]);
-        svg_polyline(f, L, k, 0, "#000000");
-        svg_polyline(f, L, k, 1, "#d62728");
+        svg_polyline(f, L, k, 0);
+        svg_polyline(f, L, k, 1);
         fputs("</g>\n", f);
     }
     int lx = width / 2 - 190;
-    fprintf(
-        f,
-        "<g id=\"legend\" font-size=\"14\">\n"
-        "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#000000\" stroke-width=\"2\"/>\n"
-        "<text x=\"%d\" y=\"%d\">ground truth</text>\n"
-        "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#d62728\" stroke-width=\"2\"/>\n"
-        "<text x=\"%d\" y=\"%d\">estimate (aligned)</text>\n"
-        "</g>\n</svg>\n",
-        lx, LEGEND_Y, lx + 30, LEGEND_Y, lx + 38, LEGEND_Y + 5, lx + 170, LEGEND_Y, lx + 200,
-        LEGEND_Y, lx + 208, LEGEND_Y + 5);
+    fprintf(f,
+            "<g id=\"legend\" font-size=\"14\">\n"
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%d\"/>\n"
+            "<text x=\"%d\" y=\"%d\">ground truth</text>\n"
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%d\"/>\n"
+            "<text x=\"%d\" y=\"%d\">estimate (aligned)</text>\n"
+            "</g>\n</svg>\n",
+            lx, LEGEND_Y, lx + 30, LEGEND_Y, GT_COLOUR, GT_WIDTH, lx + 38, LEGEND_Y + 5, lx + 170,
+            LEGEND_Y, lx + 200, LEGEND_Y, EST_COLOUR, EST_WIDTH, lx + 208, LEGEND_Y + 5);
     return kr_output_commit(&o);
 }
 
@@ -200,15 +211,16 @@ static void put(image *im, int x, int y, uint32_t c)
     p[2] = (uint8_t)c;
 }
 
-/* Bresenham; pen 2 draws a 2×2 dot per step for visible trajectory lines. */
+/* Bresenham; a pen of N draws an N×N dot per step, about the line (2 for the
+ * estimate's line, 5 for the ground truth's band). */
 static void line(image *im, double fx0, double fy0, double fx1, double fy1, uint32_t c, int pen)
 {
     int x0 = (int)lround(fx0), y0 = (int)lround(fy0), x1 = (int)lround(fx1), y1 = (int)lround(fy1);
     int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1,
         err = dx + dy;
     for (;;) {
-        for (int a = 0; a < pen; a++)
-            for (int b = 0; b < pen; b++)
+        for (int a = -(pen - 1) / 2; a <= pen / 2; a++)
+            for (int b = -(pen - 1) / 2; b <= pen / 2; b++)
                 put(im, x0 + a, y0 + b, c);
         if (x0 == x1 && y0 == y1) break;
         int e2 = 2 * err;
@@ -282,7 +294,7 @@ static void text(image *im, int x, int y, const char *s, int scale, int align, u
     }
 }
 
-static void raster_polyline(image *im, const layout *L, int index, int which, uint32_t c)
+static void raster_polyline(image *im, const layout *L, int index, int which)
 {
     const panel *p = &L->p[index];
     size_t n = which ? L->nest : L->gt->count;
@@ -292,7 +304,7 @@ static void raster_polyline(image *im, const layout *L, int index, int which, ui
         const double *q = which ? L->est + 3 * i : L->gt->poses[i].t;
         if (!isfinite(q[0]) || !isfinite(q[p->axis_v])) continue;
         double x = to_px(p, index, q[0]), y = to_py(p, q[p->axis_v]);
-        if (have) line(im, px, py, x, y, c, 2);
+        if (have) line(im, px, py, x, y, which ? EST_RGB : GT_RGB, which ? EST_WIDTH : GT_WIDTH);
         px = x, py = y, have = 1;
     }
 }
@@ -300,7 +312,7 @@ static void raster_polyline(image *im, const layout *L, int index, int which, ui
 static void rasterise(image *im, const layout *L)
 {
     memset(im->rgb, 255, (size_t)im->w * im->h * 3);
-    const uint32_t black = 0x000000, grid = 0xdddddd, frame = 0x444444, red = 0xd62728;
+    const uint32_t black = 0x000000, grid = 0xdddddd, frame = 0x444444;
     text(im, im->w / 2, 30, L->title, 2, 1, black);
     for (int k = 0; k < 2; k++) {
         const panel *p = &L->p[k];
@@ -334,13 +346,13 @@ static void rasterise(image *im, const layout *L)
         char vlabel[16];
         snprintf(vlabel, sizeof vlabel, "%s [m]", axis_name[p->axis_v]);
         text(im, x0 - 46, y0 - 12, vlabel, 2, 1, black);
-        raster_polyline(im, L, k, 0, black);
-        raster_polyline(im, L, k, 1, red);
+        raster_polyline(im, L, k, 0);
+        raster_polyline(im, L, k, 1);
     }
     int lx = im->w / 2 - 190;
-    line(im, lx, LEGEND_Y, lx + 30, LEGEND_Y, black, 2);
+    line(im, lx, LEGEND_Y, lx + 30, LEGEND_Y, GT_RGB, GT_WIDTH);
     text(im, lx + 38, LEGEND_Y, "ground truth", 2, 0, black);
-    line(im, lx + 200, LEGEND_Y, lx + 230, LEGEND_Y, red, 2);
+    line(im, lx + 200, LEGEND_Y, lx + 230, LEGEND_Y, EST_RGB, EST_WIDTH);
     text(im, lx + 238, LEGEND_Y, "estimate (aligned)", 2, 0, black);
 }
 

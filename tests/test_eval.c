@@ -380,8 +380,16 @@ KR_TEST(eval, plot_svg_and_png)
     CHECK_CONTAINS(text, "<svg");
     CHECK_CONTAINS(text, "</svg>");
     CHECK_CONTAINS(text, "ATE RMSE 0.00 cm (120 pairs)");
-    /* Ground truth and estimate in each of the two panels. */
+    /* Ground truth and estimate in each of the two panels: the truth first,
+     * wider, so that the estimate over it leaves it visible. */
     CHECK_EQ(count_substr(text, "<polyline"), 4);
+    const char *truth_line = strstr(text, "<polyline"),
+               *est_line = strstr(text, "#d62728\" stroke-width");
+    CHECK(truth_line && est_line && truth_line < est_line);
+    CHECK(truth_line && strstr(truth_line, "stroke=\"#9e9e9e\" stroke-width=\"5\"") ==
+                            strstr(truth_line, "stroke="));
+    const char *est_style = "#d62728\" stroke-width=\"2\"";
+    CHECK(est_line && strncmp(est_line, est_style, strlen(est_style)) == 0);
     /* Every pose is a vertex: 4 polylines × 120 "x,y" pairs. */
     const char *pts = strstr(text, "points=\"");
     REQUIRE(pts != NULL);
@@ -403,17 +411,20 @@ KR_TEST(eval, plot_svg_and_png)
     unsigned char *rgb = malloc(PNG_IMAGE_SIZE(im));
     REQUIRE(rgb != NULL);
     REQUIRE(png_image_finish_read(&im, NULL, rgb, 0, NULL));
-    /* White background in a corner; black (ground truth) and red (aligned
-     * estimate, drawn on top) pixels somewhere. */
+    /* White background in a corner; black text, the red estimate and, though
+     * the estimate lies exactly on it, the ground truth's grey band on both
+     * sides of it (drawn alike, the estimate hid it: no truth pixel). */
     CHECK(rgb[0] == 255 && rgb[1] == 255 && rgb[2] == 255);
-    size_t red = 0, black = 0;
+    size_t red = 0, black = 0, truth = 0;
     for (size_t i = 0; i < (size_t)im.width * im.height; i++) {
         const unsigned char *p = rgb + 3 * i;
         red += p[0] > 200 && p[1] < 80 && p[2] < 80;
         black += p[0] == 0 && p[1] == 0 && p[2] == 0;
+        truth += p[0] == 0x9e && p[1] == 0x9e && p[2] == 0x9e;
     }
     CHECK_GT(red, 500);
     CHECK_GT(black, 500);
+    CHECK_GT(truth, red); /* a band wider than the line over it */
     free(rgb);
 
     CHECK_STATUS(kr_eval_plot(bad, &gt, &est, &ate), KR_ERR_INVALID_ARG);
