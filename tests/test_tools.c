@@ -167,6 +167,31 @@ KR_TEST(tools, demo_writes_its_files_and_reports_ate)
     REQUIRE(e != NULL);
     CHECK_EQ(sscanf(e, "ATE rmse %lf", &eval_ate), 1);
     CHECK_NEAR(demo_ate, eval_ate, 0.01); /* both in cm, printed to 2 and 3 decimals */
+
+    /* With LOST frames the plot shows the final trajectory (its title the
+     * final ATE), not the tracked one it showed before. */
+    snprintf(dir, sizeof dir, "%s/demo_lost", kr_test_tmpdir());
+    snprintf(args, sizeof args, "demo -q -b cpu -n 60 --covered 1 --covered-frames 10 -o '%s'",
+             dir);
+    REQUIRE(kinreg(args, out, sizeof out) == 0);
+    double tracked = -1, final = -2, plotted = -3;
+    a = strstr(out, "ATE RMSE ");
+    const char *f = strstr(out, "final trajectory (");
+    REQUIRE(a && f);
+    CHECK_EQ(sscanf(a, "ATE RMSE %lf", &tracked), 1);
+    f = strstr(f, "ATE RMSE ");
+    REQUIRE(f != NULL);
+    CHECK_EQ(sscanf(f, "ATE RMSE %lf", &final), 1);
+    char svg[600];
+    snprintf(svg, sizeof svg, "cat '%s/trajectory.svg'", dir);
+    REQUIRE(kr_test_shell(svg, out, sizeof out) == 0);
+    const char *title = strstr(out, "ATE RMSE ");
+    REQUIRE(title != NULL);
+    CHECK_EQ(sscanf(title, "ATE RMSE %lf", &plotted), 1);
+    printf("    LOST 10 covered frames: tracked %.2f cm, final %.2f cm, plotted %.2f cm\n", tracked,
+           final, plotted);
+    CHECK_NEAR(plotted, final, 0.005);
+    CHECK_GT(tracked - final, 0.01); /* so the two can be told apart */
 }
 
 KR_TEST(tools, bench_prints_every_stage_as_table_and_json)
