@@ -26,6 +26,9 @@
 #define EST_COLOUR "#d62728"
 #define EST_RGB 0xd62728u
 #define EST_WIDTH 2
+#define MARK_COLOUR "#ff7f0e"
+#define MARK_RGB 0xff7f0eu
+#define MARK_RADIUS 3
 
 enum {
     PANEL_X0 = 90,    /* left edge of the first panel */
@@ -45,6 +48,9 @@ typedef struct {
     const kr_trajectory *gt;
     double *est; /* aligned estimate positions, 3 per pose */
     size_t nest;
+    const bool *marked; /* NULL, or one per estimate pose: drawn as a dot */
+    const char *label;  /* the legend's name for the dots */
+    size_t nmarked;
     panel p[2];
     char title[160];
 } layout;
@@ -118,6 +124,17 @@ static void svg_polyline(FILE *f, const layout *L, int index, int which)
     fputs("\"/>\n", f);
 }
 
+static void svg_marks(FILE *f, const layout *L, int index)
+{
+    const panel *p = &L->p[index];
+    for (size_t i = 0; L->marked && i < L->nest; i++) {
+        const double *q = L->est + 3 * i;
+        if (!L->marked[i] || !isfinite(q[0]) || !isfinite(q[p->axis_v])) continue;
+        fprintf(f, "<circle class=\"mark\" cx=\"%.2f\" cy=\"%.2f\" r=\"%d\" fill=\"%s\"/>\n",
+                to_px(p, index, q[0]), to_py(p, q[p->axis_v]), MARK_RADIUS, MARK_COLOUR);
+    }
+}
+
 /* Both writers go through kr_output: the plot is written whole or not at
  * all, and a failure leaves the file that was there before untouched. */
 static kr_status write_svg(const char *path, const layout *L)
@@ -180,6 +197,7 @@ static kr_status write_svg(const char *path, const layout *L)
                 x0 - 58, y0 + PANEL_SIZE / 2, x0 - 58, y0 + PANEL_SIZE / 2, axis_name[p->axis_v]);
         svg_polyline(f, L, k, 0);
         svg_polyline(f, L, k, 1);
+        svg_marks(f, L, k);
         fputs("</g>\n", f);
     }
     int lx = width / 2 - 190;
@@ -188,10 +206,21 @@ static kr_status write_svg(const char *path, const layout *L)
             "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%d\"/>\n"
             "<text x=\"%d\" y=\"%d\">ground truth</text>\n"
             "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%d\"/>\n"
-            "<text x=\"%d\" y=\"%d\">estimate (aligned)</text>\n"
-            "</g>\n</svg>\n",
+            "<text x=\"%d\" y=\"%d\">estimate (aligned)</text>\n",
             lx, LEGEND_Y, lx + 30, LEGEND_Y, GT_COLOUR, GT_WIDTH, lx + 38, LEGEND_Y + 5, lx + 170,
             LEGEND_Y, lx + 200, LEGEND_Y, EST_COLOUR, EST_WIDTH, lx + 208, LEGEND_Y + 5);
+    if (L->nmarked) {
+        fprintf(f, "<circle cx=\"%d\" cy=\"%d\" r=\"%d\" fill=\"%s\"/>\n<text x=\"%d\" y=\"%d\">",
+                lx + 400, LEGEND_Y, MARK_RADIUS, MARK_COLOUR, lx + 410, LEGEND_Y + 5);
+        for (const char *c = L->label; *c; c++) /* the caller's text, as text */
+            fputs(*c == '<'   ? "&lt;"
+                  : *c == '>' ? "&gt;"
+                  : *c == '&' ? "&amp;"
+                              : (char[2]){*c, 0},
+                  f);
+        fputs("</text>\n", f);
+    }
+    fputs("</g>\n</svg>\n", f);
     return kr_output_commit(&o);
 }
 
@@ -348,12 +377,22 @@ static void rasterise(image *im, const layout *L)
         text(im, x0 - 46, y0 - 12, vlabel, 2, 1, black);
         raster_polyline(im, L, k, 0);
         raster_polyline(im, L, k, 1);
+        for (size_t i = 0; L->marked && i < L->nest; i++) {
+            const double *q = L->est + 3 * i;
+            if (!L->marked[i] || !isfinite(q[0]) || !isfinite(q[p->axis_v])) continue;
+            double x = to_px(p, k, q[0]), y = to_py(p, q[p->axis_v]);
+            line(im, x, y, x, y, MARK_RGB, 2 * MARK_RADIUS + 1);
+        }
     }
     int lx = im->w / 2 - 190;
     line(im, lx, LEGEND_Y, lx + 30, LEGEND_Y, GT_RGB, GT_WIDTH);
     text(im, lx + 38, LEGEND_Y, "ground truth", 2, 0, black);
     line(im, lx + 200, LEGEND_Y, lx + 230, LEGEND_Y, EST_RGB, EST_WIDTH);
     text(im, lx + 238, LEGEND_Y, "estimate (aligned)", 2, 0, black);
+    if (L->nmarked) {
+        line(im, lx + 400, LEGEND_Y, lx + 400, LEGEND_Y, MARK_RGB, 2 * MARK_RADIUS + 1);
+        text(im, lx + 410, LEGEND_Y, L->label, 2, 0, black);
+    }
 }
 
 typedef struct {
@@ -419,6 +458,12 @@ static kr_status write_png(const char *path, const image *im)
 kr_status kr_eval_plot(const char *path, const kr_trajectory *gt, const kr_trajectory *est,
                        const kr_ate *ate)
 {
+    return kr_eval_plot_marked(path, gt, est, ate, NULL, NULL);
+}
+
+kr_status kr_eval_plot_marked(const char *path, const kr_trajectory *gt, const kr_trajectory *est,
+                              const kr_ate *ate, const bool *marked, const char *label)
+{
     if (!path || !gt || !est) return kr_error(KR_ERR_INVALID_ARG, "kr_eval_plot: NULL argument");
     const char *dot = strrchr(path, '.');
     int svg = dot && !strcasecmp(dot, ".svg"), png = dot && !strcasecmp(dot, ".png");
@@ -454,7 +499,9 @@ kr_status kr_eval_plot(const char *path, const kr_trajectory *gt, const kr_traje
         }
     if (span.count) gt = &span;
 
-    layout L = {.gt = gt, .nest = est->count};
+    layout L = {.gt = gt, .nest = est->count, .marked = marked, .label = label ? label : "marked"};
+    for (size_t i = 0; marked && i < est->count; i++)
+        L.nmarked += marked[i];
     L.est = malloc((est->count ? est->count : 1) * 3 * sizeof *L.est);
     if (!L.est) {
         kr_trajectory_free(&span);

@@ -425,6 +425,35 @@ KR_TEST(eval, plot_svg_and_png)
     CHECK_GT(red, 500);
     CHECK_GT(black, 500);
     CHECK_GT(truth, red); /* a band wider than the line over it */
+    size_t unmarked_orange = 0;
+    for (size_t i = 0; i < (size_t)im.width * im.height; i++)
+        unmarked_orange += rgb[3 * i] == 0xff && rgb[3 * i + 1] == 0x7f && rgb[3 * i + 2] == 0x0e;
+    CHECK_EQ(unmarked_orange, 0);
+    free(rgb);
+
+    /* Marked poses: an orange dot each in both panels, a legend entry whose
+     * text is text; none without marks (above: no orange pixel). */
+    bool marked[120] = {false};
+    for (int i = 40; i < 50; i++)
+        marked[i] = true;
+    REQUIRE_OK(kr_eval_plot_marked(svg, &gt, &est, &ate, marked, "lost <10>"));
+    text = slurp(svg, NULL);
+    REQUIRE(text != NULL);
+    CHECK_EQ(count_substr(text, "<circle class=\"mark\""), 20);
+    CHECK_CONTAINS(text, ">lost &lt;10&gt;</text>");
+    free(text);
+    REQUIRE_OK(kr_eval_plot_marked(png, &gt, &est, &ate, marked, "lost"));
+    memset(&im, 0, sizeof im);
+    im.version = PNG_IMAGE_VERSION;
+    REQUIRE(png_image_begin_read_from_file(&im, png));
+    im.format = PNG_FORMAT_RGB;
+    rgb = malloc(PNG_IMAGE_SIZE(im));
+    REQUIRE(rgb != NULL);
+    REQUIRE(png_image_finish_read(&im, NULL, rgb, 0, NULL));
+    size_t orange = 0;
+    for (size_t i = 0; i < (size_t)im.width * im.height; i++)
+        orange += rgb[3 * i] == 0xff && rgb[3 * i + 1] == 0x7f && rgb[3 * i + 2] == 0x0e;
+    CHECK_GT(orange, 2 * 49); /* at least a 7x7 dot in each panel and the legend's */
     free(rgb);
 
     CHECK_STATUS(kr_eval_plot(bad, &gt, &est, &ate), KR_ERR_INVALID_ARG);

@@ -192,6 +192,12 @@ KR_TEST(tools, demo_writes_its_files_and_reports_ate)
            final, plotted);
     CHECK_NEAR(plotted, final, 0.005);
     CHECK_GT(tracked - final, 0.01); /* so the two can be told apart */
+    /* Each frame placed after the run is a dot in both panels. */
+    size_t dots = 0;
+    for (const char *c = out; (c = strstr(c, "<circle class=\"mark\"")) != NULL; c++)
+        dots++;
+    CHECK_EQ(dots, 2 * 10);
+    CHECK_CONTAINS(out, ">lost frames, placed afterwards</text>");
 }
 
 KR_TEST(tools, bench_prints_every_stage_as_table_and_json)

@@ -2,6 +2,7 @@
  * save trajectory, ground truth, model and plot, print ATE and fps. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -110,10 +111,17 @@ int kr_cmd_demo(int argc, char **argv)
          * what the run delivers: the plot shows it, with its ATE. */
         const kr_trajectory *final = kr_pipeline_final_trajectory(p);
         have_fin = stats.frames_lost && kr_eval_ate(gt, final, 0, &fin) == KR_OK;
-        if (kr_eval_plot(plot_path, gt, have_fin ? final : est, have_fin ? &fin : &ate) != KR_OK) {
+        /* Its frames that were LOST and placed afterwards (those whose
+         * final pose is not the published one) are marked. */
+        bool *placed = have_fin ? calloc(final->count ? final->count : 1, sizeof *placed) : NULL;
+        for (size_t i = 0; placed && i < final->count && i < est->count; i++)
+            placed[i] = memcmp(&final->poses[i], &est->poses[i], sizeof(kr_pose)) != 0;
+        if (kr_eval_plot_marked(plot_path, gt, have_fin ? final : est, have_fin ? &fin : &ate,
+                                placed, "lost frames, placed afterwards") != KR_OK) {
             fprintf(stderr, "kinreg demo: %s\n", kr_last_error());
             output_failed = true;
         }
+        free(placed);
         fprintf(said,
                 "ATE RMSE %.2f cm (median %.2f cm, max %.2f cm) over %zu frames; %.1f frames/s; "
                 "LOST %llu\n",

@@ -3,6 +3,7 @@
 #ifndef KINREG_EVAL_H
 #define KINREG_EVAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "kinreg/horn.h" /* kr_horn, declared here before it had a header of its own */
@@ -43,6 +44,12 @@ KR_API kr_status kr_eval_rpe(const kr_trajectory *gt, const kr_trajectory *est, 
 #define KR_EVAL_PLOT_HEIGHT 560
 KR_API kr_status kr_eval_plot(const char *path, const kr_trajectory *gt, const kr_trajectory *est,
                               const kr_ate *ate);
+/* The same with some of the estimate's poses marked (marked[i] for pose i
+ * of est; e.g. the frames that were LOST and placed after the run): each is
+ * an orange dot on the estimate, and the legend names them `label`. */
+KR_API kr_status kr_eval_plot_marked(const char *path, const kr_trajectory *gt,
+                                     const kr_trajectory *est, const kr_ate *ate,
+                                     const bool *marked, const char *label);
 
 #ifdef __cplusplus
 }
