@@ -57,9 +57,10 @@ for pass in "${passes[@]}"; do
             # Every module once, in one `ctest -j`: the strict options and
             # without the cases tagged long (long accuracy runs: pipeline's
             # 900 synthetic frames and 400 fr1 frames, recovery's runs with
-            # jumps, recovery_search's 300 frames with jumps) that drive the
-            # same code as the short ones and took 12 of the pass's minutes
-            # under ASan on 2 cores; the plain suite runs them. The fakenect
+            # jumps, recovery_search's 300 frames with jumps, and cases of
+            # 25-76 s of CPU under ASan whose code a shorter case runs there)
+            # that drive the same code as the short ones and took 12 of the
+            # pass's minutes under ASan on 2 cores; the plain suite runs them. The fakenect
             # modules run whole and without strict string checks
             # (libfreenect's fakenect, third-party, passes non-terminated
             # buffers to strchr/strtol-like calls), the mpi one without leak
