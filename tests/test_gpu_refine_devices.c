@@ -1,14 +1,16 @@
 /* Refinement over several CUDA devices (pipeline/refine/refine_engine.c, --devices):
  * each device takes a share of every view's grid points and the sums are
  * added on the host, so the poses match the one-device run. With one GPU the
- * list "0,0" still splits the work over two contexts (streams) on it. Needs
- * a GPU: skips elsewhere (label gpu). */
+ * list "0,0" still splits the work over two contexts (streams) on it; and a
+ * device that runs out of memory ends the run with an error, not a crash or
+ * a hang. Needs a GPU: skips elsewhere (label gpu). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kinreg/scan.h"
 #include "kinreg/refine.h"
+#include "device_hold.h"
 #include "parity.h"
 #include "pipeline/refine/refine_fit.h"
 #include "room_fixture.h"
@@ -287,6 +289,67 @@ KR_TEST(gpu_refine_devices, measure_on_devices_matches_the_host)
         }
     }
     kr_refine_fitter_destroy(&f);
+    for (int k = 0; k < R; k++)
+        free(xyz[k]);
+}
+
+/* The most of each pose's difference, in metres and degrees. */
+static void poses_apart(const kr_pose *a, const kr_pose *b, int n, double *m, double *deg)
+{
+    *m = *deg = 0;
+    for (int k = 0; k < n; k++) {
+        kr_pose inv = kr_pose_inv(&a[k]), d = kr_pose_mul(&inv, &b[k]);
+        *m = fmax(*m, kr_pose_translation_norm(&d));
+        *deg = fmax(*deg, kr_pose_angle(&d) * 180 / M_PI);
+    }
+}
+
+/* A device of the split that runs out of memory (another program took it,
+ * as on a shared GPU): the refinement returns an error that says it was the
+ * device's memory, the poses given are left as they were, and once the
+ * memory is back the same call gives the poses of a run that never failed
+ * (nothing stuck in the devices or the library). The ctest timeout is the
+ * "no hang". */
+KR_TEST(gpu_refine_devices, a_device_out_of_memory_ends_the_run_cleanly)
+{
+    kr_device *cpu, *gpu;
+    if (!kr_parity_devices(&cpu, &gpu)) return;
+    enum { R = 16 };
+    float *xyz[R];
+    size_t n[R];
+    kr_pose truth[R], start[R], good[R], p[R];
+    kr_refine_view views[R];
+    REQUIRE_OK(room_fixture(R, xyz, n, views, truth, start));
+    kr_refine_config cfg;
+    room_refine_config(&cfg);
+    cfg.n_devices = split_list(cfg.devices);
+    kr_refine_result r;
+    memcpy(good, start, sizeof good);
+    CHECK_OK(kr_refine(&cfg, gpu, views, R, good, &r));
+
+    kr_test_device_hold hold;
+    int last = cfg.devices[cfg.n_devices - 1];
+    if (kr_test_device_hold_begin(&hold, last, (size_t)4 << 20)) {
+        memcpy(p, start, sizeof p);
+        kr_status s = kr_refine(&cfg, gpu, views, R, p, &r);
+        char why[512];
+        snprintf(why, sizeof why, "%s", s != KR_OK ? kr_last_error() : "");
+        kr_test_device_hold_end(&hold);
+        printf("    device %d out of memory: %s\n", last, s != KR_OK ? why : "(no error)");
+        CHECK(s != KR_OK);
+        CHECK_CONTAINS(why, "memory");
+        CHECK(memcmp(p, start, sizeof p) == 0);
+    } else {
+        CHECK(!"the device's memory could be held");
+    }
+
+    memcpy(p, start, sizeof p);
+    CHECK_OK(kr_refine(&cfg, gpu, views, R, p, &r));
+    double m, deg;
+    poses_apart(good, p, R, &m, &deg);
+    printf("    after the memory came back: %.3g um, %.3g deg from the first run\n", 1e6 * m, deg);
+    CHECK_LT(m, 1e-6);
+    CHECK_LT(deg, 1e-4);
     for (int k = 0; k < R; k++)
         free(xyz[k]);
 }

@@ -11,6 +11,8 @@
 #include "kinreg/scan.h"
 #include "kinreg/refine.h"
 
+#include "device_hold.h"
+
 /* Open MPI keeps its own allocations past MPI_Finalize (no leak check) */
 KR_LABELS("mpi");
 
@@ -152,6 +154,36 @@ KR_TEST(refine_mpi, a_rank_that_cannot_read_stops_every_rank)
     CHECK_CONTAINS(out, "rank 1: ");
     CHECK_CONTAINS(out, "absent.conf");
     CHECK_CONTAINS(out, "rank 0 stops: rank 1 failed");
+#endif
+}
+
+/* A rank whose GPU is out of memory (the test takes it, as another program
+ * on a shared GPU would): every rank ends, each saying why, not a hang. Rank
+ * r takes GPU r by local rank; on one GPU both ranks find it full. */
+KR_TEST_TAGGED(refine_mpi, a_device_out_of_memory_stops_every_rank, "gpu")
+{
+#ifndef KINREG_HAVE_MPI
+    SKIP("this build has no MPI (install libopenmpi-dev and rebuild)");
+#else
+    if (!kr_cuda_available()) SKIP("needs a CUDA device");
+    int all[KR_REFINE_MAX_DEVICES], n_all = 0;
+    REQUIRE_OK(kr_refine_devices_parse("all", all, &n_all));
+    int device = n_all >= 2 ? 1 : 0;
+    kr_test_device_hold hold;
+    REQUIRE(kr_test_device_hold_begin(&hold, device, (size_t)4 << 20));
+    char args[4096], out[16384];
+    snprintf(args, sizeof args,
+             "-np 2 '%s' refine --synthetic room:20 --cell 0.02 --levels 1 --signed --backend "
+             "cuda -q",
+             kr_test_tool());
+    int rc = run_mpi(args, out, sizeof out);
+    kr_test_device_hold_end(&hold);
+    printf("%s", out);
+    CHECK(rc != 0);
+    CHECK(rc != 124 && rc != 137); /* not the timeout: no hang */
+    CHECK_CONTAINS(out, "rank 1: ");
+    CHECK_CONTAINS(out, "memory");
+    if (n_all >= 2) CHECK_CONTAINS(out, "rank 0 stops: rank 1 failed");
 #endif
 }
 
