@@ -110,6 +110,11 @@ void kr_gpu_context_destroy(kr_gpu_context **ctx)
     *ctx = NULL;
 }
 
+int kr_gpu_context_device(const kr_gpu_context *ctx)
+{
+    return ctx ? ctx->device : -1;
+}
+
 const char *kr_gpu_context_describe(const kr_gpu_context *ctx)
 {
     return ctx ? ctx->description : "cuda: (none)";

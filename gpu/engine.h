@@ -36,6 +36,8 @@ int kr_gpu_device_count(char *why, size_t why_len);
  * up fails; *out is untouched on failure. */
 kr_status kr_gpu_context_create(kr_gpu_context **out, int device);
 void kr_gpu_context_destroy(kr_gpu_context **ctx);
+/* Its CUDA device ordinal (-1 for NULL). */
+int kr_gpu_context_device(const kr_gpu_context *ctx);
 /* e.g. "cuda: NVIDIA H100 80GB HBM3 (sm_90)". */
 const char *kr_gpu_context_describe(const kr_gpu_context *ctx);
 /* A second context on ctx's device, with its own stream and buffers, for

@@ -25,6 +25,12 @@ void kr_gpu_context_destroy(kr_gpu_context **ctx)
     if (ctx) *ctx = NULL;
 }
 
+int kr_gpu_context_device(const kr_gpu_context *ctx)
+{
+    (void)ctx;
+    return -1;
+}
+
 const char *kr_gpu_context_describe(const kr_gpu_context *ctx)
 {
     (void)ctx;

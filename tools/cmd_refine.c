@@ -236,10 +236,10 @@ static int refine_sequence(kr_refine_sequence_config *seq, kr_refine_config *cfg
         printf("{\"keyframes\":%d,\"backend\":\"%s\",\"devices\":%d,\"rms_before_m\":%.9g,"
                "\"rms_after_m\":%.9g,\"iterations\":%d,\"seconds\":%.6f,"
                "\"fields_seconds\":%.6f,\"sums_seconds\":%.6f,\"solve_seconds\":%.6f,"
-               "\"fit_seconds\":%.6f,\"read_seconds\":%.6f}\n",
+               "\"fit_seconds\":%.6f,\"read_seconds\":%.6f,\"solver\":\"%s\"}\n",
                keyframes, kr_backend_name(res.backend), res.devices, res.rms_before, res.rms_after,
                res.iterations, res.seconds, res.fields_seconds, res.sums_seconds, res.solve_seconds,
-               res.fit_seconds, read_seconds);
+               res.fit_seconds, read_seconds, res.solver ? res.solver : kr_refine_solver());
     else
         printf("refined %d keyframes on %s in %.3f s (%d LM iterations)\nRMS residual %.3f mm -> "
                "%.3f mm on the "
@@ -684,7 +684,8 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
                    "\"evaluations\":%d",
                    n, kr_backend_name(res.backend), res.rms_before, res.rms_after,
                    res.residuals_before, res.residuals_after, res.iterations, res.accepted,
-                   res.seconds, res.ranks, res.devices, kr_refine_solver(), res.reduced_bytes,
+                   res.seconds, res.ranks, res.devices,
+                   res.solver ? res.solver : kr_refine_solver(), res.reduced_bytes,
                    bytes_per_iteration(&res), res.fields_seconds, res.sums_seconds,
                    res.solve_seconds, res.fit_seconds, res.init_seconds, read_seconds,
                    res.evaluations);

@@ -130,6 +130,8 @@ typedef struct {
     double fields_seconds; /* of seconds: normals, fields, and loading them onto the devices */
     double sums_seconds;   /* of seconds: the evaluations' sums (engine and all-reduce) */
     double solve_seconds;  /* of seconds: the normal equations (assembled, solved, shared) */
+    const char *solver;    /* what solved them last: "cholmod", "dense" (the host's) or
+                              "cusolver" (the CUDA engine's device, for 50 to 1366 views) */
     double fit_seconds;    /* of seconds: the independent measure (trees and evaluations) */
     double init_seconds;   /* of seconds: the pairwise placement */
     /* The independent measure (kr_refine_fit) at the given poses and at the
@@ -166,8 +168,9 @@ KR_API kr_status kr_refine_residual(const kr_refine_config *cfg, const kr_refine
 KR_API kr_status kr_refine_devices_parse(const char *text, int devices[KR_REFINE_MAX_DEVICES],
                                          int *n);
 
-/* The solver of the normal equations in this build: "cholmod" (block-sparse,
- * SuiteSparse) or "dense". */
+/* The host's solver of sparse normal equations in this build: "cholmod"
+ * (block-sparse, SuiteSparse) or "dense"; kr_refine_result.solver says
+ * which one a run used. */
 KR_API const char *kr_refine_solver(void);
 
 /* view_overlap (may be NULL): n_views shares, one per view; a view at 0

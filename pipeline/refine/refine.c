@@ -113,6 +113,7 @@ typedef struct {
     int evaluations;
     double sums_seconds;  /* in the engine's evaluations and their all-reduces */
     double solve_seconds; /* assembling and solving the normal equations */
+    const char *solver;   /* the last solve's (refine_solve.h); NULL before any */
 } run;
 
 static void level_free(level *L)
@@ -369,10 +370,14 @@ static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double ra
         /* The sums are the same on every process; only rank 0 solves, and its
          * step reaches the others exactly. */
         if (!part || part->rank == 0) {
+            if (it == 0 && kr_refine_normal_device_pays(V))
+                kr_refine_normal_use_device(ne, kr_refine_engine_solver(R->eng));
             solved = kr_refine_normal_assemble(ne, L->pairs, L->acc, L->npairs, &dmax);
             if (solved == KR_OK && dmax > 0) solved = kr_refine_normal_solve(ne, lambda, x);
             if (solved == KR_OK && !(dmax > 0)) memset(x, 0, sizeof *x * (size_t)n);
         }
+        if (ne && strcmp(kr_refine_normal_solver(ne), "none") != 0)
+            R->solver = kr_refine_normal_solver(ne);
         if (part) solved = kr_refine_broadcast_step(part, x, n, solved, &R->bytes);
         R->solve_seconds += now_seconds() - t_solve;
         if (solved == KR_ERR_NUMERIC) {
@@ -543,6 +548,7 @@ static kr_status refine_joint(const kr_refine_config *cfg, kr_device *dev,
         res.evaluations = R.evaluations;
         res.sums_seconds = R.sums_seconds;
         res.solve_seconds = R.solve_seconds;
+        res.solver = R.solver ? R.solver : kr_refine_solver_name();
         res.fields_seconds = fields_seconds;
         memcpy(poses, work, sizeof *poses * (size_t)n_views);
         if (result) *result = res;

@@ -23,6 +23,7 @@
 #include "gpu/engine.h"
 #include "pipeline/refine/refine_fields_cuda.h"
 #include "pipeline/refine/refine_cuda.h"
+#include "pipeline/refine/refine_solve_cuda.h"
 #include "kinreg/refine.h"
 
 struct kr_refine_engine {
@@ -41,6 +42,9 @@ struct kr_refine_engine {
     kr_refine_cuda_field_info *info[2];
     int rank, ranks; /* this process's share of the grid points */
     bool staged;     /* fields go from device to device through the host */
+    kr_refine_device_solver *solver; /* made at the first kr_refine_engine_solver */
+    bool solver_tried;
+    char solver_why[256]; /* why there is none */
 };
 
 /* Runs job(eng, d, arg) for every device d, one host thread each (a CUDA
@@ -130,6 +134,7 @@ void kr_refine_engine_destroy(kr_refine_engine **eng)
         if (e->fields) kr_refine_cuda_fields_destroy(&e->fields[d]);
         if (e->own_ctx) kr_gpu_context_destroy(&e->own_ctx[d]);
     }
+    kr_refine_device_solver_destroy(&e->solver);
     free(e->gpu);
     free(e->fields);
     free(e->info[0]);
@@ -148,6 +153,24 @@ void kr_refine_engine_stage_copies(kr_refine_engine *eng, bool staged)
 kr_backend kr_refine_engine_backend(const kr_refine_engine *eng)
 {
     return eng->backend;
+}
+
+kr_refine_device_solver *kr_refine_engine_solver(kr_refine_engine *eng)
+{
+    if (eng->backend != KR_BACKEND_CUDA) return NULL;
+    if (!eng->solver_tried) {
+        eng->solver_tried = true;
+        const kr_gpu_context *ctx =
+            eng->own_ctx && eng->own_ctx[0] ? eng->own_ctx[0] : eng->dev_ctx;
+        if (kr_refine_device_solver_create(&eng->solver, kr_gpu_context_device(ctx)) != KR_OK)
+            snprintf(eng->solver_why, sizeof eng->solver_why, "%s", kr_last_error());
+    }
+    return eng->solver;
+}
+
+const char *kr_refine_engine_solver_why(const kr_refine_engine *eng)
+{
+    return eng->solver_why;
 }
 
 int kr_refine_engine_devices(const kr_refine_engine *eng)

@@ -19,6 +19,11 @@ kr_backend kr_refine_engine_backend(const kr_refine_engine *eng);
 /* Fields built on one device reach the others through the host (true), or
  * peer to peer where the devices allow it (false, the default). */
 void kr_refine_engine_stage_copies(kr_refine_engine *eng, bool staged);
+/* The CUDA engine's solver of dense normal equations on its first device
+ * (pipeline/refine/refine_solve_cuda.h), made at the first call; NULL on the CPU, or
+ * when it cannot be made (then the host solves: kr_refine_engine_solver_why). */
+struct kr_refine_device_solver *kr_refine_engine_solver(kr_refine_engine *eng);
+const char *kr_refine_engine_solver_why(const kr_refine_engine *eng);
 /* CUDA devices the sums run on (0 on the CPU). */
 int kr_refine_engine_devices(const kr_refine_engine *eng);
 /* A field built on the host (kr_dfield_build; with normals, not NULL,

@@ -3,6 +3,7 @@
  * block that several pairs fill appears once per pair); CHOLMOD's triplet
  * form adds duplicates itself, the dense fallback scatters them. */
 #include "pipeline/refine/refine_solve.h"
+#include "pipeline/refine/refine_solve_cuda.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -22,7 +23,8 @@ struct kr_refine_normal {
     double *g, *diag;
     int active_pairs;   /* pairs with residuals in the last assembly */
     double *dense;      /* n×n, made at the first dense solve */
-    const char *solver; /* the last solve's: "cholmod" or "dense" */
+    const char *solver; /* the last solve's: "cholmod", "dense" or "cusolver" */
+    kr_refine_device_solver *device; /* the CUDA engine's (not owned); NULL: the host */
 #ifdef KINREG_HAVE_CHOLMOD
     cholmod_common cm;
 #endif
@@ -313,6 +315,13 @@ static kr_status dense_factor_solve(kr_refine_normal *ne, double *x)
  * CHOLMOD's ordering and triplet sort are most of its time: 100 keyframes
  * took 47 ms a solve on the two-H200 host. Dense below DENSE_MAX_UNKNOWNS
  * (72 MB) when more than DENSE_PAIRS of the ordered pairs saw residuals. */
+/* The CUDA engine's device solves dense systems of DEVICE_MIN_UNKNOWNS
+ * (50 views) to DEVICE_MAX_UNKNOWNS (1366 views: 537 MB filled on the host
+ * and copied up each solve); smaller ones take the host a few milliseconds,
+ * larger sparse ones are CHOLMOD's. */
+#define DEVICE_MIN_UNKNOWNS 294
+#define DEVICE_MAX_UNKNOWNS 8192
+
 #ifdef KINREG_HAVE_CHOLMOD
 #define DENSE_MAX_UNKNOWNS 3000
 #define DENSE_PAIRS 0.6
@@ -324,23 +333,55 @@ static bool dense_pays(const kr_refine_normal *ne)
 }
 #endif
 
+bool kr_refine_normal_device_pays(int views)
+{
+    int n = 6 * (views - 1);
+    return n >= DEVICE_MIN_UNKNOWNS && n <= DEVICE_MAX_UNKNOWNS;
+}
+
+void kr_refine_normal_use_device(kr_refine_normal *ne, kr_refine_device_solver *device)
+{
+    ne->device = device;
+}
+
+/* On the device: the dense matrix as the host's LAPACK path fills it. A
+ * device that cannot (no room, no cuSOLVER) leaves the solve to the host
+ * for the rest of the run: the same system, the same step up to rounding. */
+static kr_status device_solve(kr_refine_normal *ne, double lambda, double dmax, double *x)
+{
+    kr_status s = dense_fill(ne, lambda, dmax);
+    if (s != KR_OK) return s;
+    for (int i = 0; i < ne->n; i++)
+        x[i] = -ne->g[i];
+    s = kr_refine_device_solve(ne->device, ne->dense, ne->n, x);
+    if (s != KR_OK && s != KR_ERR_NUMERIC) ne->device = NULL;
+    return s;
+}
+
 kr_status kr_refine_normal_solve(kr_refine_normal *ne, double lambda, double *x)
 {
     double dmax = 0;
     for (int i = 0; i < ne->n; i++)
         dmax = fmax(dmax, ne->diag[i]);
-#ifdef KINREG_HAVE_CHOLMOD
-    /* Without memory for the dense matrix, the sparse one. */
-    if (!dense_pays(ne) || dense_fill(ne, lambda, dmax) != KR_OK) {
-        ne->solver = "cholmod";
-        return sparse_solve(ne, lambda, dmax, x);
+    kr_status s = KR_ERR_NO_DEVICE;
+    if (ne->device && ne->n <= DEVICE_MAX_UNKNOWNS) {
+        s = device_solve(ne, lambda, dmax, x);
+        if (s == KR_OK || s == KR_ERR_NUMERIC) ne->solver = "cusolver";
     }
+    if (s != KR_OK && s != KR_ERR_NUMERIC) {
+#ifdef KINREG_HAVE_CHOLMOD
+        /* Without memory for the dense matrix, the sparse one. */
+        if (!dense_pays(ne) || dense_fill(ne, lambda, dmax) != KR_OK) {
+            ne->solver = "cholmod";
+            return sparse_solve(ne, lambda, dmax, x);
+        }
 #else
-    kr_status filled = dense_fill(ne, lambda, dmax);
-    if (filled != KR_OK) return filled;
+        kr_status filled = dense_fill(ne, lambda, dmax);
+        if (filled != KR_OK) return filled;
 #endif
-    ne->solver = "dense";
-    kr_status s = dense_factor_solve(ne, x);
+        ne->solver = "dense";
+        s = dense_factor_solve(ne, x);
+    }
     for (int i = 0; s == KR_OK && i < ne->n; i++)
         if (!isfinite(x[i])) s = KR_ERR_NUMERIC;
     return s;

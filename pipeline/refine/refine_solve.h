@@ -11,6 +11,8 @@
 #define KINREG_PIPELINE_REFINE_REFINE_SOLVE_H
 
 #include "pipeline/refine/dfield_kernels.h"
+#include <stdbool.h>
+
 #include "kinreg/status.h"
 
 typedef struct kr_refine_normal kr_refine_normal;
@@ -30,9 +32,18 @@ kr_status kr_refine_normal_assemble(kr_refine_normal *ne, const int *pairs,
  * message) when the matrix is not positive definite. */
 kr_status kr_refine_normal_solve(kr_refine_normal *ne, double lambda, double *x);
 
+/* True when a system of `views` views is one the CUDA engine's device
+ * solves (pipeline/refine/refine_solve_cuda.h): large enough to pay for the copy,
+ * small enough to fill densely. */
+bool kr_refine_normal_device_pays(int views);
+/* Solve on that device from now on (NULL: the host). The solver is the
+ * caller's and outlives ne. */
+struct kr_refine_device_solver;
+void kr_refine_normal_use_device(kr_refine_normal *ne, struct kr_refine_device_solver *device);
+
 /* "cholmod" or "dense": the solver this build uses for sparse systems. */
 const char *kr_refine_solver_name(void);
-/* "cholmod" or "dense": the one the last kr_refine_normal_solve used
+/* "cholmod", "dense" or "cusolver": the one the last kr_refine_normal_solve used
  * ("none" before any). */
 const char *kr_refine_normal_solver(const kr_refine_normal *ne);
 
