@@ -7,8 +7,9 @@
  * influenced corner (distances are ≥ 0, so bit order is value order). Sums:
  * one thread per grid point and pair; each block reduces its 30 sums (the
  * 21 of Σ w J Jᵀ, 6 of Σ w J e, cost, Σ e², count) with warp shuffles and
- * adds them to the pair's totals with one double atomicAdd per sum. The small
- * dense solve stays on the host (pipeline/refine/refine.c).
+ * adds them to the pair's totals with one double atomicAdd per sum. The
+ * normal equations are assembled on the host (pipeline/refine/refine_solve.c) and
+ * solved there or on a device (pipeline/refine/refine_solve_cuda.cu).
  *
  * Device memory comes from the stream-ordered allocator (cudaMallocAsync on
  * the context's stream) with a pool that keeps what it is given back: a

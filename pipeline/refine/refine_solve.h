@@ -6,7 +6,9 @@
  * about O(views) instead of the dense O(views³). When most pairs overlap
  * (a sequence of one scene) the factor is dense anyway, and a dense
  * Cholesky (LAPACK's, KINREG_HAVE_LAPACK) is faster; builds without CHOLMOD
- * always solve densely (fine for tens of views). */
+ * always solve densely (fine for tens of views). With the CUDA engine the
+ * dense fill may be solved on a device instead (kr_refine_normal_use_device,
+ * pipeline/refine/refine_solve_cuda.h). */
 #ifndef KINREG_PIPELINE_REFINE_REFINE_SOLVE_H
 #define KINREG_PIPELINE_REFINE_REFINE_SOLVE_H
 
