@@ -1,14 +1,17 @@
 /* The refinement's block-sparse normal equations (pipeline/refine/refine_solve.c):
  * assembled from random pair sums and solved with the build's solver
- * (CHOLMOD or dense), checked against a dense matrix built here directly from
- * the Jacobian rule J_j = −J_i and solved by Gaussian elimination. */
+ * (CHOLMOD or dense) or on a CUDA device (cuSOLVER), checked against a dense
+ * matrix built here directly from the Jacobian rule J_j = −J_i and solved by
+ * Gaussian elimination. */
 #include "kr_test.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kinreg/device.h"
 #include "pipeline/refine/refine_solve.h"
+#include "pipeline/refine/refine_solve_cuda.h"
 
 /* Gaussian elimination with partial pivoting of the n×n system A x = b. */
 static void gauss_solve(int n, double *A, double *b, double *x)
@@ -42,8 +45,10 @@ static void gauss_solve(int n, double *A, double *b, double *x)
 
 /* Views on a ring, each pair (k, k+d) for d up to `reach` in both orders,
  * one pair with no residuals (skipped), gauge in the middle: solved as the
- * build and the overlap choose (`solver`), against the dense reference. */
-static void solve_matches_a_dense_reference(int reach, const char *solver)
+ * build and the overlap choose (`solver`), or on `device` when it is given,
+ * against the dense reference. */
+static void solve_matches_a_dense_reference(int reach, const char *solver,
+                                            kr_refine_device_solver *device)
 {
     enum { V = 9, GAUGE = 4, MAXP = 8 * V };
     int pairs[2 * MAXP], np = 0;
@@ -104,6 +109,7 @@ static void solve_matches_a_dense_reference(int reach, const char *solver)
 
     kr_refine_normal *ne = NULL;
     REQUIRE_OK(kr_refine_normal_create(&ne, V, GAUGE));
+    kr_refine_normal_use_device(ne, device);
     double got_dmax = 0;
     REQUIRE_OK(kr_refine_normal_assemble(ne, pairs, acc, np, &got_dmax));
     CHECK_NEAR(got_dmax, dmax, 1e-12 * dmax);
@@ -122,6 +128,7 @@ static void solve_matches_a_dense_reference(int reach, const char *solver)
             acc[p].H[k] = -acc[p].H[k];
     REQUIRE_OK(kr_refine_normal_assemble(ne, pairs, acc, np, &got_dmax));
     CHECK_STATUS(kr_refine_normal_solve(ne, 0.0, got), KR_ERR_NUMERIC);
+    CHECK_STR(kr_refine_normal_solver(ne), solver);
     kr_refine_normal_destroy(&ne);
     free(H);
     free(g);
@@ -135,14 +142,29 @@ static void solve_matches_a_dense_reference(int reach, const char *solver)
  * CHOLMOD's where the build has it. */
 KR_TEST(refine_solve, block_sparse_solve_matches_a_dense_reference)
 {
-    solve_matches_a_dense_reference(2, kr_refine_solver_name());
+    solve_matches_a_dense_reference(2, kr_refine_solver_name(), NULL);
 }
 
 /* Every view overlapping every other (a sequence of one scene): the dense
  * Cholesky in every build. */
 KR_TEST(refine_solve, all_pairs_solve_densely_and_match_the_reference)
 {
-    solve_matches_a_dense_reference(4, "dense");
+    solve_matches_a_dense_reference(4, "dense", NULL);
+}
+
+/* The CUDA engine's solve (pipeline/refine/refine_solve_cuda.cu): cuSOLVER's
+ * Cholesky of the host's dense fill, for the sparse ring and the all-pairs
+ * system alike, against the same reference, and an indefinite system a
+ * numeric failure there too. */
+KR_TEST_TAGGED(refine_solve, device_solve_matches_the_reference, "gpu")
+{
+    if (!kr_cuda_available()) SKIP("needs a CUDA device (runs on the GPU machine)");
+    kr_refine_device_solver *device = NULL;
+    REQUIRE_OK(kr_refine_device_solver_create(&device, 0));
+    solve_matches_a_dense_reference(2, "cusolver", device);
+    solve_matches_a_dense_reference(4, "cusolver", device);
+    kr_refine_device_solver_destroy(&device);
+    CHECK(device == NULL);
 }
 
 KR_TEST(refine_solve, solver_is_named)
