@@ -774,13 +774,21 @@ KR_TEST(refine, keyframe_window_is_refined_in_place)
 }
 
 /* Progress into a file or pipe: whole lines, no carriage returns (they
- * piled up on one line a reader saw only at the end, minutes later). */
+ * piled up on one line a reader saw only at the end, minutes later), and
+ * what the refinement waits on before its first iteration (the measure, the
+ * fields: minutes for a long sequence on two cores) said as it begins. */
 KR_TEST(refine, progress_into_a_pipe_is_whole_lines)
 {
     char out[1 << 14];
     REQUIRE(kr_test_run_tool(NULL, "refine --synthetic 3 --cell 0.004 --perturb 1,0.2 2>&1 | cat",
                              out, sizeof out) == 0);
     CHECK_CONTAINS(out, "refine: grid ");
+    const char *measure = strstr(out, "refine: measuring how 3 views overlap"),
+               *fields = strstr(out, "refine: normals and fields of 3 views, grid 4.0 mm"),
+               *first = strstr(out, "refine: grid ");
+    CHECK_MSG(measure && fields && first && measure < fields && fields < first,
+              "no measure, then fields, then iterations in: %s", out);
+    CHECK_CONTAINS(out, "refine: fields of 3 views, grid 16.0 mm");
     CHECK_MSG(!strchr(out, '\r'), "a carriage return in: %s", out);
     CHECK_MSG(!strstr(out, "\033["), "a terminal escape in: %s", out);
 }

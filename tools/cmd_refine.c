@@ -93,6 +93,22 @@ static void progress(void *user, double cell, int iteration, double cost)
                          cell * 1000, iteration, cost);
 }
 
+/* What the refinement begins (kr_refine_config.stage): a line at once, so
+ * that the wait before the first iteration is not silent. */
+static void stage(void *user, const char *what, int views, double cell)
+{
+    if (strcmp(what, "fields") == 0)
+        kr_progress_line_say(user, what, "refine: normals and fields of %d views, grid %.1f mm",
+                             views, cell * 1000);
+    else if (strcmp(what, "coarse fields") == 0)
+        kr_progress_line_say(user, what, "refine: fields of %d views, grid %.1f mm", views,
+                             cell * 1000);
+    else if (strcmp(what, "measure") == 0)
+        kr_progress_line_say(user, what, "refine: measuring how %d views overlap", views);
+    else if (strcmp(what, "placement") == 0)
+        kr_progress_line_say(user, what, "refine: placing %d views pairwise", views);
+}
+
 /* The scans merged in the common frame at their poses, one PLY. */
 static kr_status write_model(const char *path, float **xyz, const size_t *n, const kr_pose *poses,
                              int scans)
@@ -211,6 +227,7 @@ static int refine_sequence(kr_refine_sequence_config *seq, kr_refine_config *cfg
     kr_progress_line line;
     kr_progress_line_init(&line, verbose);
     cfg->progress = progress;
+    cfg->stage = stage;
     cfg->progress_user = &line;
     kr_refine_result res = {0};
     kr_refine_sequence_result counts = {0};
@@ -538,6 +555,7 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
     kr_progress_line line;
     kr_progress_line_init(&line, !quiet && !json);
     cfg.progress = progress;
+    cfg.stage = stage;
     cfg.progress_user = &line;
 
     kr_scan_set conf = {0};

@@ -85,6 +85,12 @@ typedef struct {
     /* Called after each LM iteration (may be NULL): grid spacing of the
      * level, iteration count so far, and the objective. */
     void (*progress)(void *user, double cell, int iteration, double cost);
+    /* Called as a long stage begins (may be NULL; user: progress_user), so
+     * that a caller can say what it waits for: "measure" (how the views
+     * overlap), "placement" (pairwise registration of the views), "fields"
+     * (the views' normals and distance fields on the finest grid, of spacing
+     * cell), "coarse fields" (their fields on a coarser grid). */
+    void (*stage)(void *user, const char *stage, int views, double cell);
     void *progress_user;
     /* Asked before each LM iteration, grid level and pairwise registration
      * (may be NULL): when it returns true, kr_refine ends with

@@ -465,6 +465,12 @@ static double views_radius(const kr_refine_view *views, int V, const kr_pose *po
     return r;
 }
 
+/* Tells the caller a long stage begins (kr_refine_config.stage). */
+static void stage(const kr_refine_config *cfg, const char *what, int views, double cell)
+{
+    if (cfg->stage) cfg->stage(cfg->progress_user, what, views, cell);
+}
+
 /* The joint refinement from the poses given (in/out). */
 static kr_status refine_joint(const kr_refine_config *cfg, kr_device *dev,
                               const kr_refine_view *views, int n_views, kr_pose *poses,
@@ -493,6 +499,7 @@ static kr_status refine_joint(const kr_refine_config *cfg, kr_device *dev,
     float **normals = NULL, **planes = NULL;
     kr_refine_view *on_planes = NULL;
     double t_fields = now_seconds(), fields_seconds = 0;
+    stage(cfg, "fields", n_views, cfg->cell);
     if (kr_refine_engine_device_fields(eng))
         /* Points, normals and planes where the fields are built. */
         s = kr_refine_engine_prepare(eng, views, n_views, cfg->signed_field);
@@ -512,6 +519,7 @@ static kr_status refine_joint(const kr_refine_config *cfg, kr_device *dev,
         int band = k == cfg->levels - 1 ? cfg->coarse_band : cfg->mid_band;
         if ((s = kr_refine_check_interrupted(cfg)) != KR_OK) break;
         t_fields = now_seconds();
+        stage(cfg, "coarse fields", n_views, h);
         s = level_build(&L, eng, cfg, views, normals, n_views, h, band, band, k);
         if (s != KR_OK) break;
         totals t;
@@ -704,6 +712,7 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     if (!a || !b || !b0 || !ov)
         s = kr_error(KR_ERR_NOMEM, "refine: no memory for %d poses", n_views);
     double t_fit = now_seconds(), fit_seconds = 0, init_seconds = 0;
+    stage(cfg, "measure", n_views, 0);
     if (s == KR_OK) s = kr_refine_fitter_eval(fitter, poses, 0, ov, &fit_in);
     fit_seconds += now_seconds() - t_fit;
     /* Far from aligned, the views are placed pairwise first; otherwise the
@@ -726,6 +735,7 @@ kr_status kr_refine(const kr_refine_config *cfg, kr_device *dev, const kr_refine
     double extent = kr_refine_fitter_extent(fitter);
     if (s == KR_OK && init) {
         double t_init = now_seconds();
+        stage(cfg, "placement", n_views, 0);
         s = kr_refine_init_pairwise(cfg, dev, views, n_views, poses, extent, b0, &placed);
         init_seconds = now_seconds() - t_init;
         if (s == KR_OK) s = agree_poses(cfg, b0, n_views);
