@@ -1,6 +1,8 @@
 /* Builds without CUDA: no device solve (pipeline/refine/refine_solve_cuda.h). */
 #include "pipeline/refine/refine_solve_cuda.h"
 
+#include <stddef.h>
+
 kr_status kr_refine_device_solver_create(kr_refine_device_solver **out, int device)
 {
     (void)device;
