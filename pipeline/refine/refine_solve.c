@@ -23,12 +23,49 @@ struct kr_refine_normal {
     double *g, *diag;
     int active_pairs;   /* pairs with residuals in the last assembly */
     double *dense;      /* n×n, made at the first dense solve */
+    double *H;          /* n×n: H itself, assembled in place of the entries (dense_H) */
+    bool dense_H;       /* the last assembly went into H (a dense solve follows) */
     const char *solver; /* the last solve's: "cholmod", "dense" or "cusolver" */
     kr_refine_device_solver *device; /* the CUDA engine's (not owned); NULL: the host */
 #ifdef KINREG_HAVE_CHOLMOD
     cholmod_common cm;
 #endif
 };
+
+/* The CUDA engine's device solves dense systems of DEVICE_MIN_UNKNOWNS
+ * (50 views) to DEVICE_MAX_UNKNOWNS (1366 views: 537 MB filled on the host
+ * and copied up each solve); smaller ones take the host a few milliseconds,
+ * larger sparse ones are CHOLMOD's. */
+#define DEVICE_MIN_UNKNOWNS 294
+#define DEVICE_MAX_UNKNOWNS 8192
+
+/* When most pairs of views overlap (a sequence of one scene, where every
+ * keyframe sees the others) the sparse factorisation is dense anyway and
+ * CHOLMOD's ordering and triplet sort are most of its time: 100 keyframes
+ * took 47 ms a solve on the two-H200 host. Dense below DENSE_MAX_UNKNOWNS
+ * (72 MB) when more than DENSE_PAIRS of the ordered pairs saw residuals. */
+#ifdef KINREG_HAVE_CHOLMOD
+#define DENSE_MAX_UNKNOWNS 3000
+#define DENSE_PAIRS 0.6
+
+static bool dense_pays(const kr_refine_normal *ne)
+{
+    double all = (double)ne->views * (ne->views - 1);
+    return ne->n <= DENSE_MAX_UNKNOWNS && ne->active_pairs > DENSE_PAIRS * all;
+}
+#endif
+
+/* Whether the next solve is dense (on the device or the host), from the
+ * active pairs of this assembly. */
+static bool solved_densely(const kr_refine_normal *ne)
+{
+    if (ne->device && ne->n <= DEVICE_MAX_UNKNOWNS) return true;
+#ifdef KINREG_HAVE_CHOLMOD
+    return dense_pays(ne);
+#else
+    return true;
+#endif
+}
 
 const char *kr_refine_solver_name(void)
 {
@@ -79,6 +116,7 @@ void kr_refine_normal_destroy(kr_refine_normal **ne)
     cholmod_finish(&(*ne)->cm);
 #endif
     free((*ne)->dense);
+    free((*ne)->H);
     free((*ne)->row);
     free((*ne)->col);
     free((*ne)->val);
@@ -106,7 +144,9 @@ static int reserve(kr_refine_normal *ne, size_t more)
 }
 
 /* Block (a, b) of H gains sign·S (S symmetric 6×6); only the upper triangle
- * is stored, so a block below the diagonal goes in as its transpose. */
+ * is stored, so a block below the diagonal goes in as its transpose: as
+ * entries, or straight into the dense H (row-major lower triangle, as
+ * dense_fill lays the entries out). */
 static void add_block(kr_refine_normal *ne, int a, int b, double sign, const double S[36])
 {
     for (int r = 0; r < 6; r++)
@@ -117,6 +157,10 @@ static void add_block(kr_refine_normal *ne, int a, int b, double sign, const dou
                 int t = i;
                 i = j;
                 j = t;
+            }
+            if (ne->dense_H) {
+                ne->H[(size_t)j * (size_t)ne->n + (size_t)i] += sign * S[6 * r + c];
+                continue;
             }
             ne->row[ne->entries] = i;
             ne->col[ne->entries] = j;
@@ -131,9 +175,17 @@ kr_status kr_refine_normal_assemble(kr_refine_normal *ne, const int *pairs,
     memset(ne->g, 0, sizeof *ne->g * (size_t)ne->n);
     memset(ne->diag, 0, sizeof *ne->diag * (size_t)ne->n);
     ne->active_pairs = 0;
+    for (int p = 0; p < npairs; p++)
+        ne->active_pairs += acc[p].count != 0;
+    /* A system solved densely is assembled densely: 298 keyframes that all
+     * see each other made 6.9 M entries, then scattered into the dense
+     * matrix at every solve (3-4 s of a 12-17 s refinement on the GPUs). */
+    size_t n2 = (size_t)ne->n * (size_t)ne->n;
+    ne->dense_H = solved_densely(ne);
+    if (ne->dense_H && !ne->H && !(ne->H = malloc(sizeof *ne->H * n2))) ne->dense_H = false;
+    if (ne->dense_H) memset(ne->H, 0, sizeof *ne->H * n2);
     for (int p = 0; p < npairs; p++) {
         if (acc[p].count == 0) continue;
-        ne->active_pairs++;
         int v[2] = {pairs[2 * p], pairs[2 * p + 1]}, m[2];
         for (int s = 0; s < 2; s++)
             m[s] = v[s] == ne->gauge ? -1 : 6 * (v[s] < ne->gauge ? v[s] : v[s] - 1);
@@ -142,7 +194,7 @@ kr_status kr_refine_normal_assemble(kr_refine_normal *ne, const int *pairs,
         for (int r = 0; r < 6; r++)
             for (int c = r; c < 6; c++)
                 S[6 * r + c] = S[6 * c + r] = acc[p].H[at++];
-        if (!reserve(ne, 36 * 3))
+        if (!ne->dense_H && !reserve(ne, 36 * 3))
             return kr_error(KR_ERR_NOMEM, "refine: no memory for the normal equations");
         for (int a = 0; a < 2; a++) {
             if (m[a] < 0) continue;
@@ -246,9 +298,13 @@ static kr_status dense_fill(kr_refine_normal *ne, double lambda, double dmax)
     if (!ne->dense && !(ne->dense = malloc(sizeof *ne->dense * n * n)))
         return kr_error(KR_ERR_NOMEM, "refine: no memory for %zu×%zu normal equations", n, n);
     double *A = ne->dense;
-    memset(A, 0, sizeof *A * n * n);
-    for (size_t e = 0; e < ne->entries; e++)
-        A[(size_t)ne->col[e] * n + ne->row[e]] += ne->val[e];
+    if (ne->dense_H) {
+        memcpy(A, ne->H, sizeof *A * n * n);
+    } else {
+        memset(A, 0, sizeof *A * n * n);
+        for (size_t e = 0; e < ne->entries; e++)
+            A[(size_t)ne->col[e] * n + ne->row[e]] += ne->val[e];
+    }
     for (size_t i = 0; i < n; i++)
         A[i * n + i] += damping(ne, (int)i, lambda, dmax);
     return KR_OK;
@@ -310,29 +366,6 @@ static kr_status dense_factor_solve(kr_refine_normal *ne, double *x)
 }
 #endif
 
-/* When most pairs of views overlap (a sequence of one scene, where every
- * keyframe sees the others) the sparse factorisation is dense anyway and
- * CHOLMOD's ordering and triplet sort are most of its time: 100 keyframes
- * took 47 ms a solve on the two-H200 host. Dense below DENSE_MAX_UNKNOWNS
- * (72 MB) when more than DENSE_PAIRS of the ordered pairs saw residuals. */
-/* The CUDA engine's device solves dense systems of DEVICE_MIN_UNKNOWNS
- * (50 views) to DEVICE_MAX_UNKNOWNS (1366 views: 537 MB filled on the host
- * and copied up each solve); smaller ones take the host a few milliseconds,
- * larger sparse ones are CHOLMOD's. */
-#define DEVICE_MIN_UNKNOWNS 294
-#define DEVICE_MAX_UNKNOWNS 8192
-
-#ifdef KINREG_HAVE_CHOLMOD
-#define DENSE_MAX_UNKNOWNS 3000
-#define DENSE_PAIRS 0.6
-
-static bool dense_pays(const kr_refine_normal *ne)
-{
-    double all = (double)ne->views * (ne->views - 1);
-    return ne->n <= DENSE_MAX_UNKNOWNS && ne->active_pairs > DENSE_PAIRS * all;
-}
-#endif
-
 bool kr_refine_normal_device_pays(int views)
 {
     int n = 6 * (views - 1);
@@ -370,8 +403,12 @@ kr_status kr_refine_normal_solve(kr_refine_normal *ne, double lambda, double *x)
     }
     if (s != KR_OK && s != KR_ERR_NUMERIC) {
 #ifdef KINREG_HAVE_CHOLMOD
-        /* Without memory for the dense matrix, the sparse one. */
-        if (!dense_pays(ne) || dense_fill(ne, lambda, dmax) != KR_OK) {
+        /* Without memory for the dense matrix, the sparse one (whose
+         * entries exist only when H was not assembled densely). */
+        bool dense = ne->dense_H || dense_pays(ne);
+        kr_status filled = dense ? dense_fill(ne, lambda, dmax) : KR_OK;
+        if (filled != KR_OK && ne->dense_H) return filled; /* no entries to fall back on */
+        if (!dense || filled != KR_OK) {
             ne->solver = "cholmod";
             return sparse_solve(ne, lambda, dmax, x);
         }
