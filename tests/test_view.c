@@ -321,6 +321,12 @@ KR_TEST(view, page_in_headless_chromium_shows_the_stream)
         CHECK_GE(json_number(state, "model_snapshots"), 1);
         double points = json_number(state, "model_points");
         CHECK_GT(points, 1000);
+        /* The model is coloured by height on a blue-to-white ramp, off the
+         * green, amber, red and magenta that mean tracking states (it was
+         * coloured by normal: red and green), and the plot has its axes. */
+        CHECK_MSG(strstr(state, "\"model_colours\":\"height\"") != NULL,
+                  "the model's colours are not the height ramp: %.300s", state);
+        CHECK(json_true(state, "plot_axes"));
         CHECK_LE(points, 100000);
         /* The last pose it shows is the stream's pose of that frame, to the bit. */
         double frame = json_number(state, "pose_frame"), t_page[3], t_sub[3];

@@ -15,12 +15,40 @@ const MAX_TRAJECTORY = 200000;
 const PLOT_SAMPLES = 300;
 
 const state = {
-  connected: false, connects: 0, restarts: 0, poses: 0, refines: 0, gaps: 0,
-  pose_seq: null, pose_frame: null, pose_t: null, pose_q: null, pose_state: null,
-  latency_ms: null, fps_out: 0, fps_in: null, status_event: null, status_fps: null,
-  frames_in: 0, frames_out: 0, frames_lost: 0, model_points_total: 0, recoveries: 0, losses: 0,
-  model_snapshot: null, model_frame: null, model_points: 0, model_first: null,
-  model_snapshots: 0, model_incomplete: 0, viewers: 0, dropped: 0, webgl: false, three: false,
+    connected : false,
+    connects : 0,
+    restarts : 0,
+    poses : 0,
+    refines : 0,
+    gaps : 0,
+    pose_seq : null,
+    pose_frame : null,
+    pose_t : null,
+    pose_q : null,
+    pose_state : null,
+    latency_ms : null,
+    fps_out : 0,
+    fps_in : null,
+    status_event : null,
+    status_fps : null,
+    frames_in : 0,
+    frames_out : 0,
+    frames_lost : 0,
+    model_points_total : 0,
+    recoveries : 0,
+    losses : 0,
+    model_snapshot : null,
+    model_frame : null,
+    model_points : 0,
+    model_first : null,
+    model_snapshots : 0,
+    model_incomplete : 0,
+    viewers : 0,
+    dropped : 0,
+    webgl : false,
+    three : false,
+    model_colours : null,
+    plot_axes : false,
 };
 
 // ---- 3-D scene ---------------------------------------------------------------
@@ -189,6 +217,21 @@ function unpackNormal(bu, bv, out) {
   out[0] = u / l; out[1] = v / l; out[2] = z / l;
 }
 
+// Dark blue (low) to near white (high), every colour with blue ≥ green ≥
+// red. Height is −y: kinreg's world is the first camera's frame, whose y
+// points down the image. The span is fixed (2 m below the first camera to
+// 1 m above), so a point keeps its colour from one snapshot to the next;
+// brightness follows how squarely the surface faces the first camera.
+const RAMP = [ [ 0.12, 0.23, 0.45 ], [ 0.31, 0.56, 0.75 ], [ 0.90, 0.93, 0.96 ] ];
+function heightColour(y, n, out, k)
+{
+    const u = Math.min(Math.max((-y + 2) / 3, 0), 1) * (RAMP.length - 1);
+    const i = Math.min(Math.floor(u), RAMP.length - 2), f = u - i;
+    const shade = 0.55 + 0.45 * Math.abs(n[2]);
+    for (let a = 0; a < 3; a++)
+        out[k + a] = shade * (RAMP[i][a] + f * (RAMP[i + 1][a] - RAMP[i][a]));
+}
+
 function onModel(b64) {
   const h = decodeModelChunk(b64);
   if (!h) return;
@@ -202,8 +245,9 @@ function onModel(b64) {
     const o = 64 + 8 * i, k = 3 * (h.first + i);
     for (let a = 0; a < 3; a++) pending.positions[k + a] = h.origin[a] + h.scale * h.dv.getUint16(o + 2 * a, true);
     unpackNormal(h.dv.getUint8(o + 6), h.dv.getUint8(o + 7), n);
-    // Shaded by normal: each axis of the normal drives one colour channel.
-    for (let a = 0; a < 3; a++) pending.colors[k + a] = 0.5 + 0.5 * n[a];
+    // A neutral ramp by height, shaded by the normal: green, amber, red and
+    // magenta mean tracking states here, so the model uses none of them.
+    heightColour(pending.positions[k + 1], n, pending.colors, k);
   }
   if (h.chunk === 0 && h.count) pending.first = Array.from(pending.positions.slice(0, 3));
   pending.got++;
@@ -222,6 +266,11 @@ function showModel(s) {
   g.setAttribute("position", new THREE.BufferAttribute(s.positions, 3));
   g.setAttribute("color", new THREE.BufferAttribute(s.colors, 3));
   g.setDrawRange(0, s.total);
+  // For the page's test: the model's colours stay off the state colours.
+  let ordered = true;
+  for (let k = 0; k < 3 * s.total && ordered; k += 3)
+      ordered = s.colors[k + 2] >= s.colors[k + 1] && s.colors[k + 1] >= s.colors[k];
+  state.model_colours = ordered ? "height" : "mixed";
   if (!fitted && s.total > 0) fitView(s.positions);
 }
 
@@ -337,6 +386,21 @@ function drawPlot() {
   };
   line("inl", 1, "#5fd47a");
   line("rms", rmsMax, "#58a6ff");
+  // Axes: each curve's scale at its own side, time along the bottom.
+  g.font = "10px sans-serif";
+  g.fillStyle = "#5fd47a";
+  g.textAlign = "left";
+  g.fillText("1", 3, 11);
+  g.fillText("0.5", 3, h / 2 + 4);
+  g.fillText("0", 3, h - 4);
+  g.fillStyle = "#58a6ff";
+  g.textAlign = "right";
+  g.fillText((rmsMax * 1000).toPrecision(2) + " mm", w - 3, 11);
+  g.fillText("0", w - 3, h - 4);
+  g.fillStyle = "#8b95a3";
+  g.textAlign = "center";
+  g.fillText("last " + PLOT_SAMPLES + " frames → now", w / 2, h - 4);
+  state.plot_axes = true;
 }
 
 function refresh() {
