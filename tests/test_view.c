@@ -284,7 +284,7 @@ KR_TEST(view, page_in_headless_chromium_shows_the_stream)
                  "timeout 240 '%s' --headless --no-sandbox --disable-dev-shm-usage "
                  "--enable-unsafe-swiftshader "
                  "--virtual-time-budget=2000 --window-size=1280,800 --screenshot='%s' --dump-dom "
-                 "'%s?still=60' "
+                 "'%s?still=60&follow' "
                  "> '%s/dom.html' 2> '%s/chromium.log'",
                  browser, shot, url, tmp, tmp);
         rc = kr_test_shell(cmd, out, sizeof out);
@@ -327,6 +327,9 @@ KR_TEST(view, page_in_headless_chromium_shows_the_stream)
         CHECK_MSG(strstr(state, "\"model_colours\":\"height\"") != NULL,
                   "the model's colours are not the height ramp: %.300s", state);
         CHECK(json_true(state, "plot_axes"));
+        /* ?follow: the view's centre followed the sensor, pose after pose. */
+        CHECK(json_true(state, "follow"));
+        CHECK_GE(json_number(state, "follow_moves"), 30);
         CHECK_LE(points, 100000);
         /* The last pose it shows is the stream's pose of that frame, to the bit. */
         double frame = json_number(state, "pose_frame"), t_page[3], t_sub[3];

@@ -15,40 +15,13 @@ const MAX_TRAJECTORY = 200000;
 const PLOT_SAMPLES = 300;
 
 const state = {
-    connected : false,
-    connects : 0,
-    restarts : 0,
-    poses : 0,
-    refines : 0,
-    gaps : 0,
-    pose_seq : null,
-    pose_frame : null,
-    pose_t : null,
-    pose_q : null,
-    pose_state : null,
-    latency_ms : null,
-    fps_out : 0,
-    fps_in : null,
-    status_event : null,
-    status_fps : null,
-    frames_in : 0,
-    frames_out : 0,
-    frames_lost : 0,
-    model_points_total : 0,
-    recoveries : 0,
-    losses : 0,
-    model_snapshot : null,
-    model_frame : null,
-    model_points : 0,
-    model_first : null,
-    model_snapshots : 0,
-    model_incomplete : 0,
-    viewers : 0,
-    dropped : 0,
-    webgl : false,
-    three : false,
-    model_colours : null,
-    plot_axes : false,
+  connected: false, connects: 0, restarts: 0, poses: 0, refines: 0, gaps: 0,
+  pose_seq: null, pose_frame: null, pose_t: null, pose_q: null, pose_state: null,
+  latency_ms: null, fps_out: 0, fps_in: null, status_event: null, status_fps: null,
+  frames_in: 0, frames_out: 0, frames_lost: 0, model_points_total: 0, recoveries: 0, losses: 0,
+  model_snapshot: null, model_frame: null, model_points: 0, model_first: null,
+  model_snapshots: 0, model_incomplete: 0, viewers: 0, dropped: 0, webgl: false, three: false,
+  model_colours: null, plot_axes: false, follow: false, follow_moves: 0,
 };
 
 // ---- 3-D scene ---------------------------------------------------------------
@@ -125,6 +98,13 @@ function buildScene() {
   world.add(modelPoints);
 
   controls.addEventListener("change", () => { if (state.stopped) renderer.render(scene, camera); });
+  const followBox = document.getElementById("follow");
+  followBox.checked = follow;
+  state.follow = follow;
+  followBox.addEventListener("change", () => {
+    follow = state.follow = followBox.checked;
+    followCamera();
+  });
   window.addEventListener("resize", resize);
   resize();
   animate();
@@ -222,14 +202,12 @@ function unpackNormal(bu, bv, out) {
 // points down the image. The span is fixed (2 m below the first camera to
 // 1 m above), so a point keeps its colour from one snapshot to the next;
 // brightness follows how squarely the surface faces the first camera.
-const RAMP = [ [ 0.12, 0.23, 0.45 ], [ 0.31, 0.56, 0.75 ], [ 0.90, 0.93, 0.96 ] ];
-function heightColour(y, n, out, k)
-{
-    const u = Math.min(Math.max((-y + 2) / 3, 0), 1) * (RAMP.length - 1);
-    const i = Math.min(Math.floor(u), RAMP.length - 2), f = u - i;
-    const shade = 0.55 + 0.45 * Math.abs(n[2]);
-    for (let a = 0; a < 3; a++)
-        out[k + a] = shade * (RAMP[i][a] + f * (RAMP[i + 1][a] - RAMP[i][a]));
+const RAMP = [[0.12, 0.23, 0.45], [0.31, 0.56, 0.75], [0.90, 0.93, 0.96]];
+function heightColour(y, n, out, k) {
+  const u = Math.min(Math.max((-y + 2) / 3, 0), 1) * (RAMP.length - 1);
+  const i = Math.min(Math.floor(u), RAMP.length - 2), f = u - i;
+  const shade = 0.55 + 0.45 * Math.abs(n[2]);
+  for (let a = 0; a < 3; a++) out[k + a] = shade * (RAMP[i][a] + f * (RAMP[i + 1][a] - RAMP[i][a]));
 }
 
 function onModel(b64) {
@@ -269,7 +247,7 @@ function showModel(s) {
   // For the page's test: the model's colours stay off the state colours.
   let ordered = true;
   for (let k = 0; k < 3 * s.total && ordered; k += 3)
-      ordered = s.colors[k + 2] >= s.colors[k + 1] && s.colors[k + 1] >= s.colors[k];
+    ordered = s.colors[k + 2] >= s.colors[k + 1] && s.colors[k + 1] >= s.colors[k];
   state.model_colours = ordered ? "height" : "mixed";
   if (!fitted && s.total > 0) fitView(s.positions);
 }
@@ -324,9 +302,25 @@ function onPose(m) {
     frustum.position.set(m.t[0], m.t[1], m.t[2]);
     frustum.quaternion.set(m.q[0], m.q[1], m.q[2], m.q[3]);
     frustum.material.color.setRGB(...STATE_COLORS[st]);
+    followCamera();
   }
   samples.push({inl: m.inlier_fraction, rms: m.rms});
   if (samples.length > PLOT_SAMPLES) samples.shift();
+}
+
+// Follow mode (the checkbox, or "?follow"): the orbit's centre rides with the
+// sensor, the eye keeping its offset, so a long scan stays in view; the
+// mouse still orbits and zooms about it.
+let follow = new URLSearchParams(location.search).has("follow");
+function followCamera() {
+  if (!follow || !frustum || !controls) return;
+  const p = new THREE.Vector3();
+  frustum.getWorldPosition(p);
+  const d = p.sub(controls.target);
+  controls.target.add(d);
+  camera.position.add(d);
+  controls.update();
+  state.follow_moves++;
 }
 
 function onRefine(m) {
