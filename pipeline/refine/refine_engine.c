@@ -44,7 +44,6 @@ struct kr_refine_engine {
     bool staged;     /* fields go from device to device through the host */
     kr_refine_device_solver *solver; /* made at the first kr_refine_engine_solver */
     bool solver_tried;
-    char solver_why[256]; /* why there is none */
 };
 
 /* Runs job(eng, d, arg) for every device d, one host thread each (a CUDA
@@ -162,15 +161,11 @@ kr_refine_device_solver *kr_refine_engine_solver(kr_refine_engine *eng)
         eng->solver_tried = true;
         const kr_gpu_context *ctx =
             eng->own_ctx && eng->own_ctx[0] ? eng->own_ctx[0] : eng->dev_ctx;
-        if (kr_refine_device_solver_create(&eng->solver, kr_gpu_context_device(ctx)) != KR_OK)
-            snprintf(eng->solver_why, sizeof eng->solver_why, "%s", kr_last_error());
+        /* None (no cuSOLVER, no room): the host solves, and the run's
+         * solver name (kr_refine_result.solver) says so. */
+        (void)kr_refine_device_solver_create(&eng->solver, kr_gpu_context_device(ctx));
     }
     return eng->solver;
-}
-
-const char *kr_refine_engine_solver_why(const kr_refine_engine *eng)
-{
-    return eng->solver_why;
 }
 
 int kr_refine_engine_devices(const kr_refine_engine *eng)

@@ -21,9 +21,8 @@ kr_backend kr_refine_engine_backend(const kr_refine_engine *eng);
 void kr_refine_engine_stage_copies(kr_refine_engine *eng, bool staged);
 /* The CUDA engine's solver of dense normal equations on its first device
  * (pipeline/refine/refine_solve_cuda.h), made at the first call; NULL on the CPU, or
- * when it cannot be made (then the host solves: kr_refine_engine_solver_why). */
+ * when it cannot be made (then the host solves). */
 struct kr_refine_device_solver *kr_refine_engine_solver(kr_refine_engine *eng);
-const char *kr_refine_engine_solver_why(const kr_refine_engine *eng);
 /* CUDA devices the sums run on (0 on the CPU). */
 int kr_refine_engine_devices(const kr_refine_engine *eng);
 /* A field built on the host (kr_dfield_build; with normals, not NULL,

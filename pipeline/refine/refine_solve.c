@@ -1,7 +1,8 @@
 /* The refinement's block-sparse normal equations (pipeline/refine/refine_solve.h). H is
  * kept as its upper-triangle entries (row ≤ column, duplicates allowed: a
  * block that several pairs fill appears once per pair); CHOLMOD's triplet
- * form adds duplicates itself, the dense fallback scatters them. */
+ * form adds duplicates itself, the dense fallback scatters them. A system
+ * that will be solved densely is assembled straight into a dense H instead. */
 #include "pipeline/refine/refine_solve.h"
 #include "pipeline/refine/refine_solve_cuda.h"
 
