@@ -6,6 +6,7 @@ import os
 import sys
 from typing import List, Optional
 
+from .connect import add_curve_options, check_curve_options, open_subscriber
 from .wire import MODEL_JSON_FIELDS, TOPICS, json_safe
 
 
@@ -43,14 +44,9 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
                     "frame in frame order, a 'final' message's pose in place of its frame's")
     ap.add_argument("--follow", action="store_true",
                     help="keep going after a 'stopped' or 'error' status")
-    ap.add_argument("--curve-server", metavar="FILE",
-                    help="the publisher's public key (its NAME.key): encrypted, authenticated stream")
-    ap.add_argument("--curve-secret", metavar="FILE",
-                    help="this subscriber's key pair (NAME.key_secret from kinreg keygen)")
+    add_curve_options(ap)
     args = ap.parse_args(argv)
-    if bool(args.curve_server) != bool(args.curve_secret):
-        ap.error("CURVE needs both --curve-server (the publisher's NAME.key) and "
-                 "--curve-secret (this subscriber's NAME.key_secret)")
+    check_curve_options(ap, args)
 
     if args.final:
         if args.format == "json" or args.topics:
@@ -65,28 +61,9 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     else:
         topics = ["pose", "status"] + (["refine", "final"] if args.format == "json" else [])
 
-    try:
-        from .subscriber import EndpointError, Subscriber
-    except ImportError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
+    sub = open_subscriber(args, topics, prog)
+    if sub is None:
         return 2
-    curve = {}
-    if args.curve_server:
-        from .keys import KeyFileError, load_pair, load_public
-        try:
-            public, secret = load_pair(args.curve_secret)
-            curve = {"server_key": load_public(args.curve_server), "public_key": public,
-                     "secret_key": secret}
-        except KeyFileError as e:
-            print(f"{prog}: {e}", file=sys.stderr)
-            return 2
-    try:
-        # Status always, to see the stream's end; printed only when asked for.
-        sub = Subscriber(args.endpoint, list(dict.fromkeys(topics + ["status"])), **curve)
-    except EndpointError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        return 2
-    sub.on_malformed = lambda e: print(f"{prog}: skipped a malformed message: {e}", file=sys.stderr)
 
     received = {"pose": 0, "refine": 0, "status": 0, "model": 0, "final": 0}
     n_gaps = missed = poses = replaced = 0
