@@ -43,6 +43,8 @@ configure() { # DIR SANITIZERS [extra cmake args]
 # the test.
 asan_strict="detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:abort_on_error=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+# Leaks of third-party caches that live as long as the process (tests/lsan.supp).
+export LSAN_OPTIONS="suppressions=$here/tests/lsan.supp"
 # Idle OpenMP threads spinning on 2 cores would starve the sanitized threads.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 

@@ -33,9 +33,10 @@ build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
 
 # ---- 1. Debian packages that are missing ------------------------------------
-# libmicrohttpd-dev and libjs-three: the live view (kinreg view, run --view).
+# libmicrohttpd-dev and libjs-three: the live view (kinreg view, run --view);
+# librsvg2-dev: PNG plots (eval --plot x.png) drawn from their SVG.
 packages=(build-essential cmake pkg-config libpng-dev libzmq3-dev libfreenect-dev libfreenect-bin python3 python3-zmq
-    libmicrohttpd-dev libjs-three)
+    libmicrohttpd-dev libjs-three librsvg2-dev)
 # The live view's test loads its page in headless Chromium: a browser only
 # where the tests run, not for using kinreg.
 if [ "$mode" = test ]; then packages+=(chromium); fi

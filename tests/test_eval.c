@@ -413,14 +413,15 @@ KR_TEST(eval, plot_svg_and_png)
     REQUIRE(png_image_finish_read(&im, NULL, rgb, 0, NULL));
     /* White background in a corner; black text, the red estimate and, though
      * the estimate lies exactly on it, the ground truth's grey band on both
-     * sides of it (drawn alike, the estimate hid it: no truth pixel). */
+     * sides of it (drawn alike, the estimate hid it: no truth pixel). The
+     * renderer antialiases: the band's colour within a few levels. */
     CHECK(rgb[0] == 255 && rgb[1] == 255 && rgb[2] == 255);
     size_t red = 0, black = 0, truth = 0;
     for (size_t i = 0; i < (size_t)im.width * im.height; i++) {
         const unsigned char *p = rgb + 3 * i;
         red += p[0] > 200 && p[1] < 80 && p[2] < 80;
         black += p[0] == 0 && p[1] == 0 && p[2] == 0;
-        truth += p[0] == 0x9e && p[1] == 0x9e && p[2] == 0x9e;
+        truth += abs(p[0] - 0x9e) <= 4 && abs(p[1] - 0x9e) <= 4 && abs(p[2] - 0x9e) <= 4;
     }
     CHECK_GT(red, 500);
     CHECK_GT(black, 500);
