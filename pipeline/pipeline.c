@@ -407,6 +407,7 @@ static void publish_status(kr_pipeline *p, kr_event event, const char *text)
     item.status.frames_lost = st.frames_lost;
     item.status.fps = (float)st.fps;
     item.status.model_points = st.model_points;
+    item.status.frames_total = kr_source_length(p->source);
     snprintf(item.status.text, sizeof item.status.text, "%.319s", text ? text : "");
     kr_outbox_put(&p->outbox, &item);
 }

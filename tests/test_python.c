@@ -60,7 +60,7 @@ KR_TEST(python, pip_install_then_import_and_decode_a_live_stream)
         venv);
     REQUIRE(sh(cmd) == 0);
     CHECK_CONTAINS(out, venv);
-    CHECK_CONTAINS(out, " 3"); /* WIRE_VERSION */
+    CHECK_CONTAINS(out, " 4"); /* WIRE_VERSION */
 
     /* A live stream: run waits for the subscriber, kinreg-sub prints JSON. */
     char traj[700], json[700], endpoint[700];

@@ -88,6 +88,7 @@ static kr_status_msg random_status(uint64_t *s)
     m.frames_lost = rng_next(s);
     m.fps = (float)urand(s, 0, 200);
     m.model_points = rng_next(s);
+    m.frames_total = rng_next(s);
     int len = (int)(rng_next(s) % 64);
     for (int i = 0; i < len; i++) m.text[i] = (char)('a' + rng_next(s) % 26);
     return m;
@@ -122,7 +123,7 @@ static bool status_equal(const kr_status_msg *a, const kr_status_msg *b, bool wi
            a->frames_in == b->frames_in && a->frames_out == b->frames_out &&
            a->frames_dropped == b->frames_dropped && a->frames_lost == b->frames_lost &&
            same_float(a->fps, b->fps) && a->model_points == b->model_points &&
-           a->messages_dropped == b->messages_dropped &&
+           a->messages_dropped == b->messages_dropped && a->frames_total == b->frames_total &&
            strcmp(a->text, b->text) == 0;
 }
 
@@ -156,7 +157,7 @@ static float le_f32(const uint8_t *p)
 KR_TEST(transport, wire_sizes_and_names)
 {
     CHECK_EQ(kr_wire_pose_size(), 112);
-    CHECK_EQ(kr_wire_status_size(), 392); /* version 3; 384 in version 2, 128 in version 1 */
+    CHECK_EQ(kr_wire_status_size(), 400); /* version 4; 392 in 3, 384 in 2, 128 in 1 */
     CHECK_STR(kr_topic_name(KR_TOPIC_POSE), "pose");
     CHECK_STR(kr_topic_name(KR_TOPIC_STATUS), "status");
     CHECK_STR(kr_topic_name(KR_TOPIC_REFINE), "refine");
@@ -192,8 +193,8 @@ KR_TEST(transport, wire_round_trip_random)
         CHECK_MSG(pose_equal(&p, &q, true), "pose %d differs after a round trip", k);
 
         kr_status_msg a = random_status(&s), b;
-        CHECK_EQ(kr_wire_encode_status(&a, buf), 392);
-        REQUIRE_OK(kr_wire_decode_status(buf, 392, &b));
+        CHECK_EQ(kr_wire_encode_status(&a, buf), 400);
+        REQUIRE_OK(kr_wire_decode_status(buf, 400, &b));
         CHECK_MSG(status_equal(&a, &b, true), "status %d differs after a round trip", k);
         if (kr_test_failed()) return;
     }
@@ -263,13 +264,14 @@ KR_TEST(transport, wire_status_bytes_at_documented_offsets)
     m.frames_in = 1000, m.frames_out = 990, m.frames_dropped = 7, m.frames_lost = 3;
     m.model_points = 123456789012ull;
     m.messages_dropped = 0x0102030405060708ull;
+    m.frames_total = 0x1112131415161718ull;
     strcpy(m.text, "sensor silent for 2 s");
     uint8_t b[KR_WIRE_STATUS_SIZE];
     memset(b, 0xEE, sizeof b);
     kr_wire_encode_status(&m, b);
 
     CHECK(memcmp(b, "KRST", 4) == 0);
-    CHECK_EQ(le_u(b + 4, 2), 3);
+    CHECK_EQ(le_u(b + 4, 2), 4);
     CHECK_EQ(le_u(b + 6, 2), 2);
     CHECK_EQ(le_u(b + 8, 8), 77);
     CHECK_EQ(b[16], 2);
@@ -282,8 +284,9 @@ KR_TEST(transport, wire_status_bytes_at_documented_offsets)
     CHECK_EQ(le_u(b + 48, 8), 3);
     CHECK(le_u(b + 56, 8) == 123456789012ull);
     CHECK(le_u(b + 64, 8) == 0x0102030405060708ull);
-    CHECK(memcmp(b + 72, "sensor silent for 2 s", 22) == 0); /* NUL included */
-    for (int i = 72 + 22; i < 392; i++) CHECK_EQ(b[i], 0); /* NUL padding */
+    CHECK(le_u(b + 72, 8) == 0x1112131415161718ull);
+    CHECK(memcmp(b + 80, "sensor silent for 2 s", 22) == 0); /* NUL included */
+    for (int i = 80 + 22; i < 400; i++) CHECK_EQ(b[i], 0); /* NUL padding */
 }
 
 KR_TEST(transport, wire_status_text_always_terminated)
@@ -293,11 +296,11 @@ KR_TEST(transport, wire_status_text_always_terminated)
     memset(m.text, 'x', sizeof m.text); /* no NUL at all */
     uint8_t b[KR_WIRE_STATUS_SIZE];
     kr_wire_encode_status(&m, b);
-    CHECK_EQ(b[391], 0);
+    CHECK_EQ(b[399], 0);
     REQUIRE_OK(kr_wire_decode_status(b, sizeof b, &out));
     CHECK_EQ(strlen(out.text), 319);
     /* A foreign sender that fills all 320 bytes still decodes to a C string. */
-    memset(b + 72, 'y', 320);
+    memset(b + 80, 'y', 320);
     REQUIRE_OK(kr_wire_decode_status(b, sizeof b, &out));
     CHECK_EQ(strlen(out.text), 319);
 }
@@ -373,6 +376,33 @@ KR_TEST(transport, wire_decoder_reads_version_2_status)
     CHECK_CONTAINS(kr_last_error(), "expected 392");
 }
 
+/* A version 3 record (392 bytes: messages_dropped at 64, the text at 72, no
+ * frames_total), built byte by byte from the version 3 table of
+ * docs/PROTOCOL.md. */
+KR_TEST(transport, wire_decoder_reads_version_3_status)
+{
+    uint8_t b[KR_WIRE_STATUS_SIZE_V3];
+    memset(b, 0, sizeof b);
+    memcpy(b, "KRST", 4);
+    b[4] = 3;
+    b[6] = KR_TOPIC_STATUS;
+    b[8] = 5;
+    b[16] = KR_EVENT_PROGRESS;
+    b[24] = 42; /* frames_in */
+    b[64] = 7;  /* messages_dropped */
+    strcpy((char *)b + 72, "a version 3 text");
+    kr_status_msg out;
+    REQUIRE_OK(kr_wire_decode_status(b, sizeof b, &out));
+    CHECK_EQ(out.seq, 5);
+    CHECK_EQ(out.frames_in, 42);
+    CHECK_EQ(out.messages_dropped, 7);
+    CHECK_EQ(out.frames_total, 0); /* unknown before version 4 */
+    CHECK_STR(out.text, "a version 3 text");
+    b[4] = 4; /* a version 4 header on 392 bytes */
+    CHECK_STATUS(kr_wire_decode_status(b, sizeof b, &out), KR_ERR_FORMAT);
+    CHECK_CONTAINS(kr_last_error(), "expected 400");
+}
+
 KR_TEST(transport, wire_decoder_rejects_bad_payloads)
 {
     uint64_t s = 5;
@@ -393,7 +423,7 @@ KR_TEST(transport, wire_decoder_rejects_bad_payloads)
     b[0] = 'K';
     b[4] = KR_WIRE_VERSION + 1; /* from the future */
     CHECK_STATUS(kr_wire_decode_pose(b, 112, &out), KR_ERR_FORMAT);
-    CHECK_CONTAINS(kr_last_error(), "version 4");
+    CHECK_CONTAINS(kr_last_error(), "version 5");
     b[4] = 1; /* version 1 poses have the same layout: accepted */
     b[6] = 2; /* kind status in a pose payload */
     CHECK_STATUS(kr_wire_decode_pose(b, 112, &out), KR_ERR_FORMAT);
@@ -405,7 +435,7 @@ KR_TEST(transport, wire_decoder_rejects_bad_payloads)
     /* A pose payload is not a status payload, whatever its length. */
     kr_status_msg st;
     CHECK_STATUS(kr_wire_decode_status(b, 112, &st), KR_ERR_FORMAT);
-    CHECK_CONTAINS(kr_last_error(), "status payload has 112 bytes, expected 392");
+    CHECK_CONTAINS(kr_last_error(), "status payload has 112 bytes, expected 400");
     memset(b + 112, 0, 16);
     CHECK_STATUS(kr_wire_decode_status(b, 128, &st), KR_ERR_FORMAT);
     CHECK_CONTAINS(kr_last_error(), "magic");

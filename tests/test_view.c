@@ -330,6 +330,11 @@ KR_TEST(view, page_in_headless_chromium_shows_the_stream)
         /* ?follow: the view's centre followed the sensor, pose after pose. */
         CHECK(json_true(state, "follow"));
         CHECK_GE(json_number(state, "follow_moves"), 30);
+        /* Source progress: the replay's length (300 s at 30 frames/s) from
+         * the status records, and how much of it was read. */
+        CHECK_EQ(json_number(state, "frames_total"), 9000);
+        CHECK_GT(json_number(state, "source_progress"), 0);
+        CHECK_LT(json_number(state, "source_progress"), 1);
         CHECK_LE(points, 100000);
         /* The last pose it shows is the stream's pose of that frame, to the bit. */
         double frame = json_number(state, "pose_frame"), t_page[3], t_sub[3];

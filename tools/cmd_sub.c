@@ -244,8 +244,9 @@ static void print_status_json(const kr_status_msg *s, uint64_t gap)
            ",\"frames_lost\":%" PRIu64,
            s->frames_in, s->frames_out, s->frames_dropped, s->frames_lost);
     json_float(stdout, "fps", s->fps, 9);
-    printf(",\"model_points\":%" PRIu64 ",\"messages_dropped\":%" PRIu64 ",\"text\":",
-           s->model_points, s->messages_dropped);
+    printf(",\"model_points\":%" PRIu64 ",\"messages_dropped\":%" PRIu64
+           ",\"frames_total\":%" PRIu64 ",\"text\":",
+           s->model_points, s->messages_dropped, s->frames_total);
     kr_json_string(stdout, s->text);
     printf(",\"gap\":%" PRIu64 "}\n", gap);
 }

@@ -41,9 +41,12 @@ enum {
     STATUS_FRAMES_LOST = 48,
     STATUS_MODEL_POINTS = 56,
     STATUS_MESSAGES_DROPPED = 64, /* version 3 */
-    STATUS_TEXT = 72,     /* NUL-padded UTF-8 to the end of the record */
+    STATUS_FRAMES_TOTAL = 72,     /* version 4 */
+    STATUS_TEXT = 80,     /* NUL-padded UTF-8 to the end of the record */
     STATUS_TEXT_LEN = 320,
-    STATUS_SIZE = 392,
+    STATUS_SIZE = 400,
+    STATUS_TEXT_V3 = 72,     /* version 3: no frames_total, the text at 72 */
+    STATUS_SIZE_V3 = 392,
     STATUS_TEXT_V12 = 64,    /* versions 1 and 2: no messages_dropped, the text at 64 */
     STATUS_SIZE_V2 = 384,
     STATUS_TEXT_LEN_V1 = 64, /* version 1: a 64-byte text */
@@ -54,6 +57,8 @@ _Static_assert(POSE_SIZE == KR_WIRE_POSE_SIZE, "pose layout and header disagree"
 _Static_assert(STATUS_SIZE == KR_WIRE_STATUS_SIZE, "status layout and header disagree");
 _Static_assert(STATUS_SIZE_V1 == KR_WIRE_STATUS_SIZE_V1, "status layout and header disagree");
 _Static_assert(STATUS_SIZE_V2 == KR_WIRE_STATUS_SIZE_V2, "status layout and header disagree");
+_Static_assert(STATUS_SIZE_V3 == KR_WIRE_STATUS_SIZE_V3, "status layout and header disagree");
+_Static_assert(STATUS_TEXT_V3 + STATUS_TEXT_LEN == STATUS_SIZE_V3, "version 3 text ends the record");
 _Static_assert(STATUS_TEXT_V12 + STATUS_TEXT_LEN == STATUS_SIZE_V2, "version 2 text ends the record");
 _Static_assert(STATUS_TEXT + STATUS_TEXT_LEN == STATUS_SIZE, "status text ends the record");
 _Static_assert(STATUS_TEXT_LEN == sizeof(((kr_status_msg *)0)->text), "status text and header disagree");
@@ -116,6 +121,7 @@ size_t kr_wire_encode_status(const kr_status_msg *m, uint8_t *buf)
     kr_le_put_u64(buf + STATUS_FRAMES_LOST, m->frames_lost);
     kr_le_put_u64(buf + STATUS_MODEL_POINTS, m->model_points);
     kr_le_put_u64(buf + STATUS_MESSAGES_DROPPED, m->messages_dropped);
+    kr_le_put_u64(buf + STATUS_FRAMES_TOTAL, m->frames_total);
     /* Zero padding after the text, and the last byte always NUL, so a reader
      * can use the field as a C string without trusting the sender. */
     size_t n = strnlen(m->text, sizeof m->text);
@@ -158,7 +164,7 @@ kr_status kr_wire_decode_pose(const uint8_t *buf, size_t len, kr_pose_msg *out)
 {
     if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_wire_decode_pose: out is NULL");
     unsigned version;
-    static const size_t sizes[KR_WIRE_VERSION + 1] = {0, POSE_SIZE, POSE_SIZE, POSE_SIZE};
+    static const size_t sizes[KR_WIRE_VERSION + 1] = {0, POSE_SIZE, POSE_SIZE, POSE_SIZE, POSE_SIZE};
     kr_status s = check_header("pose", buf, len, sizes, pose_magic, &version);
     if (s != KR_OK) return s;
     unsigned kind = kr_le_get_u16(buf + HDR_KIND);
@@ -189,7 +195,8 @@ kr_status kr_wire_decode_status(const uint8_t *buf, size_t len, kr_status_msg *o
 {
     if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_wire_decode_status: out is NULL");
     unsigned version;
-    static const size_t sizes[KR_WIRE_VERSION + 1] = {0, STATUS_SIZE_V1, STATUS_SIZE_V2, STATUS_SIZE};
+    static const size_t sizes[KR_WIRE_VERSION + 1] = {0, STATUS_SIZE_V1, STATUS_SIZE_V2,
+                                                             STATUS_SIZE_V3, STATUS_SIZE};
     kr_status s = check_header("status", buf, len, sizes, status_magic, &version);
     if (s != KR_OK) return s;
     unsigned kind = kr_le_get_u16(buf + HDR_KIND);
@@ -208,10 +215,11 @@ kr_status kr_wire_decode_status(const uint8_t *buf, size_t len, kr_status_msg *o
     m.frames_lost = kr_le_get_u64(buf + STATUS_FRAMES_LOST);
     m.model_points = kr_le_get_u64(buf + STATUS_MODEL_POINTS);
     if (version >= 3) m.messages_dropped = kr_le_get_u64(buf + STATUS_MESSAGES_DROPPED);
+    if (version >= 4) m.frames_total = kr_le_get_u64(buf + STATUS_FRAMES_TOTAL);
     /* Copy the field less its last byte and terminate: a sender that filled
      * it all (not ours) still yields a valid C string. */
     size_t text_len = version == 1 ? STATUS_TEXT_LEN_V1 : STATUS_TEXT_LEN;
-    size_t text_at = version >= 3 ? STATUS_TEXT : STATUS_TEXT_V12;
+    size_t text_at = version >= 4 ? STATUS_TEXT : version == 3 ? STATUS_TEXT_V3 : STATUS_TEXT_V12;
     memcpy(m.text, buf + text_at, text_len - 1);
     m.text[text_len - 1] = '\0';
     *out = m;

@@ -2,7 +2,8 @@
 
 Little-endian, no padding ("<"): the layouts of docs/PROTOCOL.md byte for byte.
 Version 2 changed only the status record (its text grew from 64 to 320
-bytes), version 3 too (messages_dropped before the text); all three decode.
+bytes), version 3 too (messages_dropped before the text), version 4 too
+(frames_total before the text); all four decode.
 Model chunks (version 2 on) decode to their header and packed points; the
 points as numbers: kinreg.arrays (numpy).
 """
@@ -10,19 +11,20 @@ import math
 import struct
 from typing import Any, Callable, Dict, List
 
-WIRE_VERSION = 3
+WIRE_VERSION = 4
 WIRE_VERSION_MIN = 1
 
-# pose/refine/final (112 bytes, versions 1 to 3): magic, version, kind, seq, frame,
+# pose/refine/final (112 bytes, versions 1 to 4): magic, version, kind, seq, frame,
 # timestamp, tx ty tz, qx qy qz qw, state, method, iterations,
 # inlier_fraction, rms, condition, latency_ms, reserved.
 POSE = struct.Struct("<4sHHQQd3d4dBBHffffI")
 POSE_MAGIC = b"KRPS"
 # status: magic, version, kind, seq, event, state, reserved, fps, frames_in,
 # frames_out, frames_dropped, frames_lost, model_points, [messages_dropped
-# from version 3], text (320 bytes from version 2, 64 in version 1).
-STATUS = {3: struct.Struct("<4sHHQBBHfQQQQQQ320s"), 2: struct.Struct("<4sHHQBBHfQQQQQ320s"),
-          1: struct.Struct("<4sHHQBBHfQQQQQ64s")}
+# from version 3], [frames_total from version 4], text (320 bytes from
+# version 2, 64 in version 1).
+STATUS = {4: struct.Struct("<4sHHQBBHfQQQQQQQ320s"), 3: struct.Struct("<4sHHQBBHfQQQQQQ320s"),
+          2: struct.Struct("<4sHHQBBHfQQQQQ320s"), 1: struct.Struct("<4sHHQBBHfQQQQQ64s")}
 STATUS_MAGIC = b"KRST"
 # model chunk header (64 bytes): magic, version, kind, seq, snapshot, frame,
 # total_points, first_point, count, chunk, chunks, origin x y z, scale; then
@@ -31,7 +33,7 @@ MODEL = struct.Struct("<4sHHQQQIIIHH3ff")
 MODEL_MAGIC = b"KRMD"
 MODEL_POINT_SIZE = 8
 MODEL_CHUNK_POINTS = 16384
-assert POSE.size == 112 and STATUS[3].size == 392 and STATUS[2].size == 384 and STATUS[1].size == 128
+assert POSE.size == 112 and STATUS[4].size == 400 and STATUS[3].size == 392 and STATUS[2].size == 384 and STATUS[1].size == 128
 assert MODEL.size == 64
 
 # Topic names and their kind codes. `model` is only sent to subscribers that
@@ -95,7 +97,7 @@ def decode_pose(payload: bytes) -> Message:
 
 
 def decode_status(payload: bytes) -> Message:
-    """status payload (version 1, 2 or 3) -> dict."""
+    """status payload (version 1 to 4) -> dict."""
     f = _check_header("status", payload, lambda v: STATUS[v], STATUS_MAGIC)
     if f[2] != TOPICS["status"]:
         raise FormatError(f"status payload has kind {f[2]}, expected 2 (status)")
@@ -110,7 +112,8 @@ def decode_status(payload: bytes) -> Message:
         "frames_lost": f[11],
         "fps": f[7],
         "model_points": f[12],
-        "messages_dropped": f[13] if len(f) == 15 else 0,  # version 3 on
+        "messages_dropped": f[13] if len(f) >= 15 else 0,  # version 3 on
+        "frames_total": f[14] if len(f) == 16 else 0,  # version 4 on; 0 = unknown (live)
         # The last byte of the field is a terminator: a sender that filled it
         # all (not kinreg) yields one byte less, as the C decoder does.
         "text": f[-1][:-1].split(b"\0", 1)[0].decode("utf-8", "replace"),

@@ -18,7 +18,7 @@ const state = {
   connected: false, connects: 0, restarts: 0, poses: 0, refines: 0, gaps: 0,
   pose_seq: null, pose_frame: null, pose_t: null, pose_q: null, pose_state: null,
   latency_ms: null, fps_out: 0, fps_in: null, status_event: null, status_fps: null,
-  frames_in: 0, frames_out: 0, frames_lost: 0, model_points_total: 0, recoveries: 0, losses: 0,
+  frames_in: 0, frames_total: 0, source_progress: null, frames_out: 0, frames_lost: 0, model_points_total: 0, recoveries: 0, losses: 0,
   model_snapshot: null, model_frame: null, model_points: 0, model_first: null,
   model_snapshots: 0, model_incomplete: 0, viewers: 0, dropped: 0, webgl: false, three: false,
   model_colours: null, plot_axes: false, follow: false, follow_moves: 0,
@@ -341,6 +341,9 @@ function onStatus(m) {
   state.status_fps = m.fps;
   state.fps_out = m.fps;
   state.frames_in = m.frames_in;
+  // A replay's length (0 for a live sensor, or a sender before wire version 4).
+  state.frames_total = m.frames_total || 0;
+  state.source_progress = state.frames_total ? Math.min(1, m.frames_in / state.frames_total) : null;
   state.frames_out = m.frames_out;
   state.frames_lost = m.frames_lost;
   state.model_points_total = m.model_points;
@@ -405,6 +408,11 @@ function refresh() {
   st.textContent = state.pose_state || "–";
   st.className = "v " + (state.pose_state || "");
   text("c-frames", state.frames_out || (state.pose_frame === null ? 0 : state.pose_frame + 1));
+  text("c-source", state.frames_total
+    ? state.frames_in + " of " + state.frames_total + " (" + Math.round(100 * state.source_progress) + "%)"
+    : state.frames_in + (state.status_event ? " (live)" : ""));
+  document.getElementById("progress-bar").style.width =
+    state.source_progress === null ? "0" : (100 * state.source_progress).toFixed(1) + "%";
   text("c-fps", fmt(state.fps_in, 1) + " / " + fmt(state.fps_out, 1));
   text("c-latency", fmt(state.latency_ms, 1) + " ms");
   text("c-lost", state.frames_lost);

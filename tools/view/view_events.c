@@ -56,8 +56,9 @@ size_t kr_view_status_json(const kr_status_msg *s, uint64_t gap, char *out, size
         kr_event_name(s->event), kr_wire_state_name(s->state));
     add(&t,
         ",\"frames_in\":%" PRIu64 ",\"frames_out\":%" PRIu64 ",\"frames_dropped\":%" PRIu64
-        ",\"frames_lost\":%" PRIu64 ",\"model_points\":%" PRIu64,
-        s->frames_in, s->frames_out, s->frames_dropped, s->frames_lost, s->model_points);
+        ",\"frames_lost\":%" PRIu64 ",\"model_points\":%" PRIu64 ",\"frames_total\":%" PRIu64,
+        s->frames_in, s->frames_out, s->frames_dropped, s->frames_lost, s->model_points,
+        s->frames_total);
     number(&t, "fps", s->fps);
     add(&t, ",\"text\":\"");
     /* The text is the sender's UTF-8: escape what JSON and SSE lines need. */
