@@ -286,7 +286,8 @@ KR_TEST(transport, wire_status_bytes_at_documented_offsets)
     CHECK(le_u(b + 64, 8) == 0x0102030405060708ull);
     CHECK(le_u(b + 72, 8) == 0x1112131415161718ull);
     CHECK(memcmp(b + 80, "sensor silent for 2 s", 22) == 0); /* NUL included */
-    for (int i = 80 + 22; i < 400; i++) CHECK_EQ(b[i], 0); /* NUL padding */
+    for (int i = 80 + 22; i < 400; i++)
+        CHECK_EQ(b[i], 0); /* NUL padding */
 }
 
 KR_TEST(transport, wire_status_text_always_terminated)

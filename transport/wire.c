@@ -42,12 +42,12 @@ enum {
     STATUS_MODEL_POINTS = 56,
     STATUS_MESSAGES_DROPPED = 64, /* version 3 */
     STATUS_FRAMES_TOTAL = 72,     /* version 4 */
-    STATUS_TEXT = 80,     /* NUL-padded UTF-8 to the end of the record */
+    STATUS_TEXT = 80,             /* NUL-padded UTF-8 to the end of the record */
     STATUS_TEXT_LEN = 320,
     STATUS_SIZE = 400,
-    STATUS_TEXT_V3 = 72,     /* version 3: no frames_total, the text at 72 */
+    STATUS_TEXT_V3 = 72, /* version 3: no frames_total, the text at 72 */
     STATUS_SIZE_V3 = 392,
-    STATUS_TEXT_V12 = 64,    /* versions 1 and 2: no messages_dropped, the text at 64 */
+    STATUS_TEXT_V12 = 64, /* versions 1 and 2: no messages_dropped, the text at 64 */
     STATUS_SIZE_V2 = 384,
     STATUS_TEXT_LEN_V1 = 64, /* version 1: a 64-byte text */
     STATUS_SIZE_V1 = 128
@@ -58,7 +58,8 @@ _Static_assert(STATUS_SIZE == KR_WIRE_STATUS_SIZE, "status layout and header dis
 _Static_assert(STATUS_SIZE_V1 == KR_WIRE_STATUS_SIZE_V1, "status layout and header disagree");
 _Static_assert(STATUS_SIZE_V2 == KR_WIRE_STATUS_SIZE_V2, "status layout and header disagree");
 _Static_assert(STATUS_SIZE_V3 == KR_WIRE_STATUS_SIZE_V3, "status layout and header disagree");
-_Static_assert(STATUS_TEXT_V3 + STATUS_TEXT_LEN == STATUS_SIZE_V3, "version 3 text ends the record");
+_Static_assert(STATUS_TEXT_V3 + STATUS_TEXT_LEN == STATUS_SIZE_V3,
+               "version 3 text ends the record");
 _Static_assert(STATUS_TEXT_V12 + STATUS_TEXT_LEN == STATUS_SIZE_V2, "version 2 text ends the record");
 _Static_assert(STATUS_TEXT + STATUS_TEXT_LEN == STATUS_SIZE, "status text ends the record");
 _Static_assert(STATUS_TEXT_LEN == sizeof(((kr_status_msg *)0)->text), "status text and header disagree");
@@ -164,7 +165,8 @@ kr_status kr_wire_decode_pose(const uint8_t *buf, size_t len, kr_pose_msg *out)
 {
     if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_wire_decode_pose: out is NULL");
     unsigned version;
-    static const size_t sizes[KR_WIRE_VERSION + 1] = {0, POSE_SIZE, POSE_SIZE, POSE_SIZE, POSE_SIZE};
+    static const size_t sizes[KR_WIRE_VERSION + 1] = {0, POSE_SIZE, POSE_SIZE, POSE_SIZE,
+                                                      POSE_SIZE};
     kr_status s = check_header("pose", buf, len, sizes, pose_magic, &version);
     if (s != KR_OK) return s;
     unsigned kind = kr_le_get_u16(buf + HDR_KIND);
@@ -196,7 +198,7 @@ kr_status kr_wire_decode_status(const uint8_t *buf, size_t len, kr_status_msg *o
     if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_wire_decode_status: out is NULL");
     unsigned version;
     static const size_t sizes[KR_WIRE_VERSION + 1] = {0, STATUS_SIZE_V1, STATUS_SIZE_V2,
-                                                             STATUS_SIZE_V3, STATUS_SIZE};
+                                                      STATUS_SIZE_V3, STATUS_SIZE};
     kr_status s = check_header("status", buf, len, sizes, status_magic, &version);
     if (s != KR_OK) return s;
     unsigned kind = kr_le_get_u16(buf + HDR_KIND);

@@ -83,8 +83,8 @@ typedef struct {
     uint64_t model_points;
     uint64_t messages_dropped; /* messages the publisher could not queue so far
                                   (kr_publisher_dropped; 0 from a version 1 or 2 sender) */
-    uint64_t frames_total;    /* frames the source holds (a replay's length); 0 when
-                                 unknown (a live sensor; a version 1 to 3 sender) */
+    uint64_t frames_total;     /* frames the source holds (a replay's length); 0 when
+                                  unknown (a live sensor; a version 1 to 3 sender) */
     char text[320];           /* NUL-terminated detail, e.g. an error message
                                  (at most 319 bytes; 63 from a version 1 sender) */
 } kr_status_msg;
@@ -128,7 +128,7 @@ KR_API kr_status kr_wire_decode_model(const uint8_t *buf, size_t len, kr_model_m
 
 /* Encoded sizes on the wire (docs/PROTOCOL.md), for static buffers. */
 #define KR_WIRE_POSE_SIZE 112
-#define KR_WIRE_STATUS_SIZE 400    /* version 4; version 3 has 392, 2 has 384, 1 has 128 */
+#define KR_WIRE_STATUS_SIZE 400 /* version 4; version 3 has 392, 2 has 384, 1 has 128 */
 #define KR_WIRE_STATUS_SIZE_V3 392
 #define KR_WIRE_STATUS_SIZE_V2 384
 #define KR_WIRE_STATUS_SIZE_V1 128
