@@ -14,6 +14,7 @@
 #include "gpu/engine.h"
 #include "kinreg/queue.h"
 #include "pipeline/fuser.h"
+#include "pipeline/depth_feed.h"
 #include "pipeline/model_feed.h"
 #include "pipeline/live_refine.h"
 #include "pipeline/lost_fill.h"
@@ -31,6 +32,7 @@ struct kr_pipeline {
     kr_publisher *publisher;
     kr_queue *queue;
     kr_outbox outbox;
+    kr_depth_feed depth_feed; /* the `depth` topic: tracker offers, publisher sends */
     kr_intrinsics intrinsics;
     kr_pyramid pyramid;
     /* CUDA backend: fusion runs on its own thread (fuser) from a second
@@ -92,6 +94,7 @@ void kr_pipeline_config_default(kr_pipeline_config *cfg)
     cfg->fuse_level = -1;
     cfg->model_period_s = 1.0;
     cfg->model_points = 100000;
+    cfg->depth_period_s = 0.5;
     cfg->fill_frames = 300;
     kr_live_refine_config_default(&cfg->refine);
 }
@@ -112,6 +115,9 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     if (cfg->queue_capacity < 1 || cfg->rebuild_every < 1 || cfg->rate < 0)
         return kr_error(KR_ERR_INVALID_ARG,
                         "pipeline: queue capacity and rebuild interval must be >= 1, rate >= 0");
+    if (!(cfg->depth_period_s >= 0))
+        return kr_error(KR_ERR_INVALID_ARG, "pipeline: depth period %g s must be >= 0",
+                        cfg->depth_period_s);
     if (!(cfg->model_period_s >= 0) || cfg->model_points < 0)
         return kr_error(KR_ERR_INVALID_ARG,
                         "pipeline: model period %g s and model points %d must be >= 0",
@@ -125,6 +131,7 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     pthread_mutex_init(&p->error_lock, NULL);
     pthread_mutex_init(&p->stats_lock, NULL);
     pthread_mutex_init(&p->pace_lock, NULL);
+    kr_depth_feed_init(&p->depth_feed, cfg->depth_period_s);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -212,6 +219,7 @@ void kr_pipeline_destroy(kr_pipeline **pp)
     kr_trajectory_free(&p->final);
     kr_recover_cache_free(&p->recover_cache);
     kr_outbox_destroy(&p->outbox);
+    kr_depth_feed_free(&p->depth_feed);
     kr_queue_destroy(&p->queue);
     kr_publisher_destroy(&p->publisher);
     kr_fuser_destroy(&p->fuser); /* before the model it writes */
@@ -364,6 +372,8 @@ static void *publisher_main(void *arg)
         kr_status fs = kr_model_feed_tick(&feed, p->model, p->publisher);
         if (fs != KR_OK)
             kr_log(KR_LOG_WARN, "model not published: %s (%s)", kr_strerror(fs), kr_last_error());
+        if ((fs = kr_depth_feed_tick(&p->depth_feed, p->publisher)) != KR_OK)
+            kr_log(KR_LOG_WARN, "depth not published: %s (%s)", kr_strerror(fs), kr_last_error());
         int got = kr_outbox_take_within(&p->outbox, &item, kr_model_feed_wait_s(&feed));
         if (got < 0) break;
         if (got == 0) continue;
@@ -705,6 +715,7 @@ static bool tracker_loop(kr_pipeline *p)
         memset(&r, 0, sizeof r);
         s = track_frame(p, &frame, &r);
         if (s == KR_OK && p->fill && r.track.state == KR_TRACK_LOST) keep_lost(p, &frame, &r);
+        if (s == KR_OK) kr_depth_feed_offer(&p->depth_feed, &frame);
         double captured = frame.capture_time;
         kr_frame_release(&frame);
         if (s != KR_OK) {

@@ -335,6 +335,13 @@ KR_TEST(view, page_in_headless_chromium_shows_the_stream)
         CHECK_EQ(json_number(state, "frames_total"), 9000);
         CHECK_GT(json_number(state, "source_progress"), 0);
         CHECK_LT(json_number(state, "source_progress"), 1);
+        /* The latest depth frame, from the stream's `depth` topic: a 640x480
+         * frame subsampled by 4, mostly valid, at the synthetic room's
+         * depths (the scene spans about 0.5 to 6 m). */
+        CHECK_GE(json_number(state, "depth_frames"), 1);
+        CHECK_MSG(strstr(state, "\"depth_size\":\"160x120\"") != NULL, "no 160x120 depth frame: %.300s",
+                  state);
+        CHECK_GT(json_number(state, "depth_valid"), 0.5);
         CHECK_LE(points, 100000);
         /* The last pose it shows is the stream's pose of that frame, to the bit. */
         double frame = json_number(state, "pose_frame"), t_page[3], t_sub[3];

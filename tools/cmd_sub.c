@@ -63,7 +63,7 @@ static int parse_topics(const char *list, unsigned *mask)
         if (!t) {
             fprintf(stderr,
                     "kinreg sub: unknown topic '%s' (expected pose, refine, status, model, "
-                    "final)\n",
+                    "final, depth)\n",
                     tok);
             return -1;
         }
@@ -110,8 +110,9 @@ typedef struct {
                 "refine or final message on stdout, status messages on\n"                          \
                 "stderr; json: one JSON object per message with every field"))                     \
     OPT(TOPICS, (0, "topics", "LIST", KR_TEXT), a->topics = arg,                                   \
-        KR_HELP("comma-separated pose,refine,status,model,final (model: one\n"                     \
-                "line per chunk of a model snapshot, its header fields only;\n"                    \
+        KR_HELP("comma-separated pose,refine,status,model,final,depth (model:\n"                   \
+                "one line per chunk of a model snapshot, its header fields only;\n"                \
+                "depth: one line per depth thumbnail, likewise;\n"                                 \
                 "final: the poses the run's final trajectory changed, sent\n"                      \
                 "at its end) (default: pose,status for tum; for json\n"                            \
                 "pose,refine,status,final)"))                                                      \
@@ -263,6 +264,19 @@ static void print_model_json(const kr_model_msg *m, uint64_t gap)
     printf(",\"gap\":%" PRIu64 "}\n", gap);
 }
 
+/* A depth thumbnail's header and how much of it has depth (the samples are
+ * for programs, not lines). */
+static void print_depth_json(const kr_depth_msg *m, uint64_t gap)
+{
+    size_t n = (size_t)m->width * m->height, valid = 0;
+    for (size_t i = 0; i < n; i++)
+        valid += kr_wire_depth_sample(m, i) != 0;
+    printf("{\"topic\":\"depth\",\"seq\":%" PRIu64 ",\"frame\":%" PRIu64, m->seq, m->frame);
+    json_float(stdout, "timestamp", m->timestamp, 17);
+    printf(",\"width\":%u,\"height\":%u,\"step\":%u,\"valid\":%zu,\"gap\":%" PRIu64 "}\n",
+           m->width, m->height, m->step, valid, gap);
+}
+
 /* A TUM line, or nothing when a value is NaN or infinite or the quaternion
  * is not a rotation: kinreg's own trajectory reader (and most others) reject
  * such lines, so one bad pose would spoil the whole file. Counted and said on
@@ -328,6 +342,7 @@ static bool print_message(const sub_options *o, const kr_message *m, sub_totals 
         tot->missed = add_saturating(tot->missed, m->gap);
         uint64_t seq = m->topic == KR_TOPIC_STATUS  ? m->status.seq
                        : m->topic == KR_TOPIC_MODEL ? m->model.seq
+                       : m->topic == KR_TOPIC_DEPTH ? m->depth.seq
                                                     : m->pose.seq;
         fprintf(stderr, "gap: %" PRIu64 " %s message%s missed before seq %" PRIu64 "\n", m->gap,
                 kr_topic_name(m->topic), m->gap == 1 ? "" : "s", seq);
@@ -346,6 +361,12 @@ static bool print_message(const sub_options *o, const kr_message *m, sub_totals 
                     ", chunk %u/%u, %u of %u points\n",
                     m->model.snapshot, m->model.frame, m->model.chunk + 1, m->model.chunks,
                     m->model.count, m->model.total_points);
+    } else if (m->topic == KR_TOPIC_DEPTH) {
+        if (o->json)
+            print_depth_json(&m->depth, m->gap);
+        else
+            fprintf(stderr, "depth: frame %" PRIu64 ", %ux%u samples (every %u pixels)\n",
+                    m->depth.frame, m->depth.width, m->depth.height, m->depth.step);
     } else if (o->final) {
         sub_final_hold(o->final, &m->pose); /* out of memory: said at the end */
     } else if (o->json) {

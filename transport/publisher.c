@@ -549,3 +549,20 @@ kr_status kr_publisher_send_model(kr_publisher *pub, const float *points, const 
     }
     return KR_OK;
 }
+
+kr_status kr_publisher_send_depth(kr_publisher *pub, const kr_depth_msg *m)
+{
+    if (!pub || !m) return kr_error(KR_ERR_INVALID_ARG, "kr_publisher_send_depth: NULL argument");
+    size_t n = (size_t)m->width * m->height;
+    if (n == 0 || n > KR_WIRE_DEPTH_MAX_SAMPLES || !m->samples)
+        return kr_error(KR_ERR_INVALID_ARG, "depth thumbnail of %ux%u samples cannot be sent (1 to %d)",
+                        m->width, m->height, KR_WIRE_DEPTH_MAX_SAMPLES);
+    if (!pub->sock) return KR_OK;
+    /* The model chunk's buffer holds the largest depth record too. */
+    if (!pub->chunk && !(pub->chunk = malloc(kr_wire_model_size(KR_WIRE_MODEL_CHUNK_POINTS))))
+        return kr_error(KR_ERR_NOMEM, "cannot allocate the message buffer");
+    kr_depth_msg copy = *m;
+    copy.seq = pub->seq[KR_TOPIC_DEPTH]++;
+    size_t bytes = kr_wire_encode_depth(&copy, pub->chunk);
+    return send_message(pub, KR_TOPIC_DEPTH, pub->chunk, bytes);
+}

@@ -20,7 +20,7 @@
 #define DEFAULT_TOPICS                                                                             \
     ((1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS) | (1u << KR_TOPIC_REFINE) |                   \
      (1u << KR_TOPIC_FINAL))
-#define ALL_TOPICS (DEFAULT_TOPICS | (1u << KR_TOPIC_MODEL))
+#define ALL_TOPICS (DEFAULT_TOPICS | (1u << KR_TOPIC_MODEL) | (1u << KR_TOPIC_DEPTH))
 
 struct kr_subscriber {
     void *ctx, *sock;
@@ -237,17 +237,19 @@ static kr_status decode(kr_subscriber *sub, const zmq_msg_t *topic_frame, const 
     memset(out, 0, sizeof *out);
     out->topic = topic;
     if (topic == KR_TOPIC_STATUS) return kr_wire_decode_status(pd, pn, &out->status);
-    if (topic == KR_TOPIC_MODEL) {
+    if (topic == KR_TOPIC_MODEL || topic == KR_TOPIC_DEPTH) {
         /* The ZeroMQ frame is closed after this call: keep a copy the
-         * message's points can point into until the next receive. */
+         * message's points (samples) can point into until the next receive. */
         if (pn > sub->payload_cap) {
             uint8_t *grown = realloc(sub->payload, pn);
-            if (!grown) return kr_error(KR_ERR_NOMEM, "cannot hold a model payload of %zu bytes", pn);
+            if (!grown) return kr_error(KR_ERR_NOMEM, "cannot hold a %s payload of %zu bytes", name, pn);
             sub->payload = grown;
             sub->payload_cap = pn;
         }
         if (pn) memcpy(sub->payload, pd, pn);
-        return kr_wire_decode_model(pn ? sub->payload : pd, pn, &out->model);
+        const uint8_t *kept = pn ? sub->payload : pd;
+        return topic == KR_TOPIC_MODEL ? kr_wire_decode_model(kept, pn, &out->model)
+                                       : kr_wire_decode_depth(kept, pn, &out->depth);
     }
     kr_status st = kr_wire_decode_pose(pd, pn, &out->pose);
     if (st == KR_OK && out->pose.topic != topic)
@@ -378,6 +380,7 @@ static kr_status receive_one(kr_subscriber *sub, int timeout_ms, kr_message *out
     if (st == KR_OK) {
         uint64_t seq = m.topic == KR_TOPIC_STATUS  ? m.status.seq
                        : m.topic == KR_TOPIC_MODEL ? m.model.seq
+                       : m.topic == KR_TOPIC_DEPTH ? m.depth.seq
                                                    : m.pose.seq;
         m.gap = update_gap(sub, m.topic, seq);
         *out = m;

@@ -244,6 +244,8 @@ typedef struct {
     double model_period_s;         /* seconds between `model` snapshots for viewers (default 1;
                                       0 = none); sent only while someone subscribes to `model` */
     int model_points;              /* points per `model` snapshot at most (default 100000) */
+    double depth_period_s;         /* seconds between `depth` thumbnails for viewers (default 0.5;
+                                      0 = none); made only while someone subscribes to `depth` */
     int fuse_level;                /* pyramid level fused into the model (default = track.finest_level) */
     int fuse_thread;               /* fusion on its own thread, overlapping the next frame's tracking:
                                       0 = with the CUDA backend (default), 1 = always, 2 = never */

@@ -31,10 +31,11 @@ typedef enum {
     KR_TOPIC_STATUS = 2,
     KR_TOPIC_REFINE = 3,
     KR_TOPIC_MODEL = 4,
-    KR_TOPIC_FINAL = 5
+    KR_TOPIC_FINAL = 5,
+    KR_TOPIC_DEPTH = 6 /* issue 33: a thumbnail of the latest depth frame, for viewers */
 } kr_topic;
 /* Arrays indexed by kr_topic. */
-#define KR_TOPIC_SLOTS 6
+#define KR_TOPIC_SLOTS 7
 
 typedef enum {
     KR_METHOD_NEWTON = 0,
@@ -125,6 +126,31 @@ KR_API void kr_wire_unpack_model_point(const uint8_t in[KR_WIRE_MODEL_POINT_SIZE
 /* Checks size, magic, version, kind and that the chunk lies inside its
  * snapshot; out->points points into buf. */
 KR_API kr_status kr_wire_decode_model(const uint8_t *buf, size_t len, kr_model_msg *out);
+
+/* A `depth` message (issue 33, wire version 4 on): the latest depth frame,
+ * subsampled by `step` in both directions, as millimetres (0 = no depth),
+ * for viewers; sent only to subscribers of the topic (docs/PROTOCOL.md). */
+typedef struct {
+    uint64_t seq;             /* per-topic sequence number, set by the publisher */
+    uint64_t frame;           /* the frame's index */
+    double timestamp;         /* the frame's sensor time, s */
+    uint16_t width, height;   /* samples per row and rows */
+    uint16_t step;            /* sensor pixels per sample in each direction */
+    const uint8_t *samples;   /* width × height little-endian u16 millimetres, row by row
+                                 (decoders point into the payload: valid as long as it is) */
+} kr_depth_msg;
+
+#define KR_WIRE_DEPTH_HEADER_SIZE 40
+#define KR_WIRE_DEPTH_MAX_SAMPLES 65536 /* a record is at most 40 + 65536 × 2 bytes */
+/* Payload bytes of a depth record of width × height samples. */
+KR_API size_t kr_wire_depth_size(uint16_t width, uint16_t height);
+/* Writes the whole record (header, then m->samples as given); returns its
+ * size, 0 when width × height is 0 or above KR_WIRE_DEPTH_MAX_SAMPLES. */
+KR_API size_t kr_wire_encode_depth(const kr_depth_msg *m, uint8_t *buf);
+/* Sample i (row-major) of a decoded record, in millimetres. */
+KR_API uint16_t kr_wire_depth_sample(const kr_depth_msg *m, size_t i);
+/* Checks size, magic, version and kind; out->samples points into buf. */
+KR_API kr_status kr_wire_decode_depth(const uint8_t *buf, size_t len, kr_depth_msg *out);
 
 /* Encoded sizes on the wire (docs/PROTOCOL.md), for static buffers. */
 #define KR_WIRE_POSE_SIZE 112
@@ -267,6 +293,9 @@ KR_API bool kr_publisher_has_subscriber(kr_publisher *pub, kr_topic topic);
  * never blocks: a chunk refused is counted by kr_publisher_dropped. */
 KR_API kr_status kr_publisher_send_model(kr_publisher *pub, const float *points, const float *normals,
                                          size_t n, uint64_t frame);
+/* Sends a depth thumbnail (its seq is set here); like the model, only worth
+ * making when kr_publisher_has_subscriber(pub, KR_TOPIC_DEPTH). */
+KR_API kr_status kr_publisher_send_depth(kr_publisher *pub, const kr_depth_msg *m);
 
 typedef struct kr_subscriber kr_subscriber;
 
@@ -292,6 +321,7 @@ typedef struct {
     kr_pose_msg pose;         /* pose, refine and final */
     kr_status_msg status;     /* status */
     kr_model_msg model;       /* model; model.points is valid until the next receive */
+    kr_depth_msg depth;       /* depth; depth.samples is valid until the next receive */
     uint64_t gap;             /* messages of this topic missed just before this one */
 } kr_message;
 

@@ -138,3 +138,12 @@ class ModelSnapshots:
         self._last, self._snapshot, self.frame = snap, None, chunk["frame"]
         self._points, self._have = np.empty((0, 6), dtype=np.float32), set()
         return points
+
+
+def depth_image(msg: Message) -> np.ndarray:
+    """A `depth` message's thumbnail as a (height, width) float32 array of
+    metres, 0 where the sensor had no depth."""
+    if msg.get("topic") != "depth":
+        raise FormatError(f"expected a depth message, got {msg.get('topic')!r}")
+    mm = np.frombuffer(msg["samples"], dtype="<u2", count=msg["width"] * msg["height"])
+    return (mm.astype(np.float32) / 1000.0).reshape(msg["height"], msg["width"])

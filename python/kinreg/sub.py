@@ -7,7 +7,7 @@ import sys
 from typing import List, Optional
 
 from .connect import add_curve_options, check_curve_options, open_subscriber
-from .wire import MODEL_JSON_FIELDS, TOPICS, json_safe
+from .wire import DEPTH_JSON_FIELDS, MODEL_JSON_FIELDS, TOPICS, json_safe
 
 
 def terminal_text(text: str) -> str:
@@ -34,8 +34,9 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     ap = argparse.ArgumentParser(prog=prog, description="Print a kinreg pose stream as TUM or JSON lines.")
     ap.add_argument("endpoint", help="e.g. tcp://127.0.0.1:5555")
     ap.add_argument("--format", choices=["tum", "json"], default="tum")
-    ap.add_argument("--topics", help="comma-separated pose,refine,status,model,final (model: one "
-                    "line per chunk of a model snapshot, its header fields only) (default: "
+    ap.add_argument("--topics", help="comma-separated pose,refine,status,model,final,depth (model: "
+                    "one line per chunk of a model snapshot, its header fields only; depth: one "
+                    "line per depth thumbnail, likewise) (default: "
                     "pose,status for tum; for json pose,refine,status,final)")
     ap.add_argument("--count", type=int, default=0, help="exit after N pose/refine/final messages")
     ap.add_argument("--timeout", type=float, default=0, help="exit after SEC seconds without a message")
@@ -57,7 +58,7 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
         topics = args.topics.split(",")
         bad = [t for t in topics if t not in TOPICS]
         if bad:
-            ap.error(f"unknown topic {bad[0]!r} (expected pose, refine, status, model, final)")
+            ap.error(f"unknown topic {bad[0]!r} (expected pose, refine, status, model, final, depth)")
     else:
         topics = ["pose", "status"] + (["refine", "final"] if args.format == "json" else [])
 
@@ -65,7 +66,7 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     if sub is None:
         return 2
 
-    received = {"pose": 0, "refine": 0, "status": 0, "model": 0, "final": 0}
+    received = {topic: 0 for topic in TOPICS}
     n_gaps = missed = poses = replaced = 0
     held = {}  # --final: the newest pose or final message of each frame
     nonfinite = [0]
@@ -99,13 +100,16 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
                     print(f"gap: {msg['gap']} {topic} message{'s' if msg['gap'] != 1 else ''} "
                           f"missed before seq {msg['seq']}", file=sys.stderr)
                 if args.format == "json":
-                    fields = (msg if topic != "model"
-                              else {k: msg[k] for k in MODEL_JSON_FIELDS + ("gap",)})
+                    header = {"model": MODEL_JSON_FIELDS, "depth": DEPTH_JSON_FIELDS}.get(topic)
+                    fields = msg if header is None else {k: msg[k] for k in header + ("gap",)}
                     print(json.dumps({k: json_safe(v) for k, v in fields.items()}, separators=(",", ":")))
                 elif topic == "model":
                     print(f"model: snapshot {msg['snapshot']} of frame {msg['frame']}, chunk "
                           f"{msg['chunk'] + 1}/{msg['chunks']}, {msg['count']} of "
                           f"{msg['total_points']} points", file=sys.stderr)
+                elif topic == "depth":
+                    print(f"depth: frame {msg['frame']}, {msg['width']}x{msg['height']} samples "
+                          f"(every {msg['step']} pixels)", file=sys.stderr)
                 elif topic == "status":
                     print(f"status: {msg['event']}, tracking {msg['state']}, frames in {msg['frames_in']} "
                           f"out {msg['frames_out']} dropped {msg['frames_dropped']} LOST {msg['frames_lost']}, "
@@ -123,7 +127,7 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
                 poses += 1
                 if args.count and poses >= args.count:
                     break
-            elif msg["event"] in ("stopped", "error") and not args.follow:
+            elif topic == "status" and msg["event"] in ("stopped", "error") and not args.follow:
                 # A failed run ends with "error" and sends no "stopped" after it.
                 if msg["event"] == "error":
                     print(f"{prog}: the publisher stopped with an error: {terminal_text(msg['text'])}",

@@ -21,7 +21,8 @@ MAX_MESSAGE = 64 + 16384 * 8  # a whole model chunk, the largest record
 
 class Subscriber:
     """Connects a SUB socket to `endpoint` for `topics` (default pose,
-    refine, status and final; add "model" for model snapshot chunks).
+    refine, status and final; add "model" for model snapshot chunks,
+    "depth" for depth thumbnails).
 
     messages(timeout) yields decoded dicts (see kinreg.decode_pose,
     decode_status and decode_model) with "gap": messages of that topic
@@ -39,7 +40,7 @@ class Subscriber:
                  secret_key: Optional[str] = None) -> None:
         bad = [t for t in topics if t not in TOPICS]
         if bad:
-            raise ValueError(f"unknown topic {bad[0]!r} (expected pose, refine, status, model, final)")
+            raise ValueError(f"unknown topic {bad[0]!r} (expected pose, refine, status, model, final, depth)")
         self.endpoint = endpoint
         self.malformed = 0
         self.last_error = ""

@@ -35,10 +35,16 @@ MODEL_POINT_SIZE = 8
 MODEL_CHUNK_POINTS = 16384
 assert POSE.size == 112 and STATUS[4].size == 400 and STATUS[3].size == 392 and STATUS[2].size == 384 and STATUS[1].size == 128
 assert MODEL.size == 64
+# depth thumbnail header (40 bytes, version 4 on): magic, version, kind, seq,
+# frame, timestamp, width, height, step, reserved; then width x height u16 mm.
+DEPTH = struct.Struct("<4sHHQQdHHHH")
+DEPTH_MAGIC = b"KRDP"
+DEPTH_MAX_SAMPLES = 65536
+assert DEPTH.size == 40
 
-# Topic names and their kind codes. `model` is only sent to subscribers that
-# ask for it by name (docs/PROTOCOL.md).
-TOPICS = {"pose": 1, "status": 2, "refine": 3, "model": 4, "final": 5}
+# Topic names and their kind codes. `model` and `depth` are only sent to
+# subscribers that ask for them by name (docs/PROTOCOL.md).
+TOPICS = {"pose": 1, "status": 2, "refine": 3, "model": 4, "final": 5, "depth": 6}
 STATES = ["good", "poor", "lost"]
 METHODS = ["newton", "emicp", "softassign", "refine", "predicted", "interpolated"]
 EVENTS = ["started", "progress", "stalled", "stopped", "error", "lost", "recovered"]
@@ -164,12 +170,43 @@ MODEL_JSON_FIELDS = ("topic", "seq", "snapshot", "frame", "total_points", "first
                      "chunk", "chunks", "scale")
 
 
+def decode_depth(payload: bytes) -> Message:
+    """depth thumbnail payload -> dict: its header fields, "valid" (samples
+    with depth) and "samples", the little-endian u16 millimetres as bytes
+    (kinreg.arrays.depth_image gives them as an array of metres)."""
+    if len(payload) < DEPTH.size:
+        raise FormatError(f"depth payload has {len(payload)} bytes, expected at least {DEPTH.size}")
+    magic, version, kind, seq, frame, stamp, width, height, step, _ = DEPTH.unpack_from(payload)
+    if magic != DEPTH_MAGIC:
+        raise FormatError(f"depth payload has magic {magic!r}, expected {DEPTH_MAGIC!r}")
+    if not 4 <= version <= WIRE_VERSION:  # the depth topic exists from version 4 on
+        raise FormatError(f"depth payload has wire version {version}, this decoder reads 4 to "
+                          f"{WIRE_VERSION}")
+    if kind != TOPICS["depth"]:
+        raise FormatError(f"depth payload has kind {kind}, expected 6 (depth)")
+    n = width * height
+    if not 0 < n <= DEPTH_MAX_SAMPLES or len(payload) != DEPTH.size + 2 * n:
+        raise FormatError(f"depth payload has {len(payload)} bytes for {width}x{height} samples")
+    samples = bytes(payload[DEPTH.size:])
+    return {"topic": "depth", "seq": seq, "frame": frame, "timestamp": stamp, "width": width,
+            "height": height, "step": step,
+            "valid": sum(1 for (v,) in struct.iter_unpack("<H", samples) if v),
+            "samples": samples}
+
+
+# The fields of a depth thumbnail that `kinreg sub --format json` prints.
+DEPTH_JSON_FIELDS = ("topic", "seq", "frame", "timestamp", "width", "height", "step", "valid")
+
+
 def decode(topic: str, payload: bytes) -> Message:
-    """Decode a message by its topic frame ("pose", "refine", "final", "status" or "model")."""
+    """Decode a message by its topic frame ("pose", "refine", "final", "status", "model" or
+    "depth")."""
     if topic not in TOPICS:
         raise FormatError(f"message on unknown topic {topic!r}")
     if topic == "model":
         return decode_model(payload)
+    if topic == "depth":
+        return decode_depth(payload)
     msg = decode_status(payload) if topic == "status" else decode_pose(payload)
     if msg["topic"] != topic:
         raise FormatError(f"message on topic {topic!r} carries a {msg['topic']} payload")

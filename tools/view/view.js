@@ -22,6 +22,7 @@ const state = {
   model_snapshot: null, model_frame: null, model_points: 0, model_first: null,
   model_snapshots: 0, model_incomplete: 0, viewers: 0, dropped: 0, webgl: false, three: false,
   model_colours: null, plot_axes: false, follow: false, follow_moves: 0,
+  depth_frames: 0, depth_frame: null, depth_size: null, depth_valid: null, depth_range_m: null,
 };
 
 // ---- 3-D scene ---------------------------------------------------------------
@@ -424,6 +425,45 @@ function refresh() {
   document.getElementById("kinreg-state").textContent = JSON.stringify(state);
 }
 
+// The latest depth frame: the `depth` record (docs/PROTOCOL.md) as base64,
+// millimetres subsampled by the sender, drawn near = light, far = dark on the
+// model's blue ramp (no state colours); no depth is black.
+function onDepth(b64) {
+  const bin = atob(b64), bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  const dv = new DataView(bytes.buffer);
+  if (bytes.length < 40 || bin.slice(0, 4) !== "KRDP") return;
+  const w = dv.getUint16(32, true), h = dv.getUint16(34, true);
+  if (bytes.length !== 40 + 2 * w * h) return;
+  let lo = Infinity, hi = 0, valid = 0;
+  for (let i = 0; i < w * h; i++) {
+    const v = dv.getUint16(40 + 2 * i, true);
+    if (v) { valid++; lo = Math.min(lo, v); hi = Math.max(hi, v); }
+  }
+  const cv = document.getElementById("depth");
+  cv.width = w;
+  cv.height = h;
+  const g = cv.getContext("2d"), img = g.createImageData(w, h), c = [0, 0, 0];
+  for (let i = 0; i < w * h; i++) {
+    const v = dv.getUint16(40 + 2 * i, true);
+    if (v) {
+      const u = (1 - (v - lo) / Math.max(hi - lo, 1)) * (RAMP.length - 1);
+      const k = Math.min(Math.floor(u), RAMP.length - 2), f = u - k;
+      for (let a = 0; a < 3; a++) c[a] = RAMP[k][a] + f * (RAMP[k + 1][a] - RAMP[k][a]);
+    }
+    for (let a = 0; a < 3; a++) img.data[4 * i + a] = v ? 255 * c[a] : 0;
+    img.data[4 * i + 3] = 255;
+  }
+  g.putImageData(img, 0, 0);
+  state.depth_frames++;
+  state.depth_frame = dv.getUint32(16, true) + 4294967296 * dv.getUint32(20, true);
+  state.depth_size = w + "x" + h;
+  state.depth_valid = valid / (w * h);
+  state.depth_range_m = valid ? [lo / 1000, hi / 1000] : null;
+  text("c-depth", valid ? "frame " + state.depth_frame + ", " + (lo / 1000).toFixed(2) + "–" +
+       (hi / 1000).toFixed(2) + " m" : "frame " + state.depth_frame + ", no depth");
+}
+
 // ---- the stream ------------------------------------------------------------------
 // "?still=N": stop listening once N poses and one whole model have arrived,
 // leaving the page as it was then. Headless browsers (the view's test, a
@@ -434,6 +474,8 @@ state.stopped = false;
 
 function maybeStill(es) {
   if (!still || state.poses < still || state.model_snapshots < 1) return;
+  // A depth frame too, unless the stream has none (a sender before version 4).
+  if (state.depth_frames < 1 && state.poses < 2 * still) return;
   es.close();
   state.connected = false;
   state.stopped = true;
@@ -455,6 +497,7 @@ function connect() {
   es.addEventListener("refine", e => onRefine(JSON.parse(e.data)));
   es.addEventListener("status", e => onStatus(JSON.parse(e.data)));
   es.addEventListener("model", e => { onModel(e.data); maybeStill(es); });
+  es.addEventListener("depth", e => { onDepth(e.data); maybeStill(es); });
   es.addEventListener("history", e => onHistory(JSON.parse(e.data)));
   es.addEventListener("hub", e => {
     const h = JSON.parse(e.data);

@@ -153,6 +153,13 @@ static void forward(kr_view *v, const kr_message *m, char *buf, size_t cap)
         kr_view_hub_broadcast(v->hub, "model", buf, n);
         break;
     }
+    case KR_TOPIC_DEPTH: {
+        /* Likewise the depth thumbnail, which the page draws. */
+        static uint8_t record[KR_WIRE_DEPTH_HEADER_SIZE + 2 * KR_WIRE_DEPTH_MAX_SAMPLES];
+        n = kr_view_base64(record, kr_wire_encode_depth(&m->depth, record), buf);
+        kr_view_hub_broadcast(v->hub, "depth", buf, n);
+        break;
+    }
     case KR_TOPIC_FINAL: /* not subscribed: the view follows the live stream */
         break;
     }
@@ -468,7 +475,8 @@ int kr_view_start(kr_view **out, const kr_view_config *cfg, const char *who)
     kr_view_hub_limit(v->hub, MAX_PAGES);
     if (kr_subscriber_create(&v->sub, cfg->endpoint,
                              (1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS) |
-                                 (1u << KR_TOPIC_REFINE) | (1u << KR_TOPIC_MODEL)) != KR_OK) {
+                                 (1u << KR_TOPIC_REFINE) | (1u << KR_TOPIC_MODEL) |
+                                     (1u << KR_TOPIC_DEPTH)) != KR_OK) {
         fprintf(stderr, "%s: %s\n", who, kr_last_error());
         rc = 2;
         goto fail;
