@@ -361,10 +361,14 @@ static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double ra
     else if (s == KR_OK)
         s = evaluate(L, R, poses, L->acc, &cur);
     double lambda = cfg->lambda;
+    /* H and g change only with the sums: a rejected step (or a matrix that
+     * was not positive definite) is retried with more damping on the same
+     * assembly. */
+    bool sums_changed = true;
+    double dmax = 0;
     for (int it = 0; s == KR_OK && it < cfg->max_iterations; it++) {
         if ((s = kr_refine_check_interrupted(cfg)) != KR_OK) break;
         st->iterations++;
-        double dmax = 0;
         kr_status solved = KR_OK;
         double t_solve = now_seconds();
         /* The sums are the same on every process; only rank 0 solves, and its
@@ -372,7 +376,9 @@ static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double ra
         if (!part || part->rank == 0) {
             if (it == 0 && kr_refine_normal_device_pays(V))
                 kr_refine_normal_use_device(ne, kr_refine_engine_solver(R->eng));
-            solved = kr_refine_normal_assemble(ne, L->pairs, L->acc, L->npairs, &dmax);
+            if (sums_changed)
+                solved = kr_refine_normal_assemble(ne, L->pairs, L->acc, L->npairs, &dmax);
+            sums_changed = false;
             if (solved == KR_OK && dmax > 0) solved = kr_refine_normal_solve(ne, lambda, x);
             if (solved == KR_OK && !(dmax > 0)) memset(x, 0, sizeof *x * (size_t)n);
         }
@@ -418,6 +424,7 @@ static kr_status run_level(level *L, run *R, kr_pose *poses, double h, double ra
             L->trial = swap;
             cur = next;
             st->accepted++;
+            sums_changed = true;
             lambda = fmax(lambda / 10, 1e-7);
             /* Converged: the step barely moved a view or barely paid. */
             if (move < cfg->tolerance * h || gain < 1e-4) break;

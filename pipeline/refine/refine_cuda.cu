@@ -336,7 +336,7 @@ kr_status kr_refine_cuda_eval_start(kr_refine_cuda *g, int star, int gauge, floa
     return g->launch_status;
 }
 
-kr_status kr_refine_cuda_eval_finish(kr_refine_cuda *g, kr_refine_acc *acc)
+kr_status kr_refine_cuda_eval_wait(kr_refine_cuda *g, const kr_refine_acc **sums)
 {
     int npairs = g->staged_pairs;
     g->staged_pairs = -1;
@@ -348,8 +348,17 @@ kr_status kr_refine_cuda_eval_finish(kr_refine_cuda *g, kr_refine_acc *acc)
     kr_status waited = KR_CUDA_STATUS(cudaStreamSynchronize(g->ctx->stream));
     if (g->launch_status != KR_OK) return g->launch_status;
     if (waited != KR_OK) return waited;
-    if (npairs > 0) memcpy(acc, g->h_stage, sizeof(kr_refine_acc) * (size_t)npairs);
+    *sums = (const kr_refine_acc *)g->h_stage;
     return KR_OK;
+}
+
+kr_status kr_refine_cuda_eval_finish(kr_refine_cuda *g, kr_refine_acc *acc)
+{
+    int npairs = g->staged_pairs;
+    const kr_refine_acc *sums = NULL;
+    kr_status s = kr_refine_cuda_eval_wait(g, &sums);
+    if (s == KR_OK && npairs > 0) memcpy(acc, sums, sizeof(kr_refine_acc) * (size_t)npairs);
+    return s;
 }
 
 kr_status kr_refine_cuda_eval(kr_refine_cuda *g, int star, int gauge, float huber, float cap,

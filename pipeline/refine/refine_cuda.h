@@ -50,6 +50,10 @@ kr_status kr_refine_cuda_eval(kr_refine_cuda *g, int star, int gauge, float hube
 kr_status kr_refine_cuda_eval_start(kr_refine_cuda *g, int star, int gauge, float huber, float cap,
                                     const kr_refine_posef *poses, const int *pairs, int npairs);
 kr_status kr_refine_cuda_eval_finish(kr_refine_cuda *g, kr_refine_acc *acc);
+/* finish without the copy: waits, then *sums points at the npairs sums in
+ * g's page-locked staging, valid until g's next start. Summing several
+ * devices' sums from there saves copying each one first. */
+kr_status kr_refine_cuda_eval_wait(kr_refine_cuda *g, const kr_refine_acc **sums);
 
 #ifdef __cplusplus
 }

@@ -31,8 +31,7 @@ struct kr_refine_engine {
     int n_gpu;                /* CUDA: devices the sums are split over */
     kr_refine_cuda **gpu;     /* one per device */
     kr_gpu_context **own_ctx; /* contexts created here (NULL: the kr_device's) */
-    kr_refine_acc *part_acc;  /* n_gpu × pairs_capacity partial sums */
-    int pairs_capacity;
+    const kr_refine_acc **dev_sums; /* per device: its sums of the evaluation in hand */
     /* Fields built on the devices (kr_refine_engine_prepare): one set per
      * device, and each view's summary per slot. */
     kr_refine_cuda_fields **fields;
@@ -111,7 +110,9 @@ kr_status kr_refine_engine_create(kr_refine_engine **out, kr_device *dev, const 
     e->dev_ctx = kr_device_gpu(dev);
     e->gpu = calloc((size_t)e->n_gpu, sizeof *e->gpu);
     e->own_ctx = calloc((size_t)e->n_gpu, sizeof *e->own_ctx);
-    kr_status s = e->gpu && e->own_ctx ? KR_OK : kr_error(KR_ERR_NOMEM, "refine: no memory");
+    e->dev_sums = calloc((size_t)e->n_gpu, sizeof *e->dev_sums);
+    kr_status s =
+        e->gpu && e->own_ctx && e->dev_sums ? KR_OK : kr_error(KR_ERR_NOMEM, "refine: no memory");
     /* Making a context initialises its device (tenths of a second each). */
     create_arg a = {dev, devices, n_devices};
     if (s == KR_OK) s = each_device(e, e->n_gpu, create_one, &a);
@@ -139,7 +140,7 @@ void kr_refine_engine_destroy(kr_refine_engine **eng)
     free(e->info[0]);
     free(e->info[1]);
     free(e->own_ctx);
-    free(e->part_acc);
+    free(e->dev_sums);
     free(e);
     *eng = NULL;
 }
@@ -218,12 +219,6 @@ static kr_status eval_devices(kr_refine_engine *eng, const kr_refine_problem *pb
                               kr_refine_acc *acc)
 {
     int D = eng->n_gpu;
-    if (npairs > eng->pairs_capacity) {
-        kr_refine_acc *p = realloc(eng->part_acc, sizeof *p * (size_t)D * (size_t)npairs);
-        if (!p) return kr_error(KR_ERR_NOMEM, "refine: no memory for %d devices' sums", D);
-        eng->part_acc = p;
-        eng->pairs_capacity = npairs;
-    }
     /* Enqueue on every device, then wait for each: they compute together. */
     kr_status s = KR_OK;
     for (int d = 0; d < D; d++) {
@@ -231,15 +226,21 @@ static kr_status eval_devices(kr_refine_engine *eng, const kr_refine_problem *pb
                                                  pb->cap, poses, pairs, npairs);
         if (s == KR_OK) s = sd;
     }
+    const kr_refine_acc **sums = eng->dev_sums;
     for (int d = 0; d < D; d++) {
-        kr_status sd = kr_refine_cuda_eval_finish(eng->gpu[d], eng->part_acc + (size_t)d * npairs);
+        kr_status sd = kr_refine_cuda_eval_wait(eng->gpu[d], &sums[d]);
         if (s == KR_OK) s = sd;
     }
     if (s != KR_OK) return s;
+        /* Straight from each device's page-locked sums, pairs split over the
+         * host's threads: tens of MB an evaluation for a long sequence, which one
+         * thread copying and adding took 40 ms over. Each pair adds the devices
+         * in order, so the result does not depend on the thread count. */
+#pragma omp parallel for schedule(static)
     for (int p = 0; p < npairs; p++) {
         kr_refine_acc_zero(&acc[p]);
         for (int d = 0; d < D; d++)
-            kr_refine_acc_add(&acc[p], &eng->part_acc[(size_t)d * npairs + p]);
+            kr_refine_acc_add(&acc[p], &sums[d][p]);
     }
     return KR_OK;
 }

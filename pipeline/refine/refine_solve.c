@@ -26,6 +26,8 @@ struct kr_refine_normal {
     double *dense;      /* n×n, made at the first dense solve */
     double *H;          /* n×n: H itself, assembled in place of the entries (dense_H) */
     bool dense_H;       /* the last assembly went into H (a dense solve follows) */
+    bool device_has_H;  /* the device keeps this assembly's H (a retry only re-damps) */
+    double *damp;       /* n: the damping of a device solve */
     const char *solver; /* the last solve's: "cholmod", "dense" or "cusolver" */
     kr_refine_device_solver *device; /* the CUDA engine's (not owned); NULL: the host */
 #ifdef KINREG_HAVE_CHOLMOD
@@ -117,6 +119,7 @@ void kr_refine_normal_destroy(kr_refine_normal **ne)
     cholmod_finish(&(*ne)->cm);
 #endif
     free((*ne)->dense);
+    free((*ne)->damp);
     free((*ne)->H);
     free((*ne)->row);
     free((*ne)->col);
@@ -173,6 +176,7 @@ kr_status kr_refine_normal_assemble(kr_refine_normal *ne, const int *pairs,
                                     const kr_refine_acc *acc, int npairs, double *max_diagonal)
 {
     ne->entries = 0;
+    ne->device_has_H = false;
     memset(ne->g, 0, sizeof *ne->g * (size_t)ne->n);
     memset(ne->diag, 0, sizeof *ne->diag * (size_t)ne->n);
     ne->active_pairs = 0;
@@ -383,11 +387,24 @@ void kr_refine_normal_use_device(kr_refine_normal *ne, kr_refine_device_solver *
  * for the rest of the run: the same system, the same step up to rounding. */
 static kr_status device_solve(kr_refine_normal *ne, double lambda, double dmax, double *x)
 {
-    kr_status s = dense_fill(ne, lambda, dmax);
-    if (s != KR_OK) return s;
     for (int i = 0; i < ne->n; i++)
         x[i] = -ne->g[i];
-    s = kr_refine_device_solve(ne->device, ne->dense, ne->n, x);
+    kr_status s;
+    if (ne->dense_H) {
+        /* H as assembled, kept on the device; only the damping changes
+         * between a rejected step's retries. */
+        if (!ne->damp && !(ne->damp = malloc(sizeof *ne->damp * (size_t)ne->n)))
+            return kr_error(KR_ERR_NOMEM, "refine: no memory for the damping");
+        for (int i = 0; i < ne->n; i++)
+            ne->damp[i] = damping(ne, i, lambda, dmax);
+        s = kr_refine_device_solve_damped(ne->device, ne->H, !ne->device_has_H, ne->damp, ne->n,
+                                          x);
+        ne->device_has_H = s == KR_OK || s == KR_ERR_NUMERIC;
+    } else {
+        s = dense_fill(ne, lambda, dmax);
+        if (s != KR_OK) return s;
+        s = kr_refine_device_solve(ne->device, ne->dense, ne->n, x);
+    }
     if (s != KR_OK && s != KR_ERR_NUMERIC) ne->device = NULL;
     return s;
 }

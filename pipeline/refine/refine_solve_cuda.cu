@@ -15,8 +15,10 @@ struct kr_refine_device_solver {
     const kr_cusolver_api *api;
     cusolverDnHandle_t handle;
     double *d_A, *d_x, *d_work;
+    double *d_H, *d_d; /* the undamped matrix kept between solves, and the damping */
     int *d_info;
     int capacity, work_capacity; /* n the buffers hold; work entries */
+    int h_capacity;              /* n that d_H and d_d hold */
 };
 
 #define KR_CUSOLVER_CHECK(call, what)                                                              \
@@ -58,9 +60,11 @@ static void release(kr_refine_device_solver *s)
     (void)cudaFree(s->d_x);
     (void)cudaFree(s->d_work);
     (void)cudaFree(s->d_info);
-    s->d_A = s->d_x = s->d_work = NULL;
+    (void)cudaFree(s->d_H);
+    (void)cudaFree(s->d_d);
+    s->d_A = s->d_x = s->d_work = s->d_H = s->d_d = NULL;
     s->d_info = NULL;
-    s->capacity = s->work_capacity = 0;
+    s->capacity = s->work_capacity = s->h_capacity = 0;
 }
 
 extern "C" void kr_refine_device_solver_destroy(kr_refine_device_solver **ps)
@@ -116,19 +120,10 @@ static kr_status reserve(kr_refine_device_solver *s, int n)
     return KR_OK;
 }
 
-extern "C" kr_status kr_refine_device_solve(kr_refine_device_solver *s, const double *A, int n,
-                                            double *x)
+/* Factors the n×n d_A and solves for d_x (b uploaded already), x down. */
+static kr_status factor_solve(kr_refine_device_solver *s, int n, double *x)
 {
-    if (!s || !A || !x || n < 1)
-        return kr_error(KR_ERR_INVALID_ARG, "refine: device solve: needs a system");
-    KR_CUDA_CHECK(cudaSetDevice(s->device));
-    kr_status st = reserve(s, n);
-    if (st != KR_OK) return st;
-    size_t bytes = sizeof(double) * (size_t)n * (size_t)n;
     int info = 0;
-    KR_CUDA_CHECK(cudaMemcpyAsync(s->d_A, A, bytes, cudaMemcpyHostToDevice, s->stream));
-    KR_CUDA_CHECK(
-        cudaMemcpyAsync(s->d_x, x, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice, s->stream));
     KR_CUSOLVER_CHECK(s->api->dpotrf(s->handle, CUBLAS_FILL_MODE_UPPER, n, s->d_A, n, s->d_work,
                                      s->work_capacity, s->d_info),
                       "potrf");
@@ -143,4 +138,62 @@ extern "C" kr_status kr_refine_device_solve(kr_refine_device_solver *s, const do
         cudaMemcpyAsync(x, s->d_x, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost, s->stream));
     KR_CUDA_CHECK(cudaStreamSynchronize(s->stream));
     return KR_OK;
+}
+
+extern "C" kr_status kr_refine_device_solve(kr_refine_device_solver *s, const double *A, int n,
+                                            double *x)
+{
+    if (!s || !A || !x || n < 1)
+        return kr_error(KR_ERR_INVALID_ARG, "refine: device solve: needs a system");
+    KR_CUDA_CHECK(cudaSetDevice(s->device));
+    kr_status st = reserve(s, n);
+    if (st != KR_OK) return st;
+    size_t bytes = sizeof(double) * (size_t)n * (size_t)n;
+    KR_CUDA_CHECK(cudaMemcpyAsync(s->d_A, A, bytes, cudaMemcpyHostToDevice, s->stream));
+    KR_CUDA_CHECK(
+        cudaMemcpyAsync(s->d_x, x, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice, s->stream));
+    return factor_solve(s, n, x);
+}
+
+static __global__ void add_diagonal(double *A, const double *d, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) A[(size_t)i * n + i] += d[i];
+}
+
+extern "C" kr_status kr_refine_device_solve_damped(kr_refine_device_solver *s, const double *H,
+                                                   bool upload, const double *d, int n, double *x)
+{
+    if (!s || !H || !d || !x || n < 1)
+        return kr_error(KR_ERR_INVALID_ARG, "refine: device solve: needs a system");
+    KR_CUDA_CHECK(cudaSetDevice(s->device));
+    kr_status st = reserve(s, n);
+    if (st != KR_OK) return st;
+    size_t bytes = sizeof(double) * (size_t)n * (size_t)n;
+    if (n > s->h_capacity) {
+        (void)cudaFree(s->d_H);
+        (void)cudaFree(s->d_d);
+        s->d_H = s->d_d = NULL;
+        s->h_capacity = 0;
+        if (cudaMalloc(&s->d_H, bytes) != cudaSuccess ||
+            cudaMalloc(&s->d_d, sizeof(double) * (size_t)n) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return kr_error(KR_ERR_NOMEM,
+                            "refine: CUDA device %d has no room to keep the %d×%d normal "
+                            "equations (%.0f MB); the host solves",
+                            s->device, n, n, (double)bytes / 1e6);
+        }
+        s->h_capacity = n;
+        upload = true;
+    }
+    if (upload)
+        KR_CUDA_CHECK(cudaMemcpyAsync(s->d_H, H, bytes, cudaMemcpyHostToDevice, s->stream));
+    KR_CUDA_CHECK(cudaMemcpyAsync(s->d_A, s->d_H, bytes, cudaMemcpyDeviceToDevice, s->stream));
+    KR_CUDA_CHECK(cudaMemcpyAsync(s->d_d, d, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice,
+                                  s->stream));
+    add_diagonal<<<(unsigned)((n + 255) / 256), 256, 0, s->stream>>>(s->d_A, s->d_d, n);
+    KR_CUDA_CHECK(cudaGetLastError());
+    KR_CUDA_CHECK(
+        cudaMemcpyAsync(s->d_x, x, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice, s->stream));
+    return factor_solve(s, n, x);
 }

@@ -12,6 +12,8 @@
 #ifndef KINREG_PIPELINE_REFINE_REFINE_SOLVE_CUDA_H
 #define KINREG_PIPELINE_REFINE_REFINE_SOLVE_CUDA_H
 
+#include <stdbool.h>
+
 #include "kinreg/status.h"
 
 #ifdef __cplusplus
@@ -30,6 +32,14 @@ void kr_refine_device_solver_destroy(kr_refine_device_solver **s);
  * read), b given in x. KR_ERR_NUMERIC (no message) when A is not positive
  * definite; another error (cuSOLVER missing, no device memory) says why. */
 kr_status kr_refine_device_solve(kr_refine_device_solver *s, const double *A, int n, double *x);
+
+/* Solves (H + diag(d)) x = b, H laid out as A above. The device keeps H:
+ * it is uploaded only when `upload` (a new assembly), and each solve adds
+ * the damping d[0 … n−1] to a device copy of it. Levenberg–Marquardt's
+ * retries with a larger λ then cost a device-to-device copy, not the host's
+ * n×n fill and upload (19 MB for 260 keyframes). */
+kr_status kr_refine_device_solve_damped(kr_refine_device_solver *s, const double *H, bool upload,
+                                        const double *d, int n, double *x);
 
 #ifdef __cplusplus
 }

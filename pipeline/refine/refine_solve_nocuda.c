@@ -20,3 +20,10 @@ kr_status kr_refine_device_solve(kr_refine_device_solver *s, const double *A, in
     (void)s, (void)A, (void)n, (void)x;
     return kr_error(KR_ERR_NO_DEVICE, "refine: this build has no CUDA: the host solves");
 }
+
+kr_status kr_refine_device_solve_damped(kr_refine_device_solver *s, const double *H, bool upload,
+                                        const double *d, int n, double *x)
+{
+    (void)s, (void)H, (void)upload, (void)d, (void)n, (void)x;
+    return kr_error(KR_ERR_NO_DEVICE, "refine: this build has no CUDA: the host solves");
+}
