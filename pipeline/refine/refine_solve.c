@@ -397,8 +397,7 @@ static kr_status device_solve(kr_refine_normal *ne, double lambda, double dmax, 
             return kr_error(KR_ERR_NOMEM, "refine: no memory for the damping");
         for (int i = 0; i < ne->n; i++)
             ne->damp[i] = damping(ne, i, lambda, dmax);
-        s = kr_refine_device_solve_damped(ne->device, ne->H, !ne->device_has_H, ne->damp, ne->n,
-                                          x);
+        s = kr_refine_device_solve_damped(ne->device, ne->H, !ne->device_has_H, ne->damp, ne->n, x);
         ne->device_has_H = s == KR_OK || s == KR_ERR_NUMERIC;
     } else {
         s = dense_fill(ne, lambda, dmax);

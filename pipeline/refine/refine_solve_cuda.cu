@@ -186,11 +186,10 @@ extern "C" kr_status kr_refine_device_solve_damped(kr_refine_device_solver *s, c
         s->h_capacity = n;
         upload = true;
     }
-    if (upload)
-        KR_CUDA_CHECK(cudaMemcpyAsync(s->d_H, H, bytes, cudaMemcpyHostToDevice, s->stream));
+    if (upload) KR_CUDA_CHECK(cudaMemcpyAsync(s->d_H, H, bytes, cudaMemcpyHostToDevice, s->stream));
     KR_CUDA_CHECK(cudaMemcpyAsync(s->d_A, s->d_H, bytes, cudaMemcpyDeviceToDevice, s->stream));
-    KR_CUDA_CHECK(cudaMemcpyAsync(s->d_d, d, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice,
-                                  s->stream));
+    KR_CUDA_CHECK(
+        cudaMemcpyAsync(s->d_d, d, sizeof(double) * (size_t)n, cudaMemcpyHostToDevice, s->stream));
     add_diagonal<<<(unsigned)((n + 255) / 256), 256, 0, s->stream>>>(s->d_A, s->d_d, n);
     KR_CUDA_CHECK(cudaGetLastError());
     KR_CUDA_CHECK(
