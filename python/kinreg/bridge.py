@@ -37,7 +37,8 @@ from .connect import add_curve_options, check_curve_options, open_subscriber
 # The ROS 2 message definitions, concatenated as MCAP's ros2msg encoding
 # and `ros2 bag record` write them (the dependencies after a line of '=').
 _SEP = "=" * 80 + "\n"
-_HEADER = "MSG: std_msgs/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n"
+_HEADER = ("MSG: std_msgs/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n" + _SEP
+           + "MSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n")
 _VECTOR = "MSG: geometry_msgs/Vector3\nfloat64 x\nfloat64 y\nfloat64 z\n"
 _POINT = "MSG: geometry_msgs/Point\nfloat64 x\nfloat64 y\nfloat64 z\n"
 _QUAT = "MSG: geometry_msgs/Quaternion\nfloat64 x 0\nfloat64 y 0\nfloat64 z 0\nfloat64 w 1\n"
