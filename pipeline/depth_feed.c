@@ -51,7 +51,12 @@ void kr_depth_feed_offer(kr_depth_feed *f, const kr_frame *frame)
 kr_status kr_depth_feed_tick(kr_depth_feed *f, kr_publisher *pub)
 {
     if (f->period_s <= 0) return KR_OK;
-    atomic_store(&f->wanted, kr_publisher_has_subscriber(pub, KR_TOPIC_DEPTH));
+    /* The subscriptions once a period, not at every message sent. */
+    double now = kr_now();
+    if (now >= f->next_check) {
+        f->next_check = now + f->period_s;
+        atomic_store(&f->wanted, kr_publisher_has_subscriber(pub, KR_TOPIC_DEPTH));
+    }
     pthread_mutex_lock(&f->lock);
     bool fresh = f->fresh;
     kr_depth_msg m = f->msg;

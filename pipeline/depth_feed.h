@@ -32,6 +32,7 @@ typedef struct {
     /* Publisher thread only: the copy it sends from. */
     uint16_t sending[KR_DEPTH_FEED_WIDTH * KR_DEPTH_FEED_HEIGHT];
     uint64_t sent;
+    double next_check; /* kr_now() of the next look at the subscriptions */
 } kr_depth_feed;
 
 void kr_depth_feed_init(kr_depth_feed *f, double period_s);
