@@ -157,6 +157,35 @@ KR_TEST(refine_mpi, a_rank_that_cannot_read_stops_every_rank)
 #endif
 }
 
+/* A rank that fails inside the refinement, after the ranks have begun to
+ * share reductions (the overlap measure's), while the other waits in the
+ * next one: every rank ends, each saying why, and no rank is killed
+ * (MPI_Abort ended them before, with Open MPI's own banner). Rank 1 is
+ * given a grid too fine for its memory limit: its distance fields cannot be
+ * allocated. */
+KR_TEST(refine_mpi, a_rank_failing_inside_the_refinement_stops_every_rank)
+{
+#ifndef KINREG_HAVE_MPI
+    SKIP("this build has no MPI (install libopenmpi-dev and rebuild)");
+#elif defined(KINREG_SANITIZED)
+    SKIP("a virtual-memory limit and the sanitizers' shadow memory do not mix");
+#else
+    char args[4096], out[16384];
+    snprintf(args, sizeof args,
+             "-np 1 '%s' refine --synthetic 4 --cell 0.004 --levels 1 : -np 1 sh -c 'ulimit -v "
+             "1500000; exec \"$0\" refine --synthetic 4 --cell 0.00005 --levels 1' '%s'",
+             kr_test_tool(), kr_test_tool());
+    int rc = run_mpi(args, out, sizeof out);
+    printf("%s", out);
+    CHECK(rc != 0);
+    CHECK(rc != 124 && rc != 137); /* not the timeout: no hang */
+    CHECK_CONTAINS(out, "measuring how 4 views overlap"); /* inside the refinement */
+    CHECK_CONTAINS(out, "rank 1: distance field: no memory");
+    CHECK_CONTAINS(out, "rank 0 stops: rank 1 failed");
+    CHECK_MSG(!strstr(out, "MPI_ABORT"), "a rank was killed: %s", out);
+#endif
+}
+
 /* A rank whose GPU is out of memory (the test takes it, as another program
  * on a shared GPU would): every rank ends, each saying why, not a hang. Rank
  * r takes GPU r by local rank; on one GPU both ranks find it full. */

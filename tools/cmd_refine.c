@@ -668,12 +668,15 @@ static int refine_scans(kr_mpi_session *mpi, int argc, char **argv, const refine
     if (s == KR_OK) {
         memcpy(start, poses, sizeof *poses * (size_t)n);
         s = kr_refine(&cfg, dev, views, n, poses, &res);
-        /* A rank that fails inside the refinement may have left the others
-         * waiting in an all-reduce it will not join: end them all. */
-        if (s != KR_OK && shared) {
-            fprintf(stderr, "kinreg refine: %s%s\n", who, kr_last_error());
-            kr_mpi_abort(mpi, kr_exit_code(s));
-        }
+    }
+    if (shared && rc == 0) {
+        /* Every rank learns whether all finished: one that failed inside the
+         * refinement ended the others' reductions with its conclusion. Each
+         * says why it stops: its own failure, or the rank that failed. */
+        bool own = s != KR_OK && !mpi->peer_failed;
+        if (own) fprintf(stderr, "kinreg refine: %s%s\n", who, kr_last_error());
+        s = kr_mpi_conclude(mpi, s);
+        if (s != KR_OK && !own) fprintf(stderr, "kinreg refine: %s\n", kr_last_error());
     }
     kr_progress_line_clear(&line);
     bool reported = shared && s != KR_OK; /* each rank said why above */

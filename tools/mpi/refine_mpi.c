@@ -13,9 +13,34 @@ bool kr_mpi_built(void)
     return true;
 }
 
+/* The header before every reduction of the refinement, and a failed rank's
+ * conclusion: {ranks that failed, Σ (rank + 1) of them}. */
+static void header_reduce(kr_mpi_session *m, bool failed, double head[2])
+{
+    head[0] = failed ? 1 : 0;
+    head[1] = failed ? m->rank + 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, head, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (!failed && head[0] > 0) {
+        m->peer_failed = true;
+        m->failed_rank = head[0] == 1 ? (int)head[1] - 1 : -1;
+    }
+}
+
+static kr_status peer_failure(const kr_mpi_session *m)
+{
+    if (m->failed_rank >= 0)
+        return kr_error(KR_ERR_IO, "rank %d stops: rank %d failed (its message says why)",
+                        m->rank, m->failed_rank);
+    return kr_error(KR_ERR_IO, "rank %d stops: other ranks failed (their messages say why)",
+                    m->rank);
+}
+
 static kr_status allreduce_sum(void *user, double *data, size_t n)
 {
-    (void)user;
+    kr_mpi_session *m = user;
+    double head[2];
+    header_reduce(m, false, head);
+    if (m->peer_failed) return peer_failure(m);
     /* MPI counts are int: long payloads go in slices. */
     const size_t slice = (size_t)1 << 28;
     for (size_t at = 0; at < n; at += slice) {
@@ -43,8 +68,9 @@ kr_status kr_mpi_begin(kr_mpi_session *m, int *argc, char ***argv)
     MPI_Comm_rank(local, &m->local_rank);
     MPI_Comm_size(local, &m->local_ranks);
     MPI_Comm_free(&local);
+    m->failed_rank = -1;
     m->partition = (kr_refine_partition){
-        .rank = m->rank, .ranks = m->ranks, .allreduce_sum = allreduce_sum, .user = NULL};
+        .rank = m->rank, .ranks = m->ranks, .allreduce_sum = allreduce_sum, .user = m};
     return KR_OK;
 }
 
@@ -69,12 +95,14 @@ bool kr_mpi_same(const kr_mpi_session *m, double value)
     return lo == hi;
 }
 
-void kr_mpi_abort(const kr_mpi_session *m, int code)
+kr_status kr_mpi_conclude(kr_mpi_session *m, kr_status local)
 {
-    (void)m;
-    fflush(stdout);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, code);
+    /* Learnt inside the refinement: the failed rank has concluded already. */
+    if (m->peer_failed) return local != KR_OK ? local : peer_failure(m);
+    double head[2];
+    header_reduce(m, local != KR_OK, head);
+    if (local != KR_OK) return local;
+    return m->peer_failed ? peer_failure(m) : KR_OK;
 }
 
 void kr_mpi_end(kr_mpi_session *m)

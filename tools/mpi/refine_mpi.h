@@ -16,6 +16,10 @@ typedef struct {
     int local_rank, local_ranks; /* among the ranks of this host (rank → GPU) */
     bool active;                 /* MPI was started and must be finalised */
     kr_refine_partition partition;
+    /* A reduction inside the refinement learnt that a rank gave up
+     * (kr_mpi_conclude): which one (its rank, or −1 for several). */
+    bool peer_failed;
+    int failed_rank;
 } kr_mpi_session;
 
 /* True when an MPI launcher (mpirun, srun) started this process with more
@@ -31,8 +35,13 @@ kr_status kr_mpi_begin(kr_mpi_session *m, int *argc, char ***argv);
 kr_status kr_mpi_agree(const kr_mpi_session *m, kr_status local);
 /* True when `value` is the same on every rank. */
 bool kr_mpi_same(const kr_mpi_session *m, double value);
-/* Ends every rank at once (a failure other ranks cannot see). */
-void kr_mpi_abort(const kr_mpi_session *m, int code);
+/* After kr_refine: every rank's outcome, as kr_mpi_agree, also when a rank
+ * failed inside the refinement while the others waited in a reduction. Each
+ * of the refinement's reductions starts with a two-number header that a
+ * failed rank's conclusion matches: the ranks still in the refinement learn
+ * of the failure there, return, and do not conclude again; the ranks that
+ * finished learn of it here. No rank is left waiting, and none is killed. */
+kr_status kr_mpi_conclude(kr_mpi_session *m, kr_status local);
 void kr_mpi_end(kr_mpi_session *m);
 /* Says so when mpirun bound rank 0 to one core of a host with cores to
  * spare: Open MPI binds each of two ranks to a core by default, and then
