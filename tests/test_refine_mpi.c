@@ -178,7 +178,7 @@ KR_TEST(refine_mpi, a_rank_failing_inside_the_refinement_stops_every_rank)
     int rc = run_mpi(args, out, sizeof out);
     printf("%s", out);
     CHECK(rc != 0);
-    CHECK(rc != 124 && rc != 137); /* not the timeout: no hang */
+    CHECK(rc != 124 && rc != 137);                        /* not the timeout: no hang */
     CHECK_CONTAINS(out, "measuring how 4 views overlap"); /* inside the refinement */
     CHECK_CONTAINS(out, "rank 1: distance field: no memory");
     CHECK_CONTAINS(out, "rank 0 stops: rank 1 failed");

@@ -29,8 +29,8 @@ static void header_reduce(kr_mpi_session *m, bool failed, double head[2])
 static kr_status peer_failure(const kr_mpi_session *m)
 {
     if (m->failed_rank >= 0)
-        return kr_error(KR_ERR_IO, "rank %d stops: rank %d failed (its message says why)",
-                        m->rank, m->failed_rank);
+        return kr_error(KR_ERR_IO, "rank %d stops: rank %d failed (its message says why)", m->rank,
+                        m->failed_rank);
     return kr_error(KR_ERR_IO, "rank %d stops: other ranks failed (their messages say why)",
                     m->rank);
 }
