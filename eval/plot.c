@@ -131,8 +131,7 @@ static void svg_marks(FILE *f, const layout *L, int index)
     }
 }
 
-/* Both writers go through kr_output: the plot is written whole or not at
- * all, and a failure leaves the file that was there before untouched. */
+/* The plot as SVG text, to a file or to memory (the PNG's source). */
 static void emit_svg(FILE *f, const layout *L)
 {
     int width = KR_EVAL_PLOT_WIDTH, height = KR_EVAL_PLOT_HEIGHT;
@@ -215,6 +214,8 @@ static void emit_svg(FILE *f, const layout *L)
     fputs("</g>\n</svg>\n", f);
 }
 
+/* Both writers go through kr_output: the plot is written whole or not at
+ * all, and a failure leaves the file that was there before untouched. */
 static kr_status write_svg(const char *path, const layout *L)
 {
     kr_output o;
