@@ -226,16 +226,17 @@ static kr_status eval_devices(kr_refine_engine *eng, const kr_refine_problem *pb
                                                  pb->cap, poses, pairs, npairs);
         if (s == KR_OK) s = sd;
     }
+    /* Then added straight from each device's page-locked sums, pairs split
+     * over the host's threads: tens of MB an evaluation for a long sequence,
+     * which one thread copying and adding took 40 ms over. Each pair adds
+     * the devices in order, so the result does not depend on the thread
+     * count. */
     const kr_refine_acc **sums = eng->dev_sums;
     for (int d = 0; d < D; d++) {
         kr_status sd = kr_refine_cuda_eval_wait(eng->gpu[d], &sums[d]);
         if (s == KR_OK) s = sd;
     }
     if (s != KR_OK) return s;
-        /* Straight from each device's page-locked sums, pairs split over the
-         * host's threads: tens of MB an evaluation for a long sequence, which one
-         * thread copying and adding took 40 ms over. Each pair adds the devices
-         * in order, so the result does not depend on the thread count. */
 #pragma omp parallel for schedule(static)
     for (int p = 0; p < npairs; p++) {
         kr_refine_acc_zero(&acc[p]);
