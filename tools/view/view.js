@@ -18,7 +18,8 @@ const state = {
   connected: false, connects: 0, restarts: 0, poses: 0, refines: 0, gaps: 0,
   pose_seq: null, pose_frame: null, pose_t: null, pose_q: null, pose_state: null,
   latency_ms: null, fps_out: 0, fps_in: null, status_event: null, status_fps: null,
-  frames_in: 0, frames_total: 0, source_progress: null, frames_out: 0, frames_lost: 0, model_points_total: 0, recoveries: 0, losses: 0,
+  frames_in: 0, frames_total: 0, source_progress: null, frames_out: 0, frames_lost: 0,
+  model_points_total: 0, recoveries: 0, losses: 0,
   model_snapshot: null, model_frame: null, model_points: 0, model_first: null,
   model_snapshots: 0, model_incomplete: 0, viewers: 0, dropped: 0, webgl: false, three: false,
   model_colours: null, plot_axes: false, follow: false, follow_moves: 0,
@@ -204,11 +205,16 @@ function unpackNormal(bu, bv, out) {
 // 1 m above), so a point keeps its colour from one snapshot to the next;
 // brightness follows how squarely the surface faces the first camera.
 const RAMP = [[0.12, 0.23, 0.45], [0.31, 0.56, 0.75], [0.90, 0.93, 0.96]];
+// The colour at u (0 to 1) along RAMP, into out[k], out[k + 1], out[k + 2].
+function rampColour(u, out, k) {
+  const x = Math.min(Math.max(u, 0), 1) * (RAMP.length - 1);
+  const i = Math.min(Math.floor(x), RAMP.length - 2), f = x - i;
+  for (let a = 0; a < 3; a++) out[k + a] = RAMP[i][a] + f * (RAMP[i + 1][a] - RAMP[i][a]);
+}
 function heightColour(y, n, out, k) {
-  const u = Math.min(Math.max((-y + 2) / 3, 0), 1) * (RAMP.length - 1);
-  const i = Math.min(Math.floor(u), RAMP.length - 2), f = u - i;
+  rampColour((-y + 2) / 3, out, k);
   const shade = 0.55 + 0.45 * Math.abs(n[2]);
-  for (let a = 0; a < 3; a++) out[k + a] = shade * (RAMP[i][a] + f * (RAMP[i + 1][a] - RAMP[i][a]));
+  for (let a = 0; a < 3; a++) out[k + a] *= shade;
 }
 
 function onModel(b64) {
@@ -446,11 +452,7 @@ function onDepth(b64) {
   const g = cv.getContext("2d"), img = g.createImageData(w, h), c = [0, 0, 0];
   for (let i = 0; i < w * h; i++) {
     const v = dv.getUint16(40 + 2 * i, true);
-    if (v) {
-      const u = (1 - (v - lo) / Math.max(hi - lo, 1)) * (RAMP.length - 1);
-      const k = Math.min(Math.floor(u), RAMP.length - 2), f = u - k;
-      for (let a = 0; a < 3; a++) c[a] = RAMP[k][a] + f * (RAMP[k + 1][a] - RAMP[k][a]);
-    }
+    if (v) rampColour(1 - (v - lo) / Math.max(hi - lo, 1), c, 0);
     for (let a = 0; a < 3; a++) img.data[4 * i + a] = v ? 255 * c[a] : 0;
     img.data[4 * i + 3] = 255;
   }
