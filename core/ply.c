@@ -451,9 +451,12 @@ kr_status kr_ply_read(const char *path, kr_ply_points *out)
     if (st == KR_OK) st = check_counts(r, v);
     if (st == KR_OK && r->el[v].count > ((size_t)-1) / (3 * sizeof(float)))
         st = kr_error(KR_ERR_FORMAT, "%s: vertex count %llu is too large", path, r->el[v].count);
-    /* The items of earlier elements are read and dropped. */
+    /* The items of earlier elements are read and dropped. An element without
+     * properties takes no bytes whatever its count (a fuzzed header claimed
+     * 4e18 of them, which the size check cannot refuse): nothing to read. */
     for (int i = 0; st == KR_OK && i < v; i++)
-        for (unsigned long long k = 0; st == KR_OK && k < r->el[i].count; k++)
+        for (unsigned long long k = 0; st == KR_OK && r->el[i].n_props > 0 && k < r->el[i].count;
+             k++)
             st = read_item(r, &r->el[i], NULL, r->el[i].name);
     kr_ply_points p = {0};
     if (st == KR_OK) st = read_vertices(r, &r->el[v], &p);
