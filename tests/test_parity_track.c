@@ -363,7 +363,8 @@ static void put_results(kr_parity_out *out, const kr_track_result *r, size_t n)
     kr_pose *poses = malloc((n ? n : 1) * sizeof *poses);
     double *state = kr_parity_put(out, n, 1, "state"), *steps = kr_parity_put(out, n, 1, "steps"),
            *inl = kr_parity_put(out, n, 1, "inlier fraction"),
-           *rms = kr_parity_put(out, n, 1, "rms"), *scale = malloc((n ? n : 1) * sizeof *scale);
+           *rms = kr_parity_put(out, n, 1, "rms"), *scale = malloc((n ? n : 1) * sizeof *scale),
+           *cov = kr_parity_put(out, n, 21, "covariance");
     for (size_t k = 0; poses && state && steps && inl && rms && scale && k < n; k++) {
         poses[k] = r[k].pose;
         state[k] = r[k].state;
@@ -371,6 +372,8 @@ static void put_results(kr_parity_out *out, const kr_track_result *r, size_t n)
         inl[k] = r[k].inlier_fraction;
         rms[k] = r[k].rms;
         scale[k] = r[k].rms + 1e-4; /* 1e-3 rms + 1e-7, as 1e-3 times this */
+        for (int i = 0; cov && i < 21; i++)
+            cov[21 * k + i] = r[k].covariance[i];
     }
     if (poses) kr_parity_put_poses(out, "pose", poses, n);
     if (scale) kr_parity_scale(out, "rms", scale, n);
@@ -379,11 +382,13 @@ static void put_results(kr_parity_out *out, const kr_track_result *r, size_t n)
 }
 
 /* A tracked frame: 1e-5 m and 1e-5 rad, the same state and the same number
- * of steps, the inlier fraction within 1e-3 and the RMS within 1e-3 of it. */
+ * of steps (the polish's included), the inlier fraction within 1e-3, the RMS
+ * within 1e-3 of it and the covariance within 1e-2 of its size. */
 #define SAME_RESULT                                                                                \
     PARITY_CHECK("pose", KR_PARITY_ANGLE, 1e-5), PARITY_CHECK("pose", KR_PARITY_DISTANCE, 1e-5),   \
         PARITY_CHECK("state", KR_PARITY_BITS, 0), PARITY_CHECK("steps", KR_PARITY_BITS, 0),        \
         PARITY_CHECK("inlier fraction", KR_PARITY_ABS, 1e-3),                                      \
+        PARITY_CHECK("covariance", KR_PARITY_NORM, 1e-2, .nan_equal = true),                       \
         PARITY_CHECK("rms", KR_PARITY_ABS, 1e-3)
 
 /* The CPU engine from the seed (where expected: a GOOD frame after a few

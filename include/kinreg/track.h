@@ -42,6 +42,14 @@ typedef struct {
     int max_line_search;            /* Armijo halvings before giving up (default 2) */
     double armijo_c;                /* sufficient-decrease constant (default 1e-4) */
     double converge_rot, converge_trans; /* stop when a step is below these (rad, m) */
+    /* After the finest level: up to this many Gauss–Newton steps taken
+     * whole, which make the pose independent of the seed
+     * (pipeline/track/track_step.h); kept only when the inliers fell by at
+     * most the share polish_tolerance and the steps moved less than
+     * polish_max_deg / polish_max_m in all. 0 = no polish. */
+    int polish_steps;                    /* default 6 */
+    double polish_tolerance;             /* default 0.1 */
+    double polish_max_deg, polish_max_m; /* default 1, 0.01 */
     /* Quality gates for the state machine. */
     float good_inlier, lost_inlier; /* inlier fraction (default 0.5, 0.15) */
     float good_rms, lost_rms;       /* RMS residual, m (default 0.02, 0.05) */
@@ -61,6 +69,14 @@ typedef struct {
     float inlier_drop; /* inlier fraction below this times the recent mean → POOR (default 0.7) */
     float rms_rise;    /* RMS above this times the recent mean (and above good_rms/2) → POOR
                           (default 2.5) */
+    /* The pose covariance (kr_track_result.covariance) is σ²F⁻¹ of the
+     * finest level times covariance_patch: the number of points whose
+     * residuals move together (quantisation stripes, smoothing, model
+     * voxels), calibrated against a Monte Carlo on synthetic frames
+     * (docs/BENCHMARKS.md, "Pose covariance"); a POOR frame's is multiplied
+     * again by covariance_poor. */
+    float covariance_patch; /* default 77 */
+    float covariance_poor;  /* default 25 (5× the standard deviations) */
 } kr_track_config;
 
 typedef struct {
@@ -73,6 +89,11 @@ typedef struct {
     int iterations;            /* Newton steps taken, all levels */
     int inliers;
     double objective;          /* final objective at the finest level */
+    /* 6×6 covariance of (camera position x y z in the world, m; rotation
+     * about the world's x y z axes, rad), the upper triangle row by row
+     * (21 values: xx xy xz xrx xry xrz yy …); the order and fixed-axis
+     * convention of ROS's PoseWithCovariance. NaN when unknown (LOST). */
+    float covariance[21];
 } kr_track_result;
 
 KR_API void kr_track_config_default(kr_track_config *cfg);
@@ -98,6 +119,12 @@ KR_API kr_status kr_track_frame_on(kr_device *dev, const kr_kdtree *model, const
 KR_API kr_status kr_track_frames_on(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,
                                     const kr_pose *seeds, int count, const kr_track_config *cfg,
                                     kr_track_result *out);
+
+/* Worsens t's state to `s` (a better or equal `s` changes nothing) and its
+ * covariance with it: a GOOD frame made POOR has its covariance multiplied by
+ * cfg->covariance_poor, a LOST one has none (NaN). */
+KR_API void kr_track_result_worsen(kr_track_result *t, kr_track_state s,
+                                   const kr_track_config *cfg);
 
 /* Quality figures of one level as the state machine sees them. */
 typedef struct {

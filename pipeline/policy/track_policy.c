@@ -47,10 +47,12 @@ void kr_policy_first_frame(kr_policy_frame *f, kr_frame_result *r)
      * the run ending "lost 0" (issue 30 item 3). It is LOST at the seed and
      * not fused; the next frame with depth is the first again. */
     if (r->valid_points < f->gates.min_points) {
-        r->track.state = KR_TRACK_LOST;
+        kr_track_result_worsen(&r->track, KR_TRACK_LOST, &f->gates);
         r->tracked = r->track;
         return;
     }
+    /* GOOD by definition: its pose is the world's origin, so its covariance
+     * is 0 (left so by the memset). */
     r->track.state = KR_TRACK_GOOD;
     r->track.inlier_fraction = 1;
     r->tracked = r->track;
@@ -87,8 +89,7 @@ static void judge(const kr_policy *pol, const kr_pose *seed, const kr_track_conf
     kr_track_quality q = kr_track_quality_of(t, seed, elapsed_since(pol->last_pose_time, stamp));
     q.recent_inlier = pol->recent.recent_inlier;
     q.recent_rms = pol->recent.recent_rms;
-    kr_track_state verdict = kr_track_classify(&q, gates);
-    if (verdict > t->state) t->state = verdict;
+    kr_track_result_worsen(t, kr_track_classify(&q, gates), gates);
 }
 
 void kr_policy_judge(const kr_policy *pol, const kr_policy_frame *f, kr_frame_result *r)
@@ -254,7 +255,7 @@ kr_policy_outcome kr_policy_accept(kr_policy *pol, const kr_policy_frame *f, kr_
         accept_pose(pol, &r->track.pose, f->stamp);
         if (r->track.state == KR_TRACK_GOOD && !f->first && !partial) remember_good(pol, &r->track);
     } else {
-        r->track.state = KR_TRACK_LOST;
+        kr_track_result_worsen(&r->track, KR_TRACK_LOST, &pol->track);
         r->track.pose = f->seed;
         r->method = KR_METHOD_PREDICTED;
         pol->velocity = kr_pose_identity();

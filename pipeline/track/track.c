@@ -58,6 +58,10 @@ void kr_track_config_default(kr_track_config *cfg)
     cfg->armijo_c = 1e-4;
     cfg->converge_rot = 3e-4;   /* 0.017° */
     cfg->converge_trans = 3e-4; /* 0.3 mm at the centroid */
+    cfg->polish_steps = 6;
+    cfg->polish_tolerance = 0.1;
+    cfg->polish_max_deg = 1;
+    cfg->polish_max_m = 0.01;
     cfg->good_inlier = 0.5f;
     cfg->lost_inlier = 0.15f;
     cfg->good_rms = 0.02f;
@@ -76,6 +80,8 @@ void kr_track_config_default(kr_track_config *cfg)
     cfg->departure_slack_deg = 2;
     cfg->inlier_drop = 0.7f;
     cfg->rms_rise = 2.5f;
+    cfg->covariance_patch = 77.0f;
+    cfg->covariance_poor = 25.0f;
 }
 
 const char *kr_track_state_name(kr_track_state s)
@@ -223,6 +229,18 @@ static void trace_add(kr_track_trace *tr, int level, int it, double h, double al
     s->evaluations = evals;
 }
 
+void kr_track_result_worsen(kr_track_result *t, kr_track_state s, const kr_track_config *cfg)
+{
+    if (!t || !cfg || s <= t->state) return;
+    if (s == KR_TRACK_LOST)
+        for (int i = 0; i < 21; i++)
+            t->covariance[i] = NAN;
+    else if (t->state == KR_TRACK_GOOD)
+        for (int i = 0; i < 21; i++)
+            t->covariance[i] *= cfg->covariance_poor;
+    t->state = s;
+}
+
 /* Quality at the finest level, from the linearisation at the final pose:
  * one function for both engines, so their figures and states agree. */
 static void finish_result(const kr_newton_sums *lin, const kr_pose *T, const double c_cam[3],
@@ -250,7 +268,45 @@ static void finish_result(const kr_newton_sums *lin, const kr_pose *T, const dou
     r.iterations = total_iters;
     r.inliers = q.inliers;
     r.objective = lin->h;
+    kr_track_state state = r.state;
+    r.state = KR_TRACK_GOOD;
+    kr_track_covariance(lin->F, lin->residual, lin->inliers, T->t, L, cfg->covariance_patch,
+                        r.covariance);
+    kr_track_result_worsen(&r, state, cfg);
     *out = r;
+}
+
+/* The polish of the finest level (pipeline/track/track_step.h): *T and *lin
+ * are the level's result on entry, the polished or the same on return.
+ * Traced as iterations with α = 1 after the level's own. */
+static kr_status polish(const kr_kdtree *model, const kr_cloud *cl, const kr_track_config *cfg,
+                        const double c_cam[3], double L, kr_pose *T, kr_newton_sums *lin,
+                        int *total_iters, kr_track_trace *trace, int level)
+{
+    const kr_pose T0 = *T;
+    const kr_newton_sums lin0 = *lin;
+    const int iters0 = *total_iters;
+    double moved[2] = {0, 0};
+    for (int k = 0; k < cfg->polish_steps && lin->inliers >= 6; k++) {
+        double y[6], x[6], slope;
+        if (!kr_track_step_direction(lin->F, lin->g, T, c_cam, L, TRACK_DAMPING, y, x, &slope))
+            break;
+        if (kr_track_polish_done(y, L, cfg->converge_rot, cfg->converge_trans)) break;
+        kr_track_polish_moved(y, L, moved);
+        *T = kr_track_step_trial(x, 1.0, T);
+        kr_pose_orthonormalize(T);
+        kr_status st = kr_newton_linearize(model, cl, T, cfg, cfg->gate, lin);
+        if (st != KR_OK) return st;
+        (*total_iters)++;
+        trace_add(trace, level, KR_TRACK_TRACE_POLISH + k, lin->h, 1.0, 1);
+    }
+    if (!kr_track_polish_keep(lin->inliers, lin0.inliers, moved, cfg->polish_tolerance,
+                              cfg->polish_max_deg * M_PI / 180, cfg->polish_max_m)) {
+        *T = T0;
+        *lin = lin0;
+        *total_iters = iters0;
+    }
+    return KR_OK;
 }
 
 kr_status kr_track_frame_traced(const kr_kdtree *model, const kr_pyramid *pyr, const kr_pose *seed,
@@ -323,6 +379,11 @@ kr_status kr_track_frame_traced(const kr_kdtree *model, const kr_pyramid *pyr, c
         }
     }
 
+    if (solved && lin.inliers >= 6 && cfg->polish_steps > 0) {
+        kr_status st = polish(model, &pyr->level[finest], cfg, c_cam, L, &T, &lin, &total_iters,
+                              trace, finest);
+        if (st != KR_OK) return st;
+    }
     finish_result(&lin, &T, c_cam, L, solved, total_iters, seed, cfg, out);
     return KR_OK;
 }
@@ -351,6 +412,10 @@ void kr_track_plan(const kr_track_config *cfg, const kr_pyramid *pyr, kr_track_s
     plan->converge_rot = cfg->converge_rot;
     plan->converge_trans = cfg->converge_trans;
     plan->damping = TRACK_DAMPING;
+    plan->polish_steps = cfg->polish_steps > 0 ? cfg->polish_steps : 0;
+    plan->polish_tolerance = cfg->polish_tolerance;
+    plan->polish_max_rot = cfg->polish_max_deg * M_PI / 180;
+    plan->polish_max_trans = cfg->polish_max_m;
 }
 
 kr_status kr_track_frame_on(kr_device *dev, const kr_kdtree *model, const kr_pyramid *pyr,

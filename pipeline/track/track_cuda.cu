@@ -23,6 +23,9 @@
  *                the Armijo test on the re-evaluated objective, the pose
  *                update and the convergence test — and marks the level
  *                finished when the CPU loop would leave it
+ *   finest level: polish_start, then (eval; step) × polish_steps — the
+ *                whole Gauss–Newton steps of track_step.h, kept or undone
+ *                as the CPU engine's polish() does
  *   result down, one synchronisation.
  *
  * The schedule covers the most evaluations a level can take; once a level is
@@ -50,14 +53,17 @@ const int kWarps = kThreads / 32;
 const int kAccFields = 47;
 const int kCentroidFields = 5; /* Σx, Σy, Σz, Σ|p|², count */
 
-enum { PHASE_START = 0, PHASE_TRIAL = 1 };
+enum { PHASE_START = 0, PHASE_TRIAL = 1, PHASE_POLISH = 2 };
 
 /* The loop's state, on the device. */
 struct trk_state {
     kr_track_step_result r; /* r.T: the pose; r.F … r.inliers: the current linearisation */
-    kr_pose Tt;             /* trial pose of the line search */
+    kr_pose Tt;             /* trial pose of the line search, or the polish's next pose */
     double x[6], y[6], slope, alpha;
     int phase, active, it, ls;
+    kr_track_step_result pre; /* the polish: the finest level's result before it */
+    double moved[2];
+    int pol;
 };
 
 struct trk_dev {
@@ -273,6 +279,43 @@ __device__ void plan_step(const kr_track_step_plan *plan, int level, trk_state *
     st->phase = PHASE_TRIAL;
 }
 
+/* The polish (pipeline/track/track.c polish(), pipeline/track/track_step.h):
+ * its next whole step from the current linearisation, or its end — the
+ * polished pose kept, or the one before it restored. */
+__device__ void polish_next(const kr_track_step_plan *plan, trk_state *st)
+{
+    double slope;
+    bool go = st->pol < plan->polish_steps && st->r.inliers >= 6 &&
+              kr_track_step_direction(st->r.F, st->r.g, &st->r.T, st->r.c_cam, st->r.L,
+                                      plan->damping, st->y, st->x, &slope) &&
+              !kr_track_polish_done(st->y, st->r.L, plan->converge_rot, plan->converge_trans);
+    if (go) {
+        kr_track_polish_moved(st->y, st->r.L, st->moved);
+        st->Tt = kr_track_step_trial(st->x, 1.0, &st->r.T);
+        st->phase = PHASE_POLISH;
+        st->active = 1;
+        return;
+    }
+    if (!kr_track_polish_keep(st->r.inliers, st->pre.inliers, st->moved, plan->polish_tolerance,
+                              plan->polish_max_rot, plan->polish_max_trans))
+        st->r = st->pre;
+    st->active = 0;
+}
+
+/* After the finest level: the polish starts where the level ended, when
+ * the level had a solution. Block k: seed k. */
+__global__ void polish_start_kernel(trk_dev *d)
+{
+    if (threadIdx.x != 0) return;
+    trk_state *st = &d[blockIdx.x].st;
+    st->active = 0;
+    if (!st->r.solved || st->r.inliers < 6) return;
+    st->pre = st->r;
+    st->moved[0] = st->moved[1] = 0;
+    st->pol = 0;
+    polish_next(&d[blockIdx.x].plan, st);
+}
+
 /* mode 0: the tracking loop's control after an evaluation; mode 1: only
  * store the sums (kr_track_cuda_linearize). Block k: seed k. */
 __global__ void step_kernel(trk_dev *d, int level, const double *partials, int blocks, int mode)
@@ -297,9 +340,23 @@ __global__ void step_kernel(trk_dev *d, int level, const double *partials, int b
         plan_step(plan, level, st);
         return;
     }
-    /* PHASE_TRIAL: s holds the objective at the trial pose. */
     kr_track_step_result trial;
     take_sums(s, &trial);
+    if (st->phase == PHASE_POLISH) { /* s: the sums at the polish's next pose */
+        kr_pose T = st->Tt;
+        kr_pose_orthonormalize_hd(&T);
+        trial.T = T;
+        for (int k = 0; k < 3; k++)
+            trial.c_cam[k] = st->r.c_cam[k];
+        trial.L = st->r.L;
+        trial.total_iters = st->r.total_iters + 1;
+        trial.solved = st->r.solved;
+        st->r = trial;
+        st->pol++;
+        polish_next(plan, st);
+        return;
+    }
+    /* PHASE_TRIAL: s holds the objective at the trial pose. */
     if (kr_track_step_accept(trial.h, st->r.h, plan->armijo_c, st->alpha, st->slope)) {
         kr_pose T = st->Tt;
         kr_pose_orthonormalize_hd(&T);
@@ -428,7 +485,7 @@ struct frame_key {
     double *partials;
     const float *pts[KR_MAX_LEVELS], *nrm[KR_MAX_LEVELS];
     int n[KR_MAX_LEVELS], evals[KR_MAX_LEVELS];
-    int top, finest, seeds;
+    int top, finest, seeds, polish;
 };
 static_assert(sizeof(frame_key) <= sizeof(((kr_gpu_context *)0)->track_graph_key),
               "frame_key must fit the context's key");
@@ -453,6 +510,16 @@ kr_status enqueue_frame(cudaStream_t stream, const frame_key *k)
         begin_kernel<<<k->seeds, 32, 0, stream>>>(k->d, k->partials, blocks, level == k->finest);
         KR_CUDA_CHECK_LAUNCH(begin_kernel);
         for (int e = 0; e < k->evals[level]; e++) {
+            eval_kernel<<<dim3(blocks, k->seeds), kThreads, 0, stream>>>(
+                k->d, level, k->pts[level], k->nrm[level], n, k->partials);
+            KR_CUDA_CHECK_LAUNCH(eval_kernel);
+            step_kernel<<<k->seeds, 64, 0, stream>>>(k->d, level, k->partials, blocks, 0);
+            KR_CUDA_CHECK_LAUNCH(step_kernel);
+        }
+        if (level != k->finest || k->polish == 0) continue;
+        polish_start_kernel<<<k->seeds, 32, 0, stream>>>(k->d);
+        KR_CUDA_CHECK_LAUNCH(polish_start_kernel);
+        for (int e = 0; e < k->polish; e++) {
             eval_kernel<<<dim3(blocks, k->seeds), kThreads, 0, stream>>>(
                 k->d, level, k->pts[level], k->nrm[level], n, k->partials);
             KR_CUDA_CHECK_LAUNCH(eval_kernel);
@@ -536,6 +603,7 @@ kr_status kr_track_cuda(kr_gpu_context *ctx, const kr_kdtree *tree, const kr_pyr
     key.top = plan->top;
     key.finest = plan->finest;
     key.seeds = count;
+    key.polish = plan->polish_steps;
     for (int l = plan->finest; l <= plan->top; l++) {
         key.pts[l] = pts[l];
         key.nrm[l] = nrm[l];

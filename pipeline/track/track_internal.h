@@ -11,11 +11,15 @@
 typedef struct {
     int level;        /* pyramid level */
     int iteration;    /* 0: the objective at the level's starting pose; k: after accepted step k;
-                         −1: a line search that found no decrease (the level stops) */
+                         −1: a line search that found no decrease (the level stops);
+                         KR_TRACK_TRACE_POLISH + k: after the polish's whole step k (the
+                         objective may rise a little there: track_step.h) */
     double objective; /* h at the pose after this step (gate of this level) */
     double alpha;     /* accepted step length (0 for the starting and failed entries) */
     int evaluations;  /* linearisations spent on this step (line search included) */
 } kr_track_trace_step;
+
+enum { KR_TRACK_TRACE_POLISH = 1000 };
 
 typedef struct {
     kr_track_trace_step *steps; /* caller's buffer */
@@ -32,6 +36,14 @@ kr_status kr_track_frame_traced(const kr_kdtree *model, const kr_pyramid *pyr, c
  * the points about c, so the figure does not depend on where the world origin
  * is nor on the units of rotation against translation. */
 double kr_track_condition(const double F[36], const double c[3], double L);
+
+/* The 6×6 covariance of (camera position, m; rotation about the world's
+ * axes, rad), upper triangle row by row, of the least-squares pose with
+ * normal matrix F (x = (θ, t) about the world origin), inlier residual Σ r²
+ * and camera centre C, times `scale` (track_covariance.c); NaN when the
+ * system says nothing (too few inliers). L: the points' RMS radius. */
+void kr_track_covariance(const double F[36], double residual, int inliers, const double C[3],
+                         double L, double scale, float cov[21]);
 
 /* The per-point parameters of one level (gate: the level's gate, cfg's
  * far_field already scaled to the level): the one place both engines get

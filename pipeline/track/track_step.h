@@ -124,6 +124,43 @@ static inline KR_HD int kr_track_step_converged(const double y[6], double alpha,
     return rot < converge_rot && trans < converge_trans;
 }
 
+/* The polish (after the finest level's iterations): Gauss–Newton steps taken
+ * whole, without the line search. The line search stops where a trial meets
+ * a discontinuity of the piecewise objective (a point crossing its gate, a
+ * query switching cells), which happens within about a millimetre of the
+ * minimum, and sometimes at the first step of a level: the pose it leaves
+ * depends on the seed. Whole steps from the last linearisation go on to
+ * where the pairs and the pose agree, which is the same from any seed in the
+ * basin (docs/BENCHMARKS.md, "Pose covariance": 0.7-1.7 mm of seed-dependent
+ * error per axis became 0.3-0.5 mm on synthetic frames). A step below a
+ * tenth of the convergence test ends it early.
+ *
+ * The objective cannot guard it: its cells come from the tree's descent, so
+ * near the answer it is rugged, and a seed 6 mm off sat 20 % lower than the
+ * true pose the polish reached. What is guarded is what a wrong turn
+ * changes: the polished pose is kept only when the steps, summed, moved less
+ * than max_rot / max_trans (a polish corrects, it never relocates) and the
+ * inliers fell by at most the share `tolerance`. */
+static inline KR_HD int kr_track_polish_done(const double y[6], double L, double converge_rot,
+                                             double converge_trans)
+{
+    return kr_track_step_converged(y, 1.0, L, 0.1 * converge_rot, 0.1 * converge_trans);
+}
+
+/* Adds the whole step y to the distance the polish moved (rot, trans). */
+static inline KR_HD void kr_track_polish_moved(const double y[6], double L, double moved[2])
+{
+    moved[0] += sqrt(y[0] * y[0] + y[1] * y[1] + y[2] * y[2]) / L;
+    moved[1] += sqrt(y[3] * y[3] + y[4] * y[4] + y[5] * y[5]);
+}
+
+static inline KR_HD int kr_track_polish_keep(int inliers, int inliers_before, const double moved[2],
+                                             double tolerance, double max_rot, double max_trans)
+{
+    return inliers >= 6 && inliers >= (1 - tolerance) * inliers_before && moved[0] <= max_rot &&
+           moved[1] <= max_trans;
+}
+
 /* A frame's tracking plan as plain data (built by pipeline/track/track.c from the
  * track config), for an engine that runs the whole loop by itself. Levels are
  * tracked from `top` down to `finest`. */
@@ -133,6 +170,8 @@ typedef struct {
     int iterations[KR_MAX_LEVELS];          /* Newton iterations per pyramid level */
     int max_line_search;
     double armijo_c, converge_rot, converge_trans, damping;
+    int polish_steps; /* whole steps after the finest level (kr_track_polish_*) */
+    double polish_tolerance, polish_max_rot, polish_max_trans;
 } kr_track_step_plan;
 
 /* What such an engine hands back: everything the host needs to compute the

@@ -268,6 +268,11 @@ KR_OPTION_TABLE(kr_synthetic_option_table, SYNTHETIC_OPTIONS, kr_source_config, 
         KR_HELP(" Newton steps per level, finest first (default %d,%d,%d)",                        \
                 def()->track.iterations[0], def()->track.iterations[1],                            \
                 def()->track.iterations[2]))                                                       \
+    OPT(POLISH, (0, "polish", "N", KR_WHOLE(0, 100, "steps", "0 = none")),                         \
+        cfg->track.polish_steps = (int)v,                                                          \
+        KR_HELP("whole Gauss-Newton steps after the finest level, so the pose does not\n"          \
+                "depend on the seed (default %d)",                                                 \
+                def()->track.polish_steps))                                                        \
     OPT(GATE, (0, "gate", "M", KR_ABOVE(0, 100, "a distance in metres", NULL)),                    \
         cfg->track.gate = (float)v,                                                                \
         KR_HELP("reject pairs farther apart than M metres at the finest level (default %g)",       \
