@@ -25,6 +25,8 @@ kr_outbox_item kr_outbox_pose_item(kr_topic topic, uint64_t frame, double timest
     m->q[1] = q.y;
     m->q[2] = q.z;
     m->q[3] = q.w;
+    for (int i = 0; i < 21; i++)
+        m->covariance[i] = NAN; /* unknown unless the caller has one */
     return item;
 }
 

@@ -651,6 +651,7 @@ static void emit_pose(kr_pipeline *p, const kr_frame_result *r, double capture_t
     m->inlier_fraction = r->track.inlier_fraction;
     m->rms = r->track.rms;
     m->condition = r->track.condition;
+    memcpy(m->covariance, r->track.covariance, sizeof m->covariance);
     kr_outbox_put(&p->outbox, &item);
 
     kr_trajectory_push(&p->trajectory, r->timestamp, &r->track.pose);
@@ -757,6 +758,7 @@ static void publish_final(kr_pipeline *p)
             m->inlier_fraction = f->track.inlier_fraction;
             m->rms = f->track.rms;
             m->condition = f->track.condition;
+            memcpy(m->covariance, f->track.covariance, sizeof m->covariance);
         } else {
             m->state = KR_TRACK_POOR;
             m->method = KR_METHOD_INTERPOLATED;

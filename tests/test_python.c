@@ -60,7 +60,7 @@ KR_TEST(python, pip_install_then_import_and_decode_a_live_stream)
         venv);
     REQUIRE(sh(cmd) == 0);
     CHECK_CONTAINS(out, venv);
-    CHECK_CONTAINS(out, " 4"); /* WIRE_VERSION */
+    CHECK_CONTAINS(out, " 5"); /* WIRE_VERSION */
 
     /* A live stream: run waits for the subscriber, kinreg-sub prints JSON. */
     char traj[700], json[700], endpoint[700];
@@ -195,6 +195,20 @@ KR_TEST(python, arrays_give_back_the_model_points_and_pose_matrices_that_were_se
         REQUIRE(write_payload(chunks[c].name, buf, kr_wire_model_size(m.count)));
     }
     kr_pose truth[3];
+    /* Two symmetric 6×6 matrices A Aᵀ of random A, as a covariance is. */
+    double cov[2][6][6];
+    for (int i = 0; i < 2; i++) {
+        double A[6][6];
+        for (int a = 0; a < 6; a++)
+            for (int b = 0; b < 6; b++)
+                A[a][b] = 1e-3 * (uniform(&rng) - 0.5);
+        for (int a = 0; a < 6; a++)
+            for (int b = 0; b < 6; b++) {
+                cov[i][a][b] = 0;
+                for (int k = 0; k < 6; k++)
+                    cov[i][a][b] += A[a][k] * A[b][k];
+            }
+    }
     for (int i = 0; i < 3; i++) {
         double x[6] = {2.5 * (uniform(&rng) - 0.5),
                        2.5 * (uniform(&rng) - 0.5),
@@ -210,6 +224,11 @@ KR_TEST(python, arrays_give_back_the_model_points_and_pose_matrices_that_were_se
                          .timestamp = 100.0 + i,
                          .q = {q.x, q.y, q.z, q.w}};
         memcpy(m.t, truth[i].t, sizeof m.t);
+        /* Poses 0 and 1 carry the covariance cov[i] (upper triangle row by
+         * row); pose 2 none (NaN: a LOST frame's). */
+        for (int a = 0, k = 0; a < 6; a++)
+            for (int b = a; b < 6; b++, k++)
+                m.covariance[k] = i < 2 ? (float)cov[i][a][b] : NAN;
         uint8_t pose[KR_WIRE_POSE_SIZE];
         REQUIRE(kr_wire_encode_pose(&m, pose) == KR_WIRE_POSE_SIZE);
         char name[32];
@@ -232,6 +251,10 @@ KR_TEST(python, arrays_give_back_the_model_points_and_pose_matrices_that_were_se
         "np.savetxt(\"model.txt\", done[1], fmt=\"%%.9g\")\n"
         "arr = A.pose_arrays([read(\"pose\", \"p%%d.bin\" %% i) for i in range(3)])\n"
         "np.savetxt(\"T.txt\", arr[\"T\"].reshape(-1, 16), fmt=\"%%.17g\")\n"
+        "np.savetxt(\"cov.txt\", arr[\"covariance\"].reshape(-1, 36), fmt=\"%%.9g\")\n"
+        "print(\"unknown\", A.covariance_matrix(read(\"pose\", \"p2.bin\")), \"same cov\", "
+        "bool(np.array_equal(A.covariance_matrix(read(\"pose\", \"p1.bin\")), "
+        "arr[\"covariance\"][1])))\n"
         "one = A.pose_matrix(read(\"pose\", \"p1.bin\"))\n"
         "print(\"frames\", *arr[\"frame\"], \"shapes\", arr[\"t\"].shape, arr[\"q\"].shape, "
         "\"same\", bool(np.array_equal(one, arr[\"T\"][1])))\n"
@@ -242,6 +265,7 @@ KR_TEST(python, arrays_give_back_the_model_points_and_pose_matrices_that_were_se
     if (rc != 0) return;
     CHECK_CONTAINS(out, "returned [False, True, False, False] frame 42 dropped 1");
     CHECK_CONTAINS(out, "frames 0 5 10 shapes (3, 3) (3, 4) same True");
+    CHECK_CONTAINS(out, "unknown None same cov True");
 
     char path[700];
     snprintf(path, sizeof path, "%s/model.txt", dir);
@@ -287,6 +311,28 @@ KR_TEST(python, arrays_give_back_the_model_points_and_pose_matrices_that_were_se
         }
         CHECK_NEAR(T[12], 0, 0);
         CHECK_NEAR(T[15], 1, 0);
+    }
+    fclose(f);
+
+    /* The covariances whole and symmetric as sent (float precision), NaN
+     * where the message had none. */
+    snprintf(path, sizeof path, "%s/cov.txt", dir);
+    f = fopen(path, "r");
+    REQUIRE(f != NULL);
+    for (int i = 0; i < 3; i++) {
+        double C[36];
+        int read = 0;
+        for (int k = 0; k < 36; k++)
+            read += fscanf(f, "%lf", &C[k]);
+        REQUIRE(read == 36);
+        for (int k = 0; k < 36; k++) {
+            if (i == 2) {
+                CHECK(isnan(C[k]));
+                continue;
+            }
+            int a = k / 6, b = k % 6;
+            CHECK_NEAR(C[k], (double)(float)cov[i][a < b ? a : b][a < b ? b : a], 1e-12);
+        }
     }
     fclose(f);
 }

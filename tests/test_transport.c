@@ -72,6 +72,8 @@ static kr_pose_msg random_pose(uint64_t *s)
     m.rms = (float)urand(s, 0, 0.05);
     m.condition = (float)urand(s, 0, 1) * 1e-3f;
     m.latency_ms = (float)urand(s, 0, 100);
+    for (int i = 0; i < 21; i++)
+        m.covariance[i] = (float)urand(s, -1e-4, 1e-4);
     return m;
 }
 
@@ -114,6 +116,8 @@ static bool pose_equal(const kr_pose_msg *a, const kr_pose_msg *b, bool with_seq
               same_float(a->condition, b->condition) && same_float(a->latency_ms, b->latency_ms);
     for (int i = 0; i < 3; i++) eq = eq && same_double(a->t[i], b->t[i]);
     for (int i = 0; i < 4; i++) eq = eq && same_double(a->q[i], b->q[i]);
+    for (int i = 0; i < 21; i++)
+        eq = eq && same_float(a->covariance[i], b->covariance[i]);
     return eq;
 }
 
@@ -156,8 +160,8 @@ static float le_f32(const uint8_t *p)
 
 KR_TEST(transport, wire_sizes_and_names)
 {
-    CHECK_EQ(kr_wire_pose_size(), 112);
-    CHECK_EQ(kr_wire_status_size(), 400); /* version 4; 392 in 3, 384 in 2, 128 in 1 */
+    CHECK_EQ(kr_wire_pose_size(), 200);   /* version 5; 112 in 1 to 4 */
+    CHECK_EQ(kr_wire_status_size(), 400); /* versions 4 and 5; 392 in 3, 384 in 2, 128 in 1 */
     CHECK_STR(kr_topic_name(KR_TOPIC_POSE), "pose");
     CHECK_STR(kr_topic_name(KR_TOPIC_STATUS), "status");
     CHECK_STR(kr_topic_name(KR_TOPIC_REFINE), "refine");
@@ -188,8 +192,9 @@ KR_TEST(transport, wire_round_trip_random)
         /* Non-finite and extreme values must travel bit for bit too. */
         if (k == 1) p.t[0] = NAN, p.rms = INFINITY, p.timestamp = -0.0;
         if (k == 2) p.t[1] = 1e-310, p.q[3] = -1e308, p.condition = 1e-40f;
-        CHECK_EQ(kr_wire_encode_pose(&p, buf), 112);
-        REQUIRE_OK(kr_wire_decode_pose(buf, 112, &q));
+        if (k == 3) p.covariance[0] = NAN, p.covariance[20] = 1e-40f;
+        CHECK_EQ(kr_wire_encode_pose(&p, buf), 200);
+        REQUIRE_OK(kr_wire_decode_pose(buf, 200, &q));
         CHECK_MSG(pose_equal(&p, &q, true), "pose %d differs after a round trip", k);
 
         kr_status_msg a = random_status(&s), b;
@@ -215,6 +220,8 @@ KR_TEST(transport, wire_pose_bytes_at_documented_offsets)
     m.iterations = 0xABCD;
     m.inlier_fraction = 0.25f; /* 0x3E800000 */
     m.rms = 0.004f, m.condition = 7e-5f, m.latency_ms = 12.5f;
+    for (int i = 0; i < 21; i++)
+        m.covariance[i] = (float)(i + 1) * 0.5f;
     uint8_t b[KR_WIRE_POSE_SIZE];
     memset(b, 0xEE, sizeof b);
     kr_wire_encode_pose(&m, b);
@@ -244,6 +251,9 @@ KR_TEST(transport, wire_pose_bytes_at_documented_offsets)
     CHECK(le_f32(b + 100) == 7e-5f);
     CHECK(le_f32(b + 104) == 12.5f);
     CHECK_EQ(le_u(b + 108, 4), 0);           /* reserved, zero */
+    for (int i = 0; i < 21; i++)             /* version 5: the covariance, row by row */
+        CHECK(le_f32(b + 112 + 4 * i) == (float)(i + 1) * 0.5f);
+    CHECK_EQ(le_u(b + 196, 4), 0); /* reserved, zero */
 
     m.topic = KR_TOPIC_POSE;
     kr_wire_encode_pose(&m, b);
@@ -271,7 +281,7 @@ KR_TEST(transport, wire_status_bytes_at_documented_offsets)
     kr_wire_encode_status(&m, b);
 
     CHECK(memcmp(b, "KRST", 4) == 0);
-    CHECK_EQ(le_u(b + 4, 2), 4);
+    CHECK_EQ(le_u(b + 4, 2), KR_WIRE_VERSION); /* the layout of version 4 */
     CHECK_EQ(le_u(b + 6, 2), 2);
     CHECK_EQ(le_u(b + 8, 8), 77);
     CHECK_EQ(b[16], 2);
@@ -414,24 +424,34 @@ KR_TEST(transport, wire_decoder_rejects_bad_payloads)
 
     out = sentinel;
     CHECK_STATUS(kr_wire_decode_pose(b, 57, &out), KR_ERR_FORMAT);
-    CHECK_CONTAINS(kr_last_error(), "pose payload has 57 bytes, expected 112");
+    CHECK_CONTAINS(kr_last_error(), "pose payload has 57 bytes, expected 200");
     CHECK(memcmp(&out, &sentinel, sizeof out) == 0); /* a failed call leaves out untouched */
-    CHECK_STATUS(kr_wire_decode_pose(b, 113, &out), KR_ERR_FORMAT);
+    CHECK_STATUS(kr_wire_decode_pose(b, 201, &out), KR_ERR_FORMAT);
+    /* A version 5 header on a version 4 record's 112 bytes: refused by size. */
+    CHECK_STATUS(kr_wire_decode_pose(b, 112, &out), KR_ERR_FORMAT);
+    CHECK_CONTAINS(kr_last_error(), "expected 200 (wire version 5)");
 
     b[0] = 'X';
-    CHECK_STATUS(kr_wire_decode_pose(b, 112, &out), KR_ERR_FORMAT);
+    CHECK_STATUS(kr_wire_decode_pose(b, 200, &out), KR_ERR_FORMAT);
     CHECK_CONTAINS(kr_last_error(), "magic");
     b[0] = 'K';
     b[4] = KR_WIRE_VERSION + 1; /* from the future */
-    CHECK_STATUS(kr_wire_decode_pose(b, 112, &out), KR_ERR_FORMAT);
-    CHECK_CONTAINS(kr_last_error(), "version 5");
-    b[4] = 1; /* version 1 poses have the same layout: accepted */
+    CHECK_STATUS(kr_wire_decode_pose(b, 200, &out), KR_ERR_FORMAT);
+    CHECK_CONTAINS(kr_last_error(), "version 6");
+    b[4] = 1; /* version 1 to 4 poses: the first 112 bytes, no covariance */
     b[6] = 2; /* kind status in a pose payload */
     CHECK_STATUS(kr_wire_decode_pose(b, 112, &out), KR_ERR_FORMAT);
     CHECK_CONTAINS(kr_last_error(), "kind 2");
     b[6] = 1;
     CHECK(memcmp(&out, &sentinel, sizeof out) == 0);
-    CHECK_OK(kr_wire_decode_pose(b, 112, &out));
+    CHECK_STATUS(kr_wire_decode_pose(b, 200, &out), KR_ERR_FORMAT); /* version 1 has 112 */
+    for (int v = 1; v <= 4; v++) {
+        b[4] = (uint8_t)v;
+        CHECK_OK(kr_wire_decode_pose(b, 112, &out));
+        CHECK(same_double(out.t[0], p.t[0]) && same_float(out.latency_ms, p.latency_ms));
+        for (int i = 0; i < 21; i++)
+            CHECK(isnan(out.covariance[i])); /* unknown */
+    }
 
     /* A pose payload is not a status payload, whatever its length. */
     kr_status_msg st;
@@ -697,7 +717,7 @@ KR_TEST(transport, skipped_sequence_is_a_gap_and_bad_messages_are_flagged)
     /* "poses" passed the "pose" prefix subscription but is an unknown
      * topic: ignored without a word, as docs/PROTOCOL.md promises. */
     CHECK_STATUS(kr_subscriber_receive(sub, 5000, &m), KR_ERR_FORMAT);
-    CHECK_CONTAINS(kr_last_error(), "pose payload has 57 bytes, expected 112");
+    CHECK_CONTAINS(kr_last_error(), "pose payload has 57 bytes, expected 200");
     CHECK_STATUS(kr_subscriber_receive(sub, 5000, &m), KR_ERR_FORMAT);
     CHECK_CONTAINS(kr_last_error(), "has 3 frames, expected 2");
     static const struct { uint64_t seq, gap; kr_topic topic; } want[] = {
@@ -1270,7 +1290,7 @@ static void program_reports_gap(char **argv, const char *err_name, const char *p
     CHECK_MSG(synced, "%s never printed a status message; stderr:\n%s", prog, err);
     CHECK_MSG(code == 0, "%s exited with %d; stderr:\n%s", prog, code, err);
     CHECK_CONTAINS(err, "gap: 2 pose messages missed before seq 4");
-    CHECK_CONTAINS(err, "pose payload has 5 bytes, expected 112");
+    CHECK_CONTAINS(err, "pose payload has 5 bytes, expected 200");
     CHECK_CONTAINS(err, "3 pose");
     CHECK_CONTAINS(err, "1 gap, 2 missed, 1 malformed");
     int lines = 0;

@@ -234,6 +234,19 @@ static void print_pose_json(const kr_pose_msg *p, uint64_t gap)
     json_float(stdout, "rms", p->rms, 9);
     json_float(stdout, "condition", p->condition, 9);
     json_float(stdout, "latency_ms", p->latency_ms, 9);
+    /* The covariance whole or null (unknown: a LOST frame, a refine or
+     * interpolated pose, a version 1-4 sender). */
+    bool known = true;
+    for (int i = 0; i < 21; i++)
+        known = known && isfinite(p->covariance[i]);
+    if (known) {
+        fputs(",\"covariance\":[", stdout);
+        for (int i = 0; i < 21; i++)
+            printf(i ? ",%.9g" : "%.9g", p->covariance[i]);
+        fputc(']', stdout);
+    } else {
+        fputs(",\"covariance\":null", stdout);
+    }
     printf(",\"gap\":%" PRIu64 "}\n", gap);
 }
 

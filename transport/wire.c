@@ -4,6 +4,7 @@
  * the Python example and KR_WIRE_VERSION. */
 #include "kinreg/transport.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,8 +17,8 @@ enum {
     POSE_SEQ = 8,
     POSE_FRAME = 16,
     POSE_TIMESTAMP = 24,
-    POSE_T = 32,          /* 3 × f64 */
-    POSE_Q = 56,          /* 4 × f64, x y z w */
+    POSE_T = 32, /* 3 × f64 */
+    POSE_Q = 56, /* 4 × f64, x y z w */
     POSE_STATE = 88,
     POSE_METHOD = 89,
     POSE_ITERATIONS = 90,
@@ -25,8 +26,11 @@ enum {
     POSE_RMS = 96,
     POSE_CONDITION = 100,
     POSE_LATENCY = 104,
-    POSE_RESERVED = 108,  /* u32, zero: pads the payload to a multiple of 8 */
-    POSE_SIZE = 112
+    POSE_RESERVED = 108,   /* u32, zero */
+    POSE_COVARIANCE = 112, /* version 5: 21 × f32, the upper triangle row by row */
+    POSE_RESERVED2 = 196,  /* u32, zero: pads the payload to a multiple of 8 */
+    POSE_SIZE = 200,
+    POSE_SIZE_V4 = 112 /* versions 1 to 4: no covariance */
 };
 
 enum {
@@ -54,6 +58,8 @@ enum {
 };
 
 _Static_assert(POSE_SIZE == KR_WIRE_POSE_SIZE, "pose layout and header disagree");
+_Static_assert(POSE_SIZE_V4 == KR_WIRE_POSE_SIZE_V4, "pose layout and header disagree");
+_Static_assert(POSE_COVARIANCE + 21 * 4 == POSE_RESERVED2, "the covariance fills 84 bytes");
 _Static_assert(STATUS_SIZE == KR_WIRE_STATUS_SIZE, "status layout and header disagree");
 _Static_assert(STATUS_SIZE_V1 == KR_WIRE_STATUS_SIZE_V1, "status layout and header disagree");
 _Static_assert(STATUS_SIZE_V2 == KR_WIRE_STATUS_SIZE_V2, "status layout and header disagree");
@@ -105,6 +111,9 @@ size_t kr_wire_encode_pose(const kr_pose_msg *m, uint8_t *buf)
     kr_le_put_f32(buf + POSE_CONDITION, m->condition);
     kr_le_put_f32(buf + POSE_LATENCY, m->latency_ms);
     kr_le_put_u32(buf + POSE_RESERVED, 0);
+    for (int i = 0; i < 21; i++)
+        kr_le_put_f32(buf + POSE_COVARIANCE + 4 * i, m->covariance[i]);
+    kr_le_put_u32(buf + POSE_RESERVED2, 0);
     return POSE_SIZE;
 }
 
@@ -165,8 +174,8 @@ kr_status kr_wire_decode_pose(const uint8_t *buf, size_t len, kr_pose_msg *out)
 {
     if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_wire_decode_pose: out is NULL");
     unsigned version;
-    static const size_t sizes[KR_WIRE_VERSION + 1] = {0, POSE_SIZE, POSE_SIZE, POSE_SIZE,
-                                                      POSE_SIZE};
+    static const size_t sizes[KR_WIRE_VERSION + 1] = {
+        0, POSE_SIZE_V4, POSE_SIZE_V4, POSE_SIZE_V4, POSE_SIZE_V4, POSE_SIZE};
     kr_status s = check_header("pose", buf, len, sizes, pose_magic, &version);
     if (s != KR_OK) return s;
     unsigned kind = kr_le_get_u16(buf + HDR_KIND);
@@ -189,6 +198,8 @@ kr_status kr_wire_decode_pose(const uint8_t *buf, size_t len, kr_pose_msg *out)
     m.rms = kr_le_get_f32(buf + POSE_RMS);
     m.condition = kr_le_get_f32(buf + POSE_CONDITION);
     m.latency_ms = kr_le_get_f32(buf + POSE_LATENCY);
+    for (int i = 0; i < 21; i++)
+        m.covariance[i] = version >= 5 ? kr_le_get_f32(buf + POSE_COVARIANCE + 4 * i) : NAN;
     *out = m;
     return KR_OK;
 }
@@ -197,8 +208,8 @@ kr_status kr_wire_decode_status(const uint8_t *buf, size_t len, kr_status_msg *o
 {
     if (!out) return kr_error(KR_ERR_INVALID_ARG, "kr_wire_decode_status: out is NULL");
     unsigned version;
-    static const size_t sizes[KR_WIRE_VERSION + 1] = {0, STATUS_SIZE_V1, STATUS_SIZE_V2,
-                                                      STATUS_SIZE_V3, STATUS_SIZE};
+    static const size_t sizes[KR_WIRE_VERSION + 1] = {
+        0, STATUS_SIZE_V1, STATUS_SIZE_V2, STATUS_SIZE_V3, STATUS_SIZE, STATUS_SIZE};
     kr_status s = check_header("status", buf, len, sizes, status_magic, &version);
     if (s != KR_OK) return s;
     unsigned kind = kr_le_get_u16(buf + HDR_KIND);

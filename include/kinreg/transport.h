@@ -17,9 +17,10 @@ extern "C" {
 /* Version 2 (kinreg 0.1, issue 11): the status text grew from 64 to 320 bytes
  * so an error reason arrives whole. Version 3 (issue 14): the status record
  * carries the publisher's dropped-message count before the text. Version 4
- * (issue 33): and the source's length (frames_total), for progress. Pose
- * records are unchanged. Decoders accept versions 1 to 4 (docs/PROTOCOL.md). */
-#define KR_WIRE_VERSION 4
+ * (issue 33): and the source's length (frames_total), for progress. Version 5
+ * (issue 33): the pose record carries the pose's 6×6 covariance (112 → 200
+ * bytes). Decoders accept versions 1 to 5 (docs/PROTOCOL.md). */
+#define KR_WIRE_VERSION 5
 #define KR_WIRE_VERSION_MIN 1
 
 /* KR_TOPIC_MODEL (issue 12) and KR_TOPIC_FINAL (issue 13: the poses the
@@ -62,6 +63,10 @@ typedef struct {
     float rms;                /* m */
     float condition;
     float latency_ms;         /* capture → publish */
+    /* 6×6 covariance of (position x y z, m; rotation about the world's x y z,
+     * rad), upper triangle row by row (kr_track_result.covariance); NaN when
+     * unknown (LOST frames, refine and final records, version 1-4 senders). */
+    float covariance[21];
 } kr_pose_msg;
 
 typedef enum {
@@ -153,7 +158,8 @@ KR_API uint16_t kr_wire_depth_sample(const kr_depth_msg *m, size_t i);
 KR_API kr_status kr_wire_decode_depth(const uint8_t *buf, size_t len, kr_depth_msg *out);
 
 /* Encoded sizes on the wire (docs/PROTOCOL.md), for static buffers. */
-#define KR_WIRE_POSE_SIZE 112
+#define KR_WIRE_POSE_SIZE 200 /* version 5; versions 1 to 4 have 112 */
+#define KR_WIRE_POSE_SIZE_V4 112
 #define KR_WIRE_STATUS_SIZE 400 /* version 4; version 3 has 392, 2 has 384, 1 has 128 */
 #define KR_WIRE_STATUS_SIZE_V3 392
 #define KR_WIRE_STATUS_SIZE_V2 384

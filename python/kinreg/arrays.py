@@ -49,10 +49,25 @@ def pose_matrix(msg: Message) -> np.ndarray:
     return t
 
 
+def covariance_matrix(msg: Message) -> Optional[np.ndarray]:
+    """The pose's 6 x 6 covariance (float64) of (x, y, z in metres, rotation
+    about the world's x, y, z axes in radians), symmetric, in the order and
+    fixed-axis convention of ROS's PoseWithCovariance; None when the message
+    has none (a LOST frame, a refine or interpolated pose, a version 1-4
+    sender)."""
+    upper = msg.get("covariance")
+    if upper is None:
+        return None
+    c = np.zeros((6, 6))
+    c[np.triu_indices(6)] = upper
+    return c + np.triu(c, 1).T
+
+
 def pose_arrays(messages: Iterable[Message]) -> Dict[str, np.ndarray]:
     """Poses of many pose/refine/final messages, in their order: "frame" (N,)
     int64, "timestamp" (N,), "t" (N, 3), "q" (N, 4; x, y, z, w) and "T"
-    (N, 4, 4) camera-to-world matrices. Other topics are skipped."""
+    (N, 4, 4) camera-to-world matrices, "covariance" (N, 6, 6; NaN where a
+    message has none). Other topics are skipped."""
     poses = [m for m in messages if m["topic"] in ("pose", "refine", "final")]
     t = np.array([m["t"] for m in poses], dtype=np.float64).reshape(-1, 3)
     q = np.array([m["q"] for m in poses], dtype=np.float64).reshape(-1, 4)
@@ -60,12 +75,18 @@ def pose_arrays(messages: Iterable[Message]) -> Dict[str, np.ndarray]:
     if poses:
         T[:, :3, :3] = quaternion_matrix(q)
         T[:, :3, 3] = t
+    cov = np.full((len(poses), 6, 6), np.nan)
+    for i, m in enumerate(poses):
+        c = covariance_matrix(m)
+        if c is not None:
+            cov[i] = c
     return {
         "frame": np.array([m["frame"] for m in poses], dtype=np.int64),
         "timestamp": np.array([m["timestamp"] for m in poses], dtype=np.float64),
         "t": t,
         "q": q,
         "T": T,
+        "covariance": cov,
     }
 
 

@@ -18,9 +18,12 @@ y left, z up), which shares its origin (the first camera's position) and
 takes the first camera to have been level; `--odom-frame ''` leaves it out. Each message is stamped with the
 sensor's timestamp (the pose's `timestamp`), which is also its MCAP log time.
 
-Covariance: the pose stream carries none yet (docs/PROTOCOL.md); the
-covariance field is then "unknown" as sensor_msgs defines it for its
-covariances: element 0 is -1, the rest 0.
+Covariance: each tracked pose carries its 6x6 covariance (wire version 5,
+docs/PROTOCOL.md) of (x, y, z, rotation about X, Y, Z) in kinreg_world, the
+order and fixed-axis convention PoseWithCovariance defines, so it goes into
+the message as it is. A pose without one (a LOST frame, a version 1-4
+sender) is marked "unknown" as sensor_msgs defines it for its covariances:
+element 0 is -1, the rest 0.
 
 `ros2 bag info FILE.mcap` / `ros2 bag play` read the ROS 2 topics; Foxglove
 reads them all. Needs `pip install "./python[foxglove]"`.
@@ -30,7 +33,7 @@ import math
 import os
 import signal
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from .connect import add_curve_options, check_curve_options, open_subscriber
 
@@ -127,12 +130,26 @@ class Bridge:
         self._frame.log(frame_transform(self.world, self.camera, t, q), log_time=ns)
         cov = {"header": {"stamp": _stamp(ns), "frame_id": self.world},
                "pose": {"pose": {"position": dict(zip("xyz", t)), "orientation": dict(zip("xyzw", q))},
-                        "covariance": msg.get("covariance") or UNKNOWN_COVARIANCE}}
+                        "covariance": full_covariance(msg.get("covariance"))}}
         self._cov.log(self._encode_cov(cov), log_time=ns)
         self._tf.log(self._encode_tf({"transforms": [_transform(ns, self.world, self.camera, t, q)]}),
                      log_time=ns)
         self.poses += 1
         return True
+
+
+def full_covariance(upper: Optional[Sequence[float]]) -> List[float]:
+    """The 36 row-major values of a symmetric 6x6 from its upper triangle (21,
+    row by row), or the "unknown" marker when there is none."""
+    if upper is None:
+        return list(UNKNOWN_COVARIANCE)
+    full = [0.0] * 36
+    k = 0
+    for i in range(6):
+        for j in range(i, 6):
+            full[6 * i + j] = full[6 * j + i] = float(upper[k])
+            k += 1
+    return full
 
 
 def _host_port(text: str) -> tuple:

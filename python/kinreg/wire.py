@@ -3,7 +3,8 @@
 Little-endian, no padding ("<"): the layouts of docs/PROTOCOL.md byte for byte.
 Version 2 changed only the status record (its text grew from 64 to 320
 bytes), version 3 too (messages_dropped before the text), version 4 too
-(frames_total before the text); all four decode.
+(frames_total before the text); version 5 added the pose's covariance to
+the pose record (112 -> 200 bytes); all five decode.
 Model chunks (version 2 on) decode to their header and packed points; the
 points as numbers: kinreg.arrays (numpy).
 """
@@ -11,19 +12,23 @@ import math
 import struct
 from typing import Any, Callable, Dict, List
 
-WIRE_VERSION = 4
+WIRE_VERSION = 5
 WIRE_VERSION_MIN = 1
 
 # pose/refine/final (112 bytes, versions 1 to 4): magic, version, kind, seq, frame,
 # timestamp, tx ty tz, qx qy qz qw, state, method, iterations,
-# inlier_fraction, rms, condition, latency_ms, reserved.
-POSE = struct.Struct("<4sHHQQd3d4dBBHffffI")
+# inlier_fraction, rms, condition, latency_ms, reserved; version 5 (200
+# bytes): then the covariance's upper triangle (21 f32, row by row) and a
+# reserved u32.
+POSE_V4 = struct.Struct("<4sHHQQd3d4dBBHffffI")
+POSE = struct.Struct("<4sHHQQd3d4dBBHffffI21fI")
 POSE_MAGIC = b"KRPS"
 # status: magic, version, kind, seq, event, state, reserved, fps, frames_in,
 # frames_out, frames_dropped, frames_lost, model_points, [messages_dropped
 # from version 3], [frames_total from version 4], text (320 bytes from
 # version 2, 64 in version 1).
-STATUS = {4: struct.Struct("<4sHHQBBHfQQQQQQQ320s"), 3: struct.Struct("<4sHHQBBHfQQQQQQ320s"),
+_STATUS_V4 = struct.Struct("<4sHHQBBHfQQQQQQQ320s")  # version 5's status is version 4's
+STATUS = {5: _STATUS_V4, 4: _STATUS_V4, 3: struct.Struct("<4sHHQBBHfQQQQQQ320s"),
           2: struct.Struct("<4sHHQBBHfQQQQQ320s"), 1: struct.Struct("<4sHHQBBHfQQQQQ64s")}
 STATUS_MAGIC = b"KRST"
 # model chunk header (64 bytes): magic, version, kind, seq, snapshot, frame,
@@ -33,7 +38,7 @@ MODEL = struct.Struct("<4sHHQQQIIIHH3ff")
 MODEL_MAGIC = b"KRMD"
 MODEL_POINT_SIZE = 8
 MODEL_CHUNK_POINTS = 16384
-assert POSE.size == 112 and STATUS[4].size == 400 and STATUS[3].size == 392 and STATUS[2].size == 384 and STATUS[1].size == 128
+assert POSE_V4.size == 112 and POSE.size == 200 and STATUS[4].size == 400 and STATUS[3].size == 392 and STATUS[2].size == 384 and STATUS[1].size == 128
 assert MODEL.size == 64
 # depth thumbnail header (40 bytes, version 4 on): magic, version, kind, seq,
 # frame, timestamp, width, height, step, reserved; then width x height u16 mm.
@@ -80,7 +85,7 @@ def _check_header(what: str, payload: bytes, layouts: Callable[[int], struct.Str
 
 def decode_pose(payload: bytes) -> Message:
     """pose, refine or final payload -> dict (the JSON fields of `kinreg sub`)."""
-    f = _check_header("pose", payload, lambda v: POSE, POSE_MAGIC)
+    f = _check_header("pose", payload, lambda v: POSE if v >= 5 else POSE_V4, POSE_MAGIC)
     kind = f[2]
     names = {TOPICS[t]: t for t in ("pose", "refine", "final")}
     if kind not in names:
@@ -99,11 +104,20 @@ def decode_pose(payload: bytes) -> Message:
         "rms": f[17],
         "condition": f[18],
         "latency_ms": f[19],
+        # 6x6 covariance of (x, y, z, rotation about the world's x, y, z), upper
+        # triangle row by row (m^2, m rad, rad^2); None when unknown.
+        "covariance": _covariance(f[21:42]) if len(f) > 21 else None,
     }
 
 
+def _covariance(upper: Any) -> Any:
+    """The 21 values as a list, or None when any is NaN (unknown)."""
+    values = [float(v) for v in upper]
+    return None if any(math.isnan(v) for v in values) else values
+
+
 def decode_status(payload: bytes) -> Message:
-    """status payload (version 1 to 4) -> dict."""
+    """status payload (version 1 to 5) -> dict."""
     f = _check_header("status", payload, lambda v: STATUS[v], STATUS_MAGIC)
     if f[2] != TOPICS["status"]:
         raise FormatError(f"status payload has kind {f[2]}, expected 2 (status)")
