@@ -75,7 +75,7 @@ typedef struct {
      * voxels), calibrated against a Monte Carlo on synthetic frames
      * (docs/BENCHMARKS.md, "Pose covariance"); a POOR frame's is multiplied
      * again by covariance_poor. */
-    float covariance_patch; /* default 77 */
+    float covariance_patch; /* default 100 */
     float covariance_poor;  /* default 25 (5× the standard deviations) */
 } kr_track_config;
 

@@ -80,7 +80,7 @@ void kr_track_config_default(kr_track_config *cfg)
     cfg->departure_slack_deg = 2;
     cfg->inlier_drop = 0.7f;
     cfg->rms_rise = 2.5f;
-    cfg->covariance_patch = 77.0f;
+    cfg->covariance_patch = 100.0f;
     cfg->covariance_poor = 25.0f;
 }
 
