@@ -19,17 +19,18 @@
  *
  * x = (θ, t) moves a world point q to q + θ×q + t: a rotation about the world
  * origin. A user wants the error of the camera's position C and of its
- * orientation, y = (δC, δθ) with δθ the same small rotation about the world's
- * axes (ROS's PoseWithCovariance order and fixed-axis convention) and
- * δC = t + θ×C, so x = N y with θ = δθ, t = δC + [C]× δθ. F in y is Nᵀ F N;
- * it is inverted with the rotation scaled by the points' RMS radius L (the
- * tracker's own normalisation, so metres and radians weigh alike), through
- * its eigenvalues, so that a direction the scene does not constrain keeps a
- * huge variance instead of making the inverse fail. */
+ * orientation, (δC, δθ) with δθ the same small rotation about the world's
+ * axes (ROS's PoseWithCovariance order and fixed-axis convention): that is
+ * the rotation taken about C, t = δC + C×δθ, which kr_track_step_normalise
+ * writes F in, with the rotation scaled by the points' RMS radius L (the
+ * tracker's own normalisation, so metres and radians weigh alike). That F
+ * is inverted through its eigenvalues, so that a direction the scene does
+ * not constrain keeps a huge variance instead of making the inverse fail. */
 #include <math.h>
 
 #include "kinreg/pose.h"
 #include "pipeline/track/track_internal.h"
+#include "pipeline/track/track_step.h"
 
 void kr_track_covariance(const double F[36], double residual, int inliers, const double C[3],
                          double L, double scale, float cov[21])
@@ -38,48 +39,23 @@ void kr_track_covariance(const double F[36], double residual, int inliers, const
         cov[i] = NAN;
     if (inliers <= 6 || !(residual >= 0) || !(L > 0) || !(scale > 0)) return;
     double sigma2 = residual / (inliers - 6);
-    /* N's columns are y's unit vectors (δC, then L·δθ) written as x = (θ, t). */
-    double N[36] = {0};
-    for (int a = 0; a < 3; a++) {
-        N[6 * (3 + a) + a] = 1;     /* t gains δC */
-        N[6 * a + 3 + a] = 1.0 / L; /* θ = δθ */
-    }
-    for (int b = 0; b < 3; b++) { /* t gains [C]× δθ: C × e_b / L */
-        double e[3] = {0, 0, 0};
-        e[b] = 1;
-        double cx[3] = {C[1] * e[2] - C[2] * e[1], C[2] * e[0] - C[0] * e[2],
-                        C[0] * e[1] - C[1] * e[0]};
-        for (int a = 0; a < 3; a++)
-            N[6 * (3 + a) + 3 + b] = cx[a] / L;
-    }
-    double FN[36], G[36];
-    for (int i = 0; i < 6; i++)
-        for (int j = 0; j < 6; j++) {
-            double s = 0;
-            for (int k = 0; k < 6; k++)
-                s += F[6 * i + k] * N[6 * k + j];
-            FN[6 * i + j] = s;
-        }
-    for (int i = 0; i < 6; i++)
-        for (int j = 0; j < 6; j++) {
-            double s = 0;
-            for (int k = 0; k < 6; k++)
-                s += N[6 * k + i] * FN[6 * k + j];
-            G[6 * i + j] = s;
-        }
+    /* G: F in y = (L·δθ, δC). */
+    double G[36];
+    kr_track_step_normalise(F, NULL, C, L, G, NULL);
     double ev[6], V[36];
     kr_eigen_sym(6, G, ev, V);
     double top = ev[5]; /* ascending */
     if (!(top > 0) || !isfinite(top)) return;
     double floor = top * 1e-12;
+    /* Output index a: δC (a < 3) is y[3 + a]; δθ is y[a − 3] / L. */
     int at = 0;
-    for (int i = 0; i < 6; i++)
-        for (int j = i; j < 6; j++) {
+    for (int a = 0; a < 6; a++)
+        for (int b = a; b < 6; b++) {
+            int i = a < 3 ? 3 + a : a - 3, j = b < 3 ? 3 + b : b - 3;
             double s = 0;
             for (int k = 0; k < 6; k++)
                 s += V[6 * i + k] * V[6 * j + k] / fmax(ev[k], floor);
-            /* Back from L·δθ to δθ. */
-            double back = (i >= 3 ? 1.0 / L : 1.0) * (j >= 3 ? 1.0 / L : 1.0);
+            double back = (a >= 3 ? 1.0 / L : 1.0) * (b >= 3 ? 1.0 / L : 1.0);
             cov[at++] = (float)(scale * sigma2 * s * back);
         }
 }

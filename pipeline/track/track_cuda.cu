@@ -279,6 +279,22 @@ __device__ void plan_step(const kr_track_step_plan *plan, int level, trk_state *
     st->phase = PHASE_TRIAL;
 }
 
+/* The state moves to `next`, the sums evaluated at the trial pose: its pose
+ * is the trial's, orthonormalised; the level's centroid, radius and
+ * solution flag carry over, and it counts one more step. */
+__device__ void adopt(trk_state *st, kr_track_step_result *next)
+{
+    kr_pose T = st->Tt;
+    kr_pose_orthonormalize_hd(&T);
+    next->T = T;
+    for (int k = 0; k < 3; k++)
+        next->c_cam[k] = st->r.c_cam[k];
+    next->L = st->r.L;
+    next->total_iters = st->r.total_iters + 1;
+    next->solved = st->r.solved;
+    st->r = *next;
+}
+
 /* The polish (pipeline/track/track.c polish(), pipeline/track/track_step.h):
  * its next whole step from the current linearisation, or its end — the
  * polished pose kept, or the one before it restored. */
@@ -343,30 +359,14 @@ __global__ void step_kernel(trk_dev *d, int level, const double *partials, int b
     kr_track_step_result trial;
     take_sums(s, &trial);
     if (st->phase == PHASE_POLISH) { /* s: the sums at the polish's next pose */
-        kr_pose T = st->Tt;
-        kr_pose_orthonormalize_hd(&T);
-        trial.T = T;
-        for (int k = 0; k < 3; k++)
-            trial.c_cam[k] = st->r.c_cam[k];
-        trial.L = st->r.L;
-        trial.total_iters = st->r.total_iters + 1;
-        trial.solved = st->r.solved;
-        st->r = trial;
+        adopt(st, &trial);
         st->pol++;
         polish_next(plan, st);
         return;
     }
     /* PHASE_TRIAL: s holds the objective at the trial pose. */
     if (kr_track_step_accept(trial.h, st->r.h, plan->armijo_c, st->alpha, st->slope)) {
-        kr_pose T = st->Tt;
-        kr_pose_orthonormalize_hd(&T);
-        trial.T = T;
-        for (int k = 0; k < 3; k++)
-            trial.c_cam[k] = st->r.c_cam[k];
-        trial.L = st->r.L;
-        trial.total_iters = st->r.total_iters + 1;
-        trial.solved = st->r.solved;
-        st->r = trial;
+        adopt(st, &trial);
         if (kr_track_step_converged(st->y, st->alpha, st->r.L, plan->converge_rot,
                                     plan->converge_trans))
             st->active = 0;
