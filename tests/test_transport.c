@@ -986,6 +986,16 @@ static void check_json_pose(const char *line, const kr_pose_msg *p, uint64_t seq
     for (int k = 0; ok && k < 3; k++) ok = strtod(end + 1, &end) == p->t[k];
     end = (char *)q;
     for (int k = 0; ok && k < 4; k++) ok = strtod(end + 1, &end) == p->q[k];
+    /* The covariance: 21 floats, or null when the pose has none. */
+    const char *c = json_at(line, "covariance");
+    bool known = true;
+    for (int k = 0; k < 21; k++)
+        known = known && isfinite(p->covariance[k]);
+    if (!known) ok = ok && !strncmp(c, "null", 4);
+    ok = ok && (!known || *c == '[');
+    end = (char *)c;
+    for (int k = 0; ok && known && k < 21; k++)
+        ok = (float)strtod(end + 1, &end) == p->covariance[k];
     CHECK_MSG(ok, "pose %d: JSON line does not match what was sent:\n      %s", i, line);
 }
 
@@ -1016,6 +1026,9 @@ static void json_subscriber_matches(const char *prog, const char *script, const 
         /* final: in the JSON default topics, with its own method. */
         if (i % 10 == 5) sent[i].topic = KR_TOPIC_FINAL;
         if (i % 20 == 5) sent[i].method = KR_METHOD_INTERPOLATED;
+        if (i % 7 == 2) /* no covariance (a LOST frame's): null */
+            for (int k = 0; k < 21; k++)
+                sent[i].covariance[k] = NAN;
         CHECK_OK(kr_publisher_send_pose(pub, &sent[i]));
     }
     int code = child_finish(&c, 15);
