@@ -141,6 +141,21 @@ static bool write_payload(const char *name, const uint8_t *buf, size_t len)
     return ok;
 }
 
+/* The first n numbers of the text file DIR/NAME (what numpy.savetxt wrote,
+ * "nan" included) into out; false when the file is missing or shorter. */
+static bool read_numbers(const char *dir, const char *name, int n, double *out)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    int read = 0;
+    while (read < n && fscanf(f, "%lf", &out[read]) == 1)
+        read++;
+    fclose(f);
+    return read == n;
+}
+
 /* kinreg.arrays against the numbers the C library encoded: a model snapshot
  * of 3000 points in two chunks (given last chunk first, then a snapshot that
  * misses a chunk), and poses of known rotation matrices. */
@@ -295,46 +310,29 @@ KR_TEST(python, arrays_give_back_the_model_points_and_pose_matrices_that_were_se
     CHECK_EQ(unlike_c, 0);
     CHECK_EQ(bent, 0);
 
-    snprintf(path, sizeof path, "%s/T.txt", dir);
-    f = fopen(path, "r");
-    REQUIRE(f != NULL);
+    double T[3][16], C[3][36];
+    REQUIRE(read_numbers(dir, "T.txt", 3 * 16, &T[0][0]));
     for (int i = 0; i < 3; i++) {
-        double T[16];
-        int read = 0;
-        for (int k = 0; k < 16; k++)
-            read += fscanf(f, "%lf", &T[k]);
-        REQUIRE(read == 16);
         for (int r = 0; r < 3; r++) {
             for (int c = 0; c < 3; c++)
-                CHECK_NEAR(T[4 * r + c], truth[i].R[3 * r + c], 1e-12);
-            CHECK_NEAR(T[4 * r + 3], truth[i].t[r], 1e-15);
+                CHECK_NEAR(T[i][4 * r + c], truth[i].R[3 * r + c], 1e-12);
+            CHECK_NEAR(T[i][4 * r + 3], truth[i].t[r], 1e-15);
         }
-        CHECK_NEAR(T[12], 0, 0);
-        CHECK_NEAR(T[15], 1, 0);
+        CHECK_NEAR(T[i][12], 0, 0);
+        CHECK_NEAR(T[i][15], 1, 0);
     }
-    fclose(f);
 
     /* The covariances whole and symmetric as sent (float precision), NaN
      * where the message had none. */
-    snprintf(path, sizeof path, "%s/cov.txt", dir);
-    f = fopen(path, "r");
-    REQUIRE(f != NULL);
-    for (int i = 0; i < 3; i++) {
-        double C[36];
-        int read = 0;
-        for (int k = 0; k < 36; k++)
-            read += fscanf(f, "%lf", &C[k]);
-        REQUIRE(read == 36);
+    REQUIRE(read_numbers(dir, "cov.txt", 3 * 36, &C[0][0]));
+    for (int i = 0; i < 3; i++)
         for (int k = 0; k < 36; k++) {
-            if (i == 2) {
-                CHECK(isnan(C[k]));
-                continue;
-            }
             int a = k / 6, b = k % 6;
-            CHECK_NEAR(C[k], (double)(float)cov[i][a < b ? a : b][a < b ? b : a], 1e-12);
+            if (i == 2)
+                CHECK(isnan(C[i][k]));
+            else
+                CHECK_NEAR(C[i][k], (double)(float)cov[i][a < b ? a : b][a < b ? b : a], 1e-12);
         }
-    }
-    fclose(f);
 }
 
 KR_TEST(python, bad_endpoint_is_one_line_not_a_traceback)
