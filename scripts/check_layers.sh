@@ -58,7 +58,7 @@ declare -A public_layer=(
     [source.h]=capture [kinect.h]=capture [recorder.h]=capture [scan.h]=capture
     [transport.h]=transport
     [eval.h]=eval
-    [model.h]=fusion
+    [model.h]=fusion [surface.h]=fusion
     [preprocess.h]=pipeline [track.h]=pipeline [pipeline.h]=pipeline [register.h]=pipeline
     [refine.h]=pipeline
 )

@@ -28,5 +28,6 @@ int kr_cmd_devices(int argc, char **argv);
 int kr_cmd_register(int argc, char **argv);
 int kr_cmd_refine(int argc, char **argv);
 int kr_cmd_keygen(int argc, char **argv);
+int kr_cmd_mesh(int argc, char **argv);
 
 #endif

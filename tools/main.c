@@ -24,6 +24,7 @@ static const struct {
     {"bench", kr_cmd_bench, "per-stage timings (medians) as a table and as JSON"},
     {"record", kr_cmd_record, "write a sensor's depth frames as a fakenect dump or TUM sequence"},
     {"refine", kr_cmd_refine, "register a set of range scans jointly (multi-view distance fields)"},
+    {"mesh", kr_cmd_mesh, "fuse a replay at given poses into a surface mesh (PLY)"},
     {"convert", kr_cmd_convert, "rewrite a TUM sequence as a fakenect dump or the reverse"},
     {"devices", kr_cmd_devices, "list the Kinects libfreenect can see"},
     {"register", kr_cmd_register, "align two point sets (PLY) with EM-ICP or Softassign"},
@@ -56,9 +57,12 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
-    /* run and demo take Ctrl-C and SIGTERM on a thread of their own; from the
-     * first instruction on, a signal waits for it (tools/cli/stop_signals.h). */
-    if (argc > 1 && (!strcmp(argv[1], "run") || !strcmp(argv[1], "demo"))) kr_stop_signals_block();
+    /* run, demo and mesh take Ctrl-C and SIGTERM on a thread of their own;
+     * from the first instruction on, a signal waits for it
+     * (tools/cli/stop_signals.h). */
+    if (argc > 1 &&
+        (!strcmp(argv[1], "run") || !strcmp(argv[1], "demo") || !strcmp(argv[1], "mesh")))
+        kr_stop_signals_block();
     /* Idle OpenMP threads must not spin on the pipeline threads' cores; the
      * policy is read when libgomp loads, so this re-executes the program with
      * OMP_WAIT_POLICY=passive unless the user chose one (kinreg/device.h). */

@@ -1,0 +1,205 @@
+/* Integrating a frame into the surface volume (CPU engine, OpenMP).
+ *
+ * First the blocks the frame's surface passes through are found, allocated
+ * when new: each measured point's ray is walked across its truncation band
+ * in steps of half a block, so every block within the band of a surface the
+ * frame saw is listed. Then every voxel of those blocks is fused
+ * (surface_kernels.h): those behind the measured surface are untouched, those
+ * in front are pulled towards free space. As in voxel hashing (Nießner et
+ * al. 2013) and Open3D's scalable volume, blocks outside every band are left
+ * alone: the cost follows the surface seen, not the volume in view, and free
+ * space is carved within the band (where a moved object's old surface lies
+ * when it is still in front of the new one). Blocks are independent, so the
+ * second pass runs one block per OpenMP iteration. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fusion/surface/surface_internal.h"
+
+static void frame_of(const kr_surface *s, const kr_cloud *cloud, const kr_pose *pose,
+                     kr_surface_frame *f)
+{
+    kr_pose inv = kr_pose_inv(pose);
+    f->k = cloud->intrinsics;
+    const kr_intrinsics *k = &f->k;
+    f->distorted =
+        !(k->k1 == 0.0f && k->k2 == 0.0f && k->k3 == 0.0f && k->p1 == 0.0f && k->p2 == 0.0f);
+    for (int i = 0; i < 9; i++)
+        f->R[i] = (float)inv.R[i];
+    for (int i = 0; i < 3; i++)
+        f->t[i] = (float)inv.t[i];
+    f->points = cloud->points;
+    f->voxel = s->cfg.voxel_size;
+    f->depth_step = s->cfg.depth_step;
+    f->truncation_voxels = s->cfg.truncation_voxels;
+    f->max_weight = s->cfg.max_weight;
+    f->max_depth = s->cfg.max_depth;
+}
+
+/* A block's coordinates packed into one key (21 bits each; clamped to twice
+ * the allowed range, so keys of blocks out of range stay out of range). */
+static uint64_t block_key(const float pw[3], float block)
+{
+    uint64_t key = 0;
+    for (int k = 0; k < 3; k++) {
+        float b = floorf(pw[k] / block);
+        int32_t c = b < -2.0f * KR_SURFACE_BLOCK_LIMIT  ? -2 * KR_SURFACE_BLOCK_LIMIT
+                    : b > 2.0f * KR_SURFACE_BLOCK_LIMIT ? 2 * KR_SURFACE_BLOCK_LIMIT
+                                                        : (int32_t)b;
+        key = key << 21 | (uint64_t)(c + 2 * KR_SURFACE_BLOCK_LIMIT);
+    }
+    return key;
+}
+
+static void key_block(uint64_t key, int32_t c[3])
+{
+    for (int k = 2; k >= 0; k--, key >>= 21)
+        c[k] = (int32_t)(key & 0x1FFFFF) - 2 * KR_SURFACE_BLOCK_LIMIT;
+}
+
+typedef struct {
+    uint64_t *keys;
+    size_t n, cap;
+    bool failed;
+} key_list;
+
+/* The blocks a frame's bands pass through: each thread walks its rows'
+ * points and lists the blocks, dropping repeats with a small direct-mapped
+ * cache of the keys it listed last (a point's neighbours mostly hit the same
+ * blocks), so the lists hold a few times the frame's blocks, not its
+ * samples. */
+static void band_blocks(const kr_surface_frame *f, const kr_cloud *cloud, const float Rwc[9],
+                        const float twc[3], key_list *mine)
+{
+    enum { RECENT = 1024 };
+    uint64_t recent[RECENT];
+    memset(recent, 0xff, sizeof recent);
+    const float block = f->voxel * KR_SURFACE_BLOCK;
+#pragma omp for schedule(static)
+    for (int v = 0; v < cloud->height; v++)
+        for (int u = 0; u < cloud->width && !mine->failed; u++) {
+            const float *p = cloud->points + 3 * ((size_t)v * cloud->width + u);
+            if (p[0] != p[0] || !(p[2] > 0.0f) || p[2] > f->max_depth) continue;
+            float len = sqrtf(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]);
+            float tau = kr_surface_truncation(f, p[2]) * len / p[2];
+            int steps = (int)ceilf(2.0f * tau / (0.5f * block));
+            for (int j = 0; j <= steps; j++) {
+                float along = 1.0f + (-tau + 2.0f * tau * (float)j / (float)steps) / len;
+                float pw[3];
+                for (int r = 0; r < 3; r++)
+                    pw[r] = along * (Rwc[3 * r] * p[0] + Rwc[3 * r + 1] * p[1] +
+                                     Rwc[3 * r + 2] * p[2]) +
+                            twc[r];
+                uint64_t key = block_key(pw, block);
+                uint64_t *slot = &recent[(key ^ key >> 21 ^ key >> 42) % RECENT];
+                if (*slot == key) continue;
+                *slot = key;
+                if (mine->n == mine->cap) {
+                    size_t cap = mine->cap ? 2 * mine->cap : 4096;
+                    uint64_t *keys = realloc(mine->keys, cap * sizeof *keys);
+                    if (!keys) {
+                        mine->failed = true;
+                        break;
+                    }
+                    mine->keys = keys;
+                    mine->cap = cap;
+                }
+                mine->keys[mine->n++] = key;
+            }
+        }
+}
+
+/* Lists (allocating) the blocks within the truncation band of every measured
+ * point, once each: the keys are found in parallel, then added to the hash
+ * on one thread. */
+static kr_status allocate(kr_surface *s, const kr_surface_frame *f, const kr_cloud *cloud,
+                          const kr_pose *pose)
+{
+    float Rwc[9], twc[3];
+    for (int i = 0; i < 9; i++)
+        Rwc[i] = (float)pose->R[i];
+    for (int i = 0; i < 3; i++)
+        twc[i] = (float)pose->t[i];
+    int threads = omp_get_max_threads();
+    key_list *lists = calloc((size_t)threads, sizeof *lists);
+    if (!lists) return kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
+#pragma omp parallel num_threads(threads)
+    band_blocks(f, cloud, Rwc, twc, &lists[omp_get_thread_num()]);
+    kr_status st = KR_OK;
+    s->n_touched = 0;
+    for (int t = 0; t < threads; t++) {
+        if (lists[t].failed) st = kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
+        for (size_t i = 0; i < lists[t].n && st == KR_OK; i++) {
+            int32_t c[3];
+            key_block(lists[t].keys[i], c);
+            long b = kr_surface_find_or_add(s, c);
+            if (b == -2) st = kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
+            if (b >= 0 && s->stamp[b] != s->frames + 1) {
+                s->stamp[b] = s->frames + 1;
+                s->touched[s->n_touched++] = (uint32_t)b;
+            }
+        }
+        free(lists[t].keys);
+    }
+    free(lists);
+    if (s->refused && !s->warned_full) {
+        s->warned_full = true;
+        kr_log(KR_LOG_WARN,
+               "surface volume full (%zu blocks, %.0f MiB): new surface is no longer added; "
+               "raise the surface's memory cap to keep it",
+               s->n_blocks, s->cfg.memory_mib);
+    }
+    return st;
+}
+
+/* Fuses every voxel of block b. The voxels' camera points step by the
+ * rotation's columns times the voxel size from the first one's. */
+static void fuse_block(const kr_surface *s, const kr_surface_frame *f, size_t b)
+{
+    kr_surface_voxel *vx = kr_surface_block_voxels(s, b);
+    const float voxel = s->cfg.voxel_size;
+    float first[3], step[3][3];
+    for (int k = 0; k < 3; k++)
+        first[k] = ((float)s->coords[b][k] * KR_SURFACE_BLOCK + 0.5f) * voxel;
+    for (int r = 0; r < 3; r++) {
+        for (int c = 0; c < 3; c++)
+            step[c][r] = f->R[3 * r + c] * voxel;
+    }
+    float pc0[3];
+    for (int r = 0; r < 3; r++)
+        pc0[r] = f->R[3 * r] * first[0] + f->R[3 * r + 1] * first[1] + f->R[3 * r + 2] * first[2] +
+                 f->t[r];
+    for (int z = 0; z < KR_SURFACE_BLOCK; z++)
+        for (int y = 0; y < KR_SURFACE_BLOCK; y++) {
+            float pc[3];
+            for (int r = 0; r < 3; r++)
+                pc[r] = pc0[r] + (float)y * step[1][r] + (float)z * step[2][r];
+            for (int x = 0; x < KR_SURFACE_BLOCK; x++, vx++) {
+                kr_surface_fuse_voxel(f, pc, vx);
+                for (int r = 0; r < 3; r++)
+                    pc[r] += step[0][r];
+            }
+        }
+}
+
+kr_status kr_surface_integrate(kr_surface *s, const kr_cloud *cloud, const kr_pose *pose)
+{
+    if (!s || !cloud || !pose || !cloud->points)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_surface_integrate: missing surface, cloud or pose");
+    if (cloud->intrinsics.width != cloud->width || cloud->intrinsics.height != cloud->height)
+        return kr_error(
+            KR_ERR_INVALID_ARG, "kr_surface_integrate: the cloud is %dx%d but its intrinsics %dx%d",
+            cloud->width, cloud->height, cloud->intrinsics.width, cloud->intrinsics.height);
+    kr_surface_frame f;
+    frame_of(s, cloud, pose, &f);
+    kr_status st = allocate(s, &f, cloud, pose);
+    if (st != KR_OK) return st;
+    const long n = (long)s->n_touched;
+#pragma omp parallel for schedule(dynamic, 16)
+    for (long i = 0; i < n; i++)
+        fuse_block(s, &f, s->touched[i]);
+    s->frames++;
+    return KR_OK;
+}

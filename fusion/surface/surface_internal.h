@@ -1,0 +1,47 @@
+/* Internal: the surface volume's storage — blocks of KR_SURFACE_BLOCK³
+ * voxels in fixed-size chunks (a block's address never moves, and growing
+ * never copies voxels), found by an open-addressing hash of their integer
+ * block coordinates. */
+#ifndef KINREG_FUSION_SURFACE_INTERNAL_H
+#define KINREG_FUSION_SURFACE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fusion/surface/surface_kernels.h"
+#include "kinreg/surface.h"
+
+#define KR_SURFACE_CHUNK 1024 /* blocks per chunk */
+/* Block coordinates stay within ±2^15 (±2^18 voxels: 1.3 km at 5 mm), so a
+ * voxel's coordinates, offset by 2^19, fit 20 bits each in the mesh's edge
+ * keys (surface_mesh.c). */
+#define KR_SURFACE_BLOCK_LIMIT (1 << 15)
+
+struct kr_surface {
+    kr_surface_config cfg;
+    size_t n_blocks, max_blocks;
+    int32_t (*coords)[3]; /* per block, grown with realloc */
+    uint64_t *stamp;      /* per block: 1 + the last frame whose band touched it */
+    uint32_t *touched;    /* the blocks the current frame's band touches */
+    size_t n_touched;
+    kr_surface_voxel **chunks; /* KR_SURFACE_CHUNK blocks each */
+    size_t n_chunks, cap_chunks, cap_blocks;
+    uint32_t *slots; /* block index + 1, 0 = empty; n_slots a power of two */
+    size_t n_slots;
+    uint64_t frames, refused;
+    bool warned_full;
+};
+
+static inline kr_surface_voxel *kr_surface_block_voxels(const kr_surface *s, size_t block)
+{
+    return s->chunks[block / KR_SURFACE_CHUNK] +
+           (block % KR_SURFACE_CHUNK) * (size_t)KR_SURFACE_BLOCK_VOXELS;
+}
+
+/* The block at block coordinates c, or -1. */
+long kr_surface_find(const kr_surface *s, const int32_t c[3]);
+/* The block at c, allocated (voxels unseen) when absent; -1 when the cap
+ * or c's range forbids it (counted in s->refused), -2 out of memory. */
+long kr_surface_find_or_add(kr_surface *s, const int32_t c[3]);
+
+#endif

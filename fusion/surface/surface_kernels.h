@@ -1,0 +1,111 @@
+/* The surface's per-voxel math, written once for both engines (DESIGN.md §4):
+ * a truncated signed distance per voxel, averaged over the frames that see
+ * it (Curless and Levoy's volumetric method, as KinectFusion uses it).
+ *
+ * A voxel centred at camera point p = (x, y, z) projects to the nearest pixel of
+ * K·distort(x/z, y/z); the frame's organised level-0 cloud gives the depth
+ * z_m measured there. Its signed distance along the ray is
+ *
+ *     sdf = (z_m − z)·√(1 + (x/z)² + (y/z)²)        (> 0: in front of the surface)
+ *
+ * clamped to ±τ. Voxels farther behind the surface than τ are left alone
+ * (the frame says nothing about them); those in front are pulled towards +τ,
+ * which carves free space where something has moved away.
+ *
+ * The Kinect's depth step at z is s(z) = depth_step·z² (1.2 cm at 2 m), and
+ * its noise a fraction of a step. So the truncation grows with it,
+ * τ = max(truncation_voxels·voxel, 2·s(z)) — a band narrower than two steps
+ * would cut real surface away — and each observation weighs
+ * w = min(1, (voxel / s(z))²): an inverse variance, normalised so that
+ * observations finer than a voxel count fully. depth_step = 0 turns the
+ * noise model off (τ fixed, every weight 1). The running average keeps at
+ * most max_weight, so the surface can still follow change. */
+#ifndef KINREG_FUSION_SURFACE_KERNELS_H
+#define KINREG_FUSION_SURFACE_KERNELS_H
+
+#include <math.h>
+#include <stdbool.h>
+
+#include "core/kr_hd.h"
+#include "kinreg/frame.h"
+
+/* Voxels along each side of a block; blocks are what memory is counted in. */
+#define KR_SURFACE_BLOCK 8
+#define KR_SURFACE_BLOCK_VOXELS (KR_SURFACE_BLOCK * KR_SURFACE_BLOCK * KR_SURFACE_BLOCK)
+
+typedef struct {
+    float d; /* signed distance, metres, within ±τ; meaningless while w = 0 */
+    float w; /* accumulated weight, 0 = never seen */
+} kr_surface_voxel;
+
+/* One frame as the per-voxel update reads it. */
+typedef struct {
+    kr_intrinsics k;     /* of the cloud */
+    bool distorted;      /* k has lens distortion */
+    float R[9], t[3];    /* world to camera: p_c = R p_w + t */
+    const float *points; /* organised cloud, 3 floats per pixel, x = NaN where invalid */
+    float voxel;         /* metres */
+    float depth_step;    /* 1/m, 0 = no noise model */
+    float truncation_voxels;
+    float max_weight;
+    float max_depth; /* measurements farther than this are ignored */
+} kr_surface_frame;
+
+/* Brown–Conrady distortion of normalised coordinates (the forward model
+ * whose inverse preprocessing applies; kinreg/frame.h). */
+static inline KR_HD void kr_surface_distort(const kr_intrinsics *k, float *x, float *y)
+{
+    float xx = *x * *x, yy = *y * *y, xy = *x * *y, r2 = xx + yy;
+    float radial = 1.0f + r2 * (k->k1 + r2 * (k->k2 + r2 * k->k3));
+    float dx = 2.0f * k->p1 * xy + k->p2 * (r2 + 2.0f * xx);
+    float dy = k->p1 * (r2 + 2.0f * yy) + 2.0f * k->p2 * xy;
+    *x = *x * radial + dx;
+    *y = *y * radial + dy;
+}
+
+static inline KR_HD float kr_surface_truncation(const kr_surface_frame *f, float z)
+{
+    float band = f->truncation_voxels * f->voxel, noise = 2.0f * f->depth_step * z * z;
+    return band > noise ? band : noise;
+}
+
+static inline KR_HD float kr_surface_weight(const kr_surface_frame *f, float z)
+{
+    float step = f->depth_step * z * z;
+    return step > f->voxel ? (f->voxel / step) * (f->voxel / step) : 1.0f;
+}
+
+/* The measured depth at the pixel that camera point (x, y, z) projects to
+ * ((xn, yn) = (x/z, y/z), given), or 0 when it falls outside the image or
+ * on no measurement. */
+static inline KR_HD float kr_surface_measured_depth(const kr_surface_frame *f, float xn, float yn)
+{
+    if (f->distorted) kr_surface_distort(&f->k, &xn, &yn);
+    float u = f->k.fx * xn + f->k.cx, v = f->k.fy * yn + f->k.cy;
+    if (!(u >= -0.5f && v >= -0.5f && u < (float)f->k.width - 0.5f &&
+          v < (float)f->k.height - 0.5f))
+        return 0.0f;
+    int iu = (int)(u + 0.5f), iv = (int)(v + 0.5f);
+    const float *p = f->points + 3 * ((long)iv * f->k.width + iu);
+    if (p[0] != p[0] || !(p[2] > 0.0f) || p[2] > f->max_depth) return 0.0f;
+    return p[2];
+}
+
+/* Fuses one frame's view of the voxel whose centre is at camera point pc. */
+static inline KR_HD void kr_surface_fuse_voxel(const kr_surface_frame *f, const float pc[3],
+                                               kr_surface_voxel *vx)
+{
+    if (!(pc[2] > 0.0f)) return;
+    float inv = 1.0f / pc[2], xn = pc[0] * inv, yn = pc[1] * inv;
+    float zm = kr_surface_measured_depth(f, xn, yn);
+    if (zm == 0.0f) return;
+    float sdf = (zm - pc[2]) * sqrtf(1.0f + xn * xn + yn * yn);
+    float tau = kr_surface_truncation(f, zm);
+    if (sdf < -tau) return;
+    float d = sdf < tau ? sdf : tau, w = kr_surface_weight(f, zm);
+    float total = vx->w + w;
+    vx->d = (vx->d * vx->w + d * w) / total;
+    vx->w = total < f->max_weight ? total : f->max_weight;
+}
+
+#endif

@@ -1,0 +1,415 @@
+/* The surface volume and its mesh (kinreg/surface.h), against independent
+ * expectations: the marching-cubes cases cut exactly the edges whose
+ * corners disagree; an analytic sphere's distance field meshes into a
+ * closed, consistently oriented surface of genus 0 on the sphere, with the
+ * sphere's volume and outward normals; frames of the synthetic scene fused
+ * at their true poses give a mesh on the scene's surfaces (its own distance
+ * functions) that covers what the frames saw. */
+#include "kr_test.h"
+
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "capture/synthetic_scene.h"
+#include "core/ply.h"
+#include "fusion/surface/mc_cases.h"
+#include "fusion/surface/surface_internal.h"
+#include "kinreg/kdtree.h"
+#include "kinreg/preprocess.h"
+#include "kinreg/surface.h"
+#include "scene_distance.h"
+
+KR_TEST(surface, cases_cut_the_edges_whose_corners_disagree)
+{
+    const kr_mc_table *t = kr_mc_table_get();
+    for (unsigned c = 0; c < 256; c++) {
+        int cut = 0, used[12] = {0};
+        for (int e = 0; e < 12; e++)
+            cut += (c >> t->edge_corner[e][0] & 1) != (c >> t->edge_corner[e][1] & 1);
+        for (int i = 0; i < 3 * t->triangles[c]; i++) {
+            int e = t->edges[c][i];
+            CHECK_MSG((c >> t->edge_corner[e][0] & 1) != (c >> t->edge_corner[e][1] & 1),
+                      "case %u uses edge %d, whose corners agree", c, e);
+            used[e] = 1;
+        }
+        int n_used = 0;
+        for (int e = 0; e < 12; e++)
+            n_used += used[e];
+        CHECK_MSG(n_used == cut, "case %u: %d edges cut, %d used", c, cut, n_used);
+        /* A loop of n cut edges makes n - 2 triangles, and loops have 3 or more. */
+        CHECK_MSG(t->triangles[c] <= (cut > 0 ? cut - 2 : 0) &&
+                      (cut == 0) == (t->triangles[c] == 0),
+                  "case %u: %d triangles for %d cut edges", c, t->triangles[c], cut);
+    }
+}
+
+/* A volume holding the signed distance to a sphere (centre c, radius r),
+ * truncated at tau, in every block of the sphere's box. */
+static kr_surface *sphere_volume(const double c[3], double r, float voxel, float tau)
+{
+    kr_surface_config cfg;
+    kr_surface_config_default(&cfg);
+    cfg.voxel_size = voxel;
+    kr_surface *s = NULL;
+    if (kr_surface_create(&s, &cfg) != KR_OK) return NULL;
+    double block = voxel * KR_SURFACE_BLOCK;
+    int32_t lo[3], hi[3];
+    for (int k = 0; k < 3; k++) {
+        lo[k] = (int32_t)floor((c[k] - r - 2 * tau) / block);
+        hi[k] = (int32_t)floor((c[k] + r + 2 * tau) / block);
+    }
+    for (int32_t bz = lo[2]; bz <= hi[2]; bz++)
+        for (int32_t by = lo[1]; by <= hi[1]; by++)
+            for (int32_t bx = lo[0]; bx <= hi[0]; bx++) {
+                int32_t bc[3] = {bx, by, bz};
+                long b = kr_surface_find_or_add(s, bc);
+                if (b < 0) {
+                    kr_surface_destroy(&s);
+                    return NULL;
+                }
+                kr_surface_voxel *v = kr_surface_block_voxels(s, (size_t)b);
+                for (int i = 0; i < KR_SURFACE_BLOCK_VOXELS; i++) {
+                    int l[3] = {i % KR_SURFACE_BLOCK, i / KR_SURFACE_BLOCK % KR_SURFACE_BLOCK,
+                                i / (KR_SURFACE_BLOCK * KR_SURFACE_BLOCK)};
+                    double p[3], d2 = 0;
+                    for (int k = 0; k < 3; k++) {
+                        p[k] = ((double)bc[k] * KR_SURFACE_BLOCK + l[k] + 0.5) * voxel - c[k];
+                        d2 += p[k] * p[k];
+                    }
+                    v[i].d = (float)fmax(-tau, fmin(tau, sqrt(d2) - r));
+                    v[i].w = 1.0f;
+                }
+            }
+    return s;
+}
+
+static int by_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Every directed edge once and its reverse present: closed and consistently
+ * oriented. Returns the number of undirected edges, or 0 when not. */
+static size_t closed_edges(const kr_mesh *m)
+{
+    size_t n = 3 * m->n_faces;
+    uint64_t *e = malloc(n * sizeof *e);
+    if (!e) return 0;
+    for (size_t f = 0; f < m->n_faces; f++)
+        for (int k = 0; k < 3; k++)
+            e[3 * f + k] = (uint64_t)m->faces[3 * f + k] << 32 | m->faces[3 * f + (k + 1) % 3];
+    qsort(e, n, sizeof *e, by_u64);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && e[i] == e[i - 1]) bad++;
+        uint64_t rev = e[i] << 32 | e[i] >> 32;
+        if (!bsearch(&rev, e, n, sizeof *e, by_u64)) bad++;
+    }
+    free(e);
+    CHECK_MSG(bad == 0, "%zu directed edges repeated or without their reverse", bad);
+    return bad ? 0 : n / 2;
+}
+
+KR_TEST(surface, sphere_meshes_closed_round_and_outward)
+{
+    const double c[3] = {0.013, -0.021, 0.007}, r = 0.1;
+    const float voxel = 0.01f;
+    kr_surface *s = sphere_volume(c, r, voxel, 4 * voxel);
+    REQUIRE(s != NULL);
+    kr_mesh m = {0};
+    REQUIRE_OK(kr_surface_extract(s, &m));
+    size_t edges = closed_edges(&m);
+    CHECK_EQ((long)m.n_vertices - (long)edges + (long)m.n_faces, 2); /* a sphere's Euler number */
+    double worst = 0, sum = 0, worst_normal = 1, volume = 0;
+    for (size_t i = 0; i < m.n_vertices; i++) {
+        double p[3], len = 0, dot = 0;
+        for (int k = 0; k < 3; k++) {
+            p[k] = m.xyz[3 * i + k] - c[k];
+            len += p[k] * p[k];
+        }
+        len = sqrt(len);
+        for (int k = 0; k < 3; k++)
+            dot += m.normals[3 * i + k] * p[k] / len;
+        worst = fmax(worst, fabs(len - r));
+        sum += fabs(len - r);
+        worst_normal = fmin(worst_normal, dot);
+    }
+    for (size_t f = 0; f < m.n_faces; f++) {
+        const float *a = m.xyz + 3 * m.faces[3 * f], *b = m.xyz + 3 * m.faces[3 * f + 1],
+                    *d = m.xyz + 3 * m.faces[3 * f + 2];
+        /* The signed volume of the tetrahedron (origin, a, b, d) (divergence theorem). */
+        volume += (a[0] * ((double)b[1] * d[2] - (double)b[2] * d[1]) -
+                   a[1] * ((double)b[0] * d[2] - (double)b[2] * d[0]) +
+                   a[2] * ((double)b[0] * d[1] - (double)b[1] * d[0])) /
+                  6.0;
+    }
+    double sphere = 4.0 / 3.0 * M_PI * r * r * r;
+    printf("    sphere r %.2f at %.0f mm voxels: %zu vertices, %zu triangles, |r| error mean %.3f "
+           "mm, worst %.3f mm, volume %.4f of the sphere's, worst normal cos %.5f\n",
+           r, voxel * 1e3, m.n_vertices, m.n_faces, 1e3 * sum / m.n_vertices, 1e3 * worst,
+           volume / sphere, worst_normal);
+    /* Linear interpolation of a distance with curvature 1/r over a voxel h
+     * errs by about h²/(8r) where the edge crosses square on, more where it
+     * grazes: a twentieth of a voxel on average, a fifth at worst. */
+    CHECK(sum / m.n_vertices < 0.05 * voxel);
+    CHECK(worst < 0.2 * voxel);
+    CHECK(fabs(volume / sphere - 1) < 0.01);
+    CHECK(worst_normal > 0.99);
+    kr_mesh_free(&m);
+
+    /* The same mesh, bit for bit, on one thread. */
+    kr_mesh one = {0};
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    kr_status st = kr_surface_extract(s, &one);
+    omp_set_num_threads(threads);
+    REQUIRE_OK(st);
+    kr_mesh again = {0};
+    REQUIRE_OK(kr_surface_extract(s, &again));
+    CHECK(one.n_vertices == again.n_vertices && one.n_faces == again.n_faces);
+    if (one.n_faces == again.n_faces && one.n_vertices == again.n_vertices) {
+        CHECK(!memcmp(one.faces, again.faces, 3 * one.n_faces * sizeof *one.faces));
+        CHECK(!memcmp(one.xyz, again.xyz, 3 * one.n_vertices * sizeof *one.xyz));
+    }
+    kr_mesh_free(&one);
+    kr_mesh_free(&again);
+    kr_surface_destroy(&s);
+}
+
+static int by_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* What the frames of synthetic:1 over `seconds` saw: a sample of their
+ * measured points (at the true poses) that lie on the scene within `near`,
+ * up to `cap` of them. With a surface, also fuses every frame into it;
+ * *fuse_s receives the time kr_surface_integrate took. */
+static size_t synthetic_frames(double seconds, float near, kr_surface *s, float *seen, size_t cap,
+                               double *fuse_s, kr_synth_scene *scene)
+{
+    kr_source_config sc;
+    kr_source_config_default(&sc);
+    sc.uri = "synthetic:1";
+    sc.duration_s = seconds;
+    kr_source *src = NULL;
+    kr_device *dev = NULL;
+    kr_device_config dc;
+    kr_device_config_default(&dc);
+    dc.backend = KR_BACKEND_CPU;
+    if (kr_source_create(&src, &sc) != KR_OK || kr_device_create(&dev, &dc) != KR_OK) {
+        kr_test_fail(__FILE__, __LINE__, "cannot open the synthetic source: %s", kr_last_error());
+        kr_source_destroy(&src);
+        return 0;
+    }
+    kr_synth_scene_build(1, scene);
+    const kr_trajectory *gt = kr_source_groundtruth(src);
+    kr_preprocess_config pc;
+    kr_preprocess_config_default(&pc);
+    pc.levels = 1;
+    kr_intrinsics k = kr_source_intrinsics(src);
+    kr_pyramid pyr = {0};
+    size_t n_seen = 0;
+    kr_frame frame;
+    *fuse_s = 0;
+    while (kr_source_read(src, &frame) == KR_OK) {
+        const kr_pose *pose = &gt->poses[frame.index];
+        kr_status st = kr_preprocess(dev, &pc, &frame, &k, &pyr);
+        kr_frame_release(&frame);
+        double t0 = kr_now();
+        if (st == KR_OK && s) st = kr_surface_integrate(s, &pyr.level[0], pose);
+        *fuse_s += kr_now() - t0;
+        if (st != KR_OK) {
+            kr_test_fail(__FILE__, __LINE__, "frame %llu: %s", (unsigned long long)frame.index,
+                         kr_last_error());
+            break;
+        }
+        const kr_cloud *c = &pyr.level[0];
+        for (int i = 0; i < c->width * c->height && n_seen < cap; i += 211) {
+            const float *p = c->points + 3 * i;
+            if (p[0] != p[0] || p[2] > 3.0f) continue;
+            double pc3[3] = {p[0], p[1], p[2]}, w[3];
+            kr_pose_apply(pose, pc3, w);
+            if (scene_distance(scene, w, NULL) > near) continue;
+            for (int a = 0; a < 3; a++)
+                seen[3 * n_seen + a] = (float)w[a];
+            n_seen++;
+        }
+    }
+    kr_pyramid_free(&pyr);
+    kr_device_destroy(&dev);
+    kr_source_destroy(&src);
+    return n_seen;
+}
+
+typedef struct {
+    double mean, median, p95; /* vertex to scene, metres */
+    double cover;             /* fraction of seen points with a vertex within `within` */
+} mesh_score;
+
+/* Scores mesh vertices against the scene's own distance functions. */
+static mesh_score score_vertices(const kr_synth_scene *scene, const float *xyz, size_t n,
+                                 const float *seen, size_t n_seen, float within)
+{
+    mesh_score r = {NAN, NAN, NAN, 0};
+    double *d = malloc((n ? n : 1) * sizeof *d), sum = 0;
+    kr_kdtree *tree = NULL;
+    if (!d || n == 0 || kr_kdtree_build(&tree, xyz, NULL, n) != KR_OK) {
+        free(d);
+        return r;
+    }
+    for (size_t i = 0; i < n; i++) {
+        double p[3] = {xyz[3 * i], xyz[3 * i + 1], xyz[3 * i + 2]};
+        d[i] = scene_distance(scene, p, NULL);
+        sum += d[i];
+    }
+    qsort(d, n, sizeof *d, by_double);
+    r.mean = sum / (double)n;
+    r.median = d[n / 2];
+    r.p95 = d[n * 95 / 100];
+    size_t covered = 0;
+    for (size_t i = 0; i < n_seen; i++) {
+        float d2;
+        kr_kdtree_nearest(tree, seen + 3 * i, &d2);
+        covered += d2 <= within * within;
+    }
+    r.cover = n_seen ? (double)covered / (double)n_seen : 0;
+    kr_kdtree_destroy(&tree);
+    free(d);
+    return r;
+}
+
+static void print_score(const char *what, const mesh_score *r, size_t n_seen, float within)
+{
+    printf("    %s: vertex to scene mean %.2f mm, median %.2f, 95th %.2f; %.2f %% of %zu seen "
+           "points within %.0f mm of a vertex\n",
+           what, 1e3 * r->mean, 1e3 * r->median, 1e3 * r->p95, 100 * r->cover, n_seen,
+           1e3 * within);
+}
+
+enum { SEEN_CAP = 1 << 16 };
+
+/* Frames of the synthetic scene fused at their true poses. The mesh's
+ * vertices lie on the scene (its distance functions, not the renderer's),
+ * and every surface point a frame measured has the mesh within a voxel:
+ * holes only where nothing was seen. KR_SURFACE_VOXEL and KR_SURFACE_SECONDS
+ * run it at other sizes (docs/BENCHMARKS.md's figures). */
+KR_TEST(surface, synthetic_scene_meshes_on_what_was_seen)
+{
+    const char *ev = getenv("KR_SURFACE_VOXEL"), *es = getenv("KR_SURFACE_SECONDS");
+    const float voxel = ev ? (float)atof(ev) : 0.01f;
+    kr_surface_config cfg;
+    kr_surface_config_default(&cfg);
+    cfg.voxel_size = voxel;
+    kr_surface *s = NULL;
+    REQUIRE_OK(kr_surface_create(&s, &cfg));
+    float *seen = malloc(3 * (size_t)SEEN_CAP * sizeof *seen);
+    REQUIRE(seen != NULL);
+    kr_synth_scene scene;
+    double fuse_s;
+    size_t n_seen =
+        synthetic_frames(es ? atof(es) : 1.0, 0.25f * voxel, s, seen, SEEN_CAP, &fuse_s, &scene);
+    kr_mesh m = {0};
+    double t0 = kr_now();
+    kr_status st = kr_surface_extract(s, &m);
+    double mesh_s = kr_now() - t0;
+    kr_surface_stats ss = kr_surface_stats_get(s);
+    kr_surface_destroy(&s);
+    if (st != KR_OK) free(seen);
+    REQUIRE_OK(st);
+    mesh_score r = score_vertices(&scene, m.xyz, m.n_vertices, seen, n_seen, voxel);
+    printf("    %llu frames at %.0f mm voxels: %zu blocks, fusing %.1f ms a frame, meshing %.0f "
+           "ms; %zu vertices, %zu triangles\n",
+           (unsigned long long)ss.frames, voxel * 1e3, ss.blocks, 1e3 * fuse_s / (double)ss.frames,
+           1e3 * mesh_s, m.n_vertices, m.n_faces);
+    print_score("kinreg", &r, n_seen, voxel);
+    /* The sensor's noise at 2-3 m is a centimetre a frame; averaged over the
+     * frames the surface is within a fraction of a voxel of the truth. */
+    CHECK(r.median < 0.2 * voxel);
+    CHECK(r.mean < 0.3 * voxel);
+    CHECK(r.p95 < voxel);
+    CHECK(n_seen > 1000);
+    CHECK(r.cover > 0.98);
+    free(seen);
+    kr_mesh_free(&m);
+}
+
+/* Scores another tool's mesh of the same frames the same way
+ * (bench/surface_compare.sh): KR_SURFACE_SCORE names its PLY, and
+ * KR_SURFACE_SECONDS and KR_SURFACE_VOXEL say which frames and what voxel
+ * it was made from. Skipped without it. */
+KR_TEST(surface, score_mesh_file)
+{
+    const char *path = getenv("KR_SURFACE_SCORE"), *es = getenv("KR_SURFACE_SECONDS"),
+               *ev = getenv("KR_SURFACE_VOXEL");
+    if (!path) {
+        kr_test_skip("KR_SURFACE_SCORE names no mesh to score (bench/surface_compare.sh)");
+        return;
+    }
+    const float voxel = ev ? (float)atof(ev) : 0.005f;
+    kr_ply_points ply;
+    REQUIRE_OK(kr_ply_read(path, &ply));
+    float *seen = malloc(3 * (size_t)SEEN_CAP * sizeof *seen);
+    REQUIRE(seen != NULL);
+    kr_synth_scene scene;
+    double fuse_s;
+    size_t n_seen =
+        synthetic_frames(es ? atof(es) : 5.0, 0.25f * voxel, NULL, seen, SEEN_CAP, &fuse_s, &scene);
+    mesh_score r = score_vertices(&scene, ply.xyz, ply.n, seen, n_seen, voxel);
+    char what[512];
+    snprintf(what, sizeof what, "%s (%zu vertices)", path, ply.n);
+    print_score(what, &r, n_seen, voxel);
+    CHECK(n_seen > 1000);
+    free(seen);
+    kr_ply_points_free(&ply);
+}
+
+static int lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* kinreg mesh end to end: a replay at its ground truth becomes a PLY mesh;
+ * bad requests get one line and the usage status; poses that fit no frame
+ * fail with a message and write nothing. */
+KR_TEST(surface, mesh_command)
+{
+    char out[8192], args[2048], path[512], traj[512];
+    snprintf(path, sizeof path, "%s/mesh.ply", kr_test_tmpdir());
+    snprintf(args, sizeof args, "mesh synthetic --duration 0.5 --groundtruth --voxel 0.02 -q -o %s",
+             path);
+    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 0);
+    kr_ply_points ply;
+    if (kr_ply_read(path, &ply) == KR_OK) {
+        CHECK(ply.n > 1000 && ply.normals != NULL);
+        kr_ply_points_free(&ply);
+    } else {
+        kr_test_fail(__FILE__, __LINE__, "no mesh: %s; output: %s", kr_last_error(), out);
+    }
+
+    snprintf(args, sizeof args, "mesh synthetic --duration 0.5 -o %s", path);
+    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 2);
+    CHECK_MSG(lines(out) == 1 && strstr(out, "--groundtruth"), "%s", out);
+    CHECK_EQ(kr_test_run_tool(NULL, "mesh synthetic --groundtruth -o /nonexistent/m.ply", out,
+                              sizeof out),
+             2);
+    CHECK_MSG(lines(out) == 1 && strstr(out, "/nonexistent"), "%s", out);
+
+    snprintf(traj, sizeof traj, "%s/far.txt", kr_test_tmpdir());
+    FILE *f = fopen(traj, "w");
+    REQUIRE(f != NULL);
+    fprintf(f, "1000.0 0 0 0 0 0 0 1\n1000.1 0 0 0 0 0 0 1\n");
+    fclose(f);
+    snprintf(path, sizeof path, "%s/none.ply", kr_test_tmpdir());
+    snprintf(args, sizeof args, "mesh synthetic --duration 0.5 -t %s -q -o %s", traj, path);
+    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 1);
+    CHECK_MSG(strstr(out, "no frame of the source has a pose"), "%s", out);
+    CHECK(access(path, F_OK) != 0);
+}
