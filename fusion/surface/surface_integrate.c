@@ -69,7 +69,10 @@ typedef struct {
  * points and lists the blocks, dropping repeats with a small direct-mapped
  * cache of the keys it listed last (a point's neighbours mostly hit the same
  * blocks), so the lists hold a few times the frame's blocks, not its
- * samples. */
+ * samples. Every second point of every second row is enough: they are
+ * 2-12 mm apart at 0.5-3 m (fx 525), a block is 8 voxels (4 cm at 5 mm),
+ * and a block only a skipped point's band would reach is a sliver at its
+ * corner that later frames fill. */
 static void band_blocks(const kr_surface_frame *f, const kr_cloud *cloud, const float Rwc[9],
                         const float twc[3], key_list *mine)
 {
@@ -78,8 +81,8 @@ static void band_blocks(const kr_surface_frame *f, const kr_cloud *cloud, const 
     memset(recent, 0xff, sizeof recent);
     const float block = f->voxel * KR_SURFACE_BLOCK;
 #pragma omp for schedule(static)
-    for (int v = 0; v < cloud->height; v++)
-        for (int u = 0; u < cloud->width && !mine->failed; u++) {
+    for (int v = 0; v < cloud->height; v += 2)
+        for (int u = 0; u < cloud->width && !mine->failed; u += 2) {
             const float *p = cloud->points + 3 * ((size_t)v * cloud->width + u);
             if (p[0] != p[0] || !(p[2] > 0.0f) || p[2] > f->max_depth) continue;
             float len = sqrtf(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]);
