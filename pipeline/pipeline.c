@@ -14,6 +14,7 @@
 #include "gpu/engine.h"
 #include "kinreg/queue.h"
 #include "pipeline/fuser.h"
+#include "pipeline/mesher.h"
 #include "pipeline/depth_feed.h"
 #include "pipeline/model_feed.h"
 #include "pipeline/live_refine.h"
@@ -39,6 +40,7 @@ struct kr_pipeline {
      * pyramid, swapped with `pyramid` when a frame is handed over. */
     kr_fuser *fuser;
     kr_pyramid fuse_pyramid;
+    kr_mesher *mesher;                    /* cfg.mesh_path: the surface's thread */
     kr_trajectory_writer trajectory_file; /* fd -1 without --trajectory */
     kr_trajectory trajectory;
     /* The live refiner (cfg.refine.enabled): its thread and the tracker's
@@ -85,6 +87,7 @@ void kr_pipeline_config_default(kr_pipeline_config *cfg)
     kr_preprocess_config_default(&cfg->preprocess);
     kr_track_config_default(&cfg->track);
     kr_model_config_default(&cfg->model);
+    kr_surface_config_default(&cfg->surface);
     kr_recover_config_default(&cfg->recover);
     kr_publisher_config_default(&cfg->publish);
     cfg->publish.endpoint = NULL;
@@ -166,6 +169,9 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     bool fuse_thread = cfg->fuse_thread == 1 || (cfg->fuse_thread == 0 && !cfg->deterministic &&
                                                  kr_device_backend(p->device) == KR_BACKEND_CUDA);
     if (fuse_thread && (s = kr_fuser_create(&p->fuser, p->model)) != KR_OK) goto fail;
+    if (cfg->mesh_path && *cfg->mesh_path &&
+        (s = kr_mesher_create(&p->mesher, &cfg->surface)) != KR_OK)
+        goto fail;
     if ((s = kr_publisher_create(&p->publisher, &cfg->publish)) != KR_OK) goto fail;
     kr_queue_config qcfg;
     kr_queue_config_default(&qcfg);
@@ -223,6 +229,7 @@ void kr_pipeline_destroy(kr_pipeline **pp)
     kr_queue_destroy(&p->queue);
     kr_publisher_destroy(&p->publisher);
     kr_fuser_destroy(&p->fuser); /* before the model it writes */
+    kr_mesher_destroy(&p->mesher);
     kr_model_destroy(&p->model);
     kr_pyramid_free(&p->pyramid);
     kr_pyramid_free(&p->fuse_pyramid);
@@ -542,6 +549,8 @@ static kr_status fuse_frame(kr_pipeline *p, const kr_frame *frame, const kr_pose
 {
     kr_status s;
     bool snapshot_due = first || frame->index % (uint64_t)p->cfg.rebuild_every == 0;
+    if (p->mesher && fuse && (s = kr_mesher_post(p->mesher, &p->pyramid.level[0], pose)) != KR_OK)
+        return s;
     if (p->fuser) {
         if (fuse || snapshot_due) {
             /* Hand the frame's cloud over: the fuser owns fuse_pyramid until
@@ -815,6 +824,34 @@ static void fill_lost(kr_pipeline *p)
     pthread_mutex_unlock(&p->stats_lock);
 }
 
+/* An output that could not be written when the run ended: its flag (a
+ * member of p->stats) set, and its error the run's unless another came
+ * first, when it is logged instead. */
+static void output_failed(kr_pipeline *p, bool *flag, kr_status s)
+{
+    pthread_mutex_lock(&p->stats_lock);
+    *flag = true;
+    pthread_mutex_unlock(&p->stats_lock);
+    pthread_mutex_lock(&p->error_lock);
+    bool first = p->error == KR_OK;
+    pthread_mutex_unlock(&p->error_lock);
+    if (!first) kr_log(KR_LOG_ERROR, "%s", kr_last_error()); /* the first error stays the run's */
+    record_error(p, s);
+}
+
+/* The surface's last frames, its mesh and the file (cfg.mesh_path). */
+static void save_mesh(kr_pipeline *p)
+{
+    kr_pipeline_stats m = {0};
+    kr_status s = kr_mesher_finish(p->mesher, p->cfg.mesh_path, &m);
+    pthread_mutex_lock(&p->stats_lock);
+    p->stats.mesh_frames = m.mesh_frames;
+    p->stats.mesh_skipped = m.mesh_skipped;
+    p->stats.mesh_vertices = m.mesh_vertices;
+    p->stats.mesh_faces = m.mesh_faces;
+    pthread_mutex_unlock(&p->stats_lock);
+    if (s != KR_OK) output_failed(p, &p->stats.mesh_save_failed, s);
+}
 /* Shutdown of the live refiner: the window in flight is waited for and its
  * poses published (after a stop, Ctrl-C, it has ended at once and changed
  * nothing); at the end of the source the newest keyframes get one last
@@ -899,18 +936,9 @@ kr_status kr_pipeline_run(kr_pipeline *p)
     }
     if (p->cfg.model_path && *p->cfg.model_path) {
         kr_status s = kr_model_save_ply(p->model, p->cfg.model_path);
-        if (s != KR_OK) {
-            pthread_mutex_lock(&p->stats_lock);
-            p->stats.model_save_failed = true;
-            pthread_mutex_unlock(&p->stats_lock);
-            pthread_mutex_lock(&p->error_lock);
-            bool first = p->error == KR_OK;
-            pthread_mutex_unlock(&p->error_lock);
-            if (!first)
-                kr_log(KR_LOG_ERROR, "%s", kr_last_error()); /* the first error stays the run's */
-            record_error(p, s);
-        }
+        if (s != KR_OK) output_failed(p, &p->stats.model_save_failed, s);
     }
+    if (p->mesher) save_mesh(p);
 
     kr_status err;
     char text[1024];

@@ -338,10 +338,33 @@ KR_TEST(surface, synthetic_scene_meshes_on_what_was_seen)
     kr_mesh_free(&m);
 }
 
+/* A mesh in a tracker's world (the first frame's camera) moved into the
+ * scene's, by the first frame's true pose. */
+static void to_scene(kr_ply_points *ply)
+{
+    kr_source_config sc;
+    kr_source_config_default(&sc);
+    sc.uri = "synthetic:1";
+    kr_source *src = NULL;
+    if (kr_source_create(&src, &sc) != KR_OK) {
+        kr_test_fail(__FILE__, __LINE__, "synthetic source: %s", kr_last_error());
+        return;
+    }
+    const kr_pose first = kr_source_groundtruth(src)->poses[0];
+    kr_source_destroy(&src);
+    for (size_t i = 0; i < ply->n; i++) {
+        double p[3] = {ply->xyz[3 * i], ply->xyz[3 * i + 1], ply->xyz[3 * i + 2]}, w[3];
+        kr_pose_apply(&first, p, w);
+        for (int k = 0; k < 3; k++)
+            ply->xyz[3 * i + k] = (float)w[k];
+    }
+}
+
 /* Scores another tool's mesh of the same frames the same way
  * (bench/surface_compare.sh): KR_SURFACE_SCORE names its PLY, and
  * KR_SURFACE_SECONDS and KR_SURFACE_VOXEL say which frames and what voxel
- * it was made from. Skipped without it. */
+ * it was made from; with KR_SURFACE_TRACKED set the mesh is in a tracker's
+ * world (kinreg run --mesh), the first frame's camera. Skipped without it. */
 KR_TEST(surface, score_mesh_file)
 {
     const char *path = getenv("KR_SURFACE_SCORE"), *es = getenv("KR_SURFACE_SECONDS"),
@@ -353,6 +376,7 @@ KR_TEST(surface, score_mesh_file)
     const float voxel = ev ? (float)atof(ev) : 0.005f;
     kr_ply_points ply;
     REQUIRE_OK(kr_ply_read(path, &ply));
+    if (getenv("KR_SURFACE_TRACKED")) to_scene(&ply);
     float *seen = malloc(3 * (size_t)SEEN_CAP * sizeof *seen);
     REQUIRE(seen != NULL);
     kr_synth_scene scene;
@@ -412,4 +436,34 @@ KR_TEST(surface, mesh_command)
     CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 1);
     CHECK_MSG(strstr(out, "no frame of the source has a pose"), "%s", out);
     CHECK(access(path, F_OK) != 0);
+}
+
+/* kinreg run --mesh: the tracked frames' surface, in the tracker's world
+ * (the first frame's camera), lies on the scene once moved by the first
+ * true pose — within the tracking error, a few millimetres here. */
+KR_TEST(surface, run_writes_the_tracked_surface)
+{
+    char out[8192], args[2048], path[512];
+    snprintf(path, sizeof path, "%s/run.ply", kr_test_tmpdir());
+    snprintf(args, sizeof args, "run synthetic --duration 1 -b cpu --mesh %s --mesh-voxel 0.01 -q",
+             path);
+    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 0);
+    CHECK_MSG(strstr(out, "mesh written to"), "%s", out);
+    kr_ply_points ply;
+    if (kr_ply_read(path, &ply) != KR_OK) {
+        kr_test_fail(__FILE__, __LINE__, "no mesh: %s; output: %s", kr_last_error(), out);
+        return;
+    }
+    to_scene(&ply);
+    float *seen = malloc(3 * (size_t)SEEN_CAP * sizeof *seen);
+    REQUIRE(seen != NULL);
+    kr_synth_scene scene;
+    double fuse_s;
+    size_t n_seen = synthetic_frames(1.0, 0.0025f, NULL, seen, SEEN_CAP, &fuse_s, &scene);
+    mesh_score r = score_vertices(&scene, ply.xyz, ply.n, seen, n_seen, 0.01f);
+    print_score("kinreg run --mesh", &r, n_seen, 0.01f);
+    CHECK(r.median < 0.004);
+    CHECK(r.cover > 0.9); /* frames the surface thread skipped may leave a little unseen */
+    free(seen);
+    kr_ply_points_free(&ply);
 }

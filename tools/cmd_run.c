@@ -152,6 +152,8 @@ int kr_cmd_run(int argc, char **argv)
         return KR_EXIT_USAGE;
     if (cfg.model_path && !kr_output_writable("kinreg run", "--save-model", cfg.model_path))
         return KR_EXIT_USAGE;
+    if (cfg.mesh_path && !kr_output_writable("kinreg run", "--mesh", cfg.mesh_path))
+        return KR_EXIT_USAGE;
     if (cfg.trajectory_refined_path &&
         !kr_output_writable("kinreg run", "--trajectory-refined", cfg.trajectory_refined_path))
         return KR_EXIT_USAGE;
@@ -195,6 +197,13 @@ int kr_cmd_run(int argc, char **argv)
     if (cfg.model_path && !stats.model_save_failed &&
         (s == KR_OK || s == KR_ERR_STALLED || stats.trajectory_failed))
         fprintf(stderr, "kinreg run: model written to %s\n", cfg.model_path);
+    if (cfg.mesh_path && !stats.mesh_save_failed &&
+        (s == KR_OK || s == KR_ERR_STALLED || stats.trajectory_failed || stats.model_save_failed))
+        fprintf(stderr,
+                "kinreg run: mesh written to %s (%zu vertices, %zu triangles from %llu frames; "
+                "%llu skipped while the surface was busy)\n",
+                cfg.mesh_path, stats.mesh_vertices, stats.mesh_faces,
+                (unsigned long long)stats.mesh_frames, (unsigned long long)stats.mesh_skipped);
     if (cfg.trajectory_refined_path && s == KR_OK)
         fprintf(stderr, "kinreg run: refined trajectory written to %s\n",
                 cfg.trajectory_refined_path);
@@ -208,6 +217,7 @@ int kr_cmd_run(int argc, char **argv)
         fputs("}\n", stdout);
     }
     kr_pipeline_destroy(&p);
-    if (stats.trajectory_failed || stats.model_save_failed) return KR_EXIT_OUTPUT;
+    if (stats.trajectory_failed || stats.model_save_failed || stats.mesh_save_failed)
+        return KR_EXIT_OUTPUT;
     return kr_exit_code(s);
 }

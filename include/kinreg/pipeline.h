@@ -10,6 +10,7 @@
 
 #include "kinreg/device.h"
 #include "kinreg/model.h"
+#include "kinreg/surface.h"
 #include "kinreg/preprocess.h"
 #include "kinreg/source.h"
 #include "kinreg/track.h"
@@ -176,6 +177,11 @@ typedef struct {
     uint64_t poses_written;
     bool trajectory_failed;
     bool model_save_failed;
+    /* The surface (mesh_path): frames fused into it, frames skipped while it
+     * was busy, the mesh written, and whether it could not be made or saved. */
+    uint64_t mesh_frames, mesh_skipped;
+    size_t mesh_vertices, mesh_faces;
+    bool mesh_save_failed;
 } kr_pipeline_stats;
 
 typedef void (*kr_frame_callback)(const kr_frame_result *result, const kr_pipeline_stats *stats, void *user);
@@ -257,6 +263,11 @@ typedef struct {
                                       live refiner or fill_lost on, which correct every frame
                                       at the end */
     const char *model_path;        /* PLY written at the end; NULL = none */
+    const char *mesh_path;         /* the surface mesh (PLY with faces) written at the end, from
+                                      the tracked frames fused on a thread of their own
+                                      (pipeline/mesher.h: frames it has no time for are skipped,
+                                      never the tracker delayed); NULL = none */
+    kr_surface_config surface;     /* its volume (kr_surface_config_default) */
     kr_live_refine_config refine;  /* the live refiner (default off) */
     const char *trajectory_refined_path; /* TUM file of every frame's refined pose, written when
                                             the run ends (Ctrl-C included): later refinements

@@ -201,6 +201,14 @@ KR_OPTION_TABLE(kr_synthetic_option_table, SYNTHETIC_OPTIONS, kr_source_config, 
         KR_HELP_IF(OUTPUTS, "write poses as a TUM trajectory while tracking"))                     \
     OPT(SAVE_MODEL, ('m', "save-model", "FILE", KR_TEXT), cfg->model_path = arg,                   \
         KR_HELP_IF(OUTPUTS, "write the model (PLY, points and normals) at the end"))               \
+    OPT(MESH, (0, "mesh", "FILE", KR_TEXT), cfg->mesh_path = arg,                                  \
+        KR_HELP_IF(OUTPUTS, "write the surface at the end: a mesh (PLY with faces) of the\n"       \
+                            "tracked frames fused on a thread of their own (frames it has no\n"    \
+                            "time for are skipped; kinreg mesh fuses all of a replay)"))           \
+    OPT(MESH_VOXEL, (0, "mesh-voxel", "M", KR_REAL(0.0001, 1, "metres", NULL)),                    \
+        cfg->surface.voxel_size = (float)v,                                                        \
+        KR_HELP_IF(OUTPUTS, "the surface's voxel size (default %g)",                               \
+                   (double)def()->surface.voxel_size))                                             \
     OPT(PUBLISH, ('p', "publish", "ENDPOINT", KR_TEXT), cfg->publish.endpoint = arg,               \
         KR_HELP_IF(OUTPUTS, "ZeroMQ PUB endpoint, e.g. tcp://*:5555 (default: none)"))             \
     OPT(WAIT_SUBSCRIBER, (0, "wait-subscriber", "SEC", KR_REAL(0, 86400, "seconds", NULL)),        \

@@ -1,0 +1,150 @@
+/* The surface thread (pipeline/mesher.h): one mutex, one condition
+ * variable, a waiting slot and a working buffer that swap. */
+#include "pipeline/mesher.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    kr_cloud cloud;  /* points owned here; normals unused (NULL) */
+    size_t capacity; /* floats */
+    kr_pose pose;
+} mesher_job;
+
+struct kr_mesher {
+    kr_surface *surface;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    mesher_job waiting, working;
+    bool has_waiting, busy, quit;
+    uint64_t fused, skipped;
+    kr_status status; /* the first integration failure */
+    char message[1024];
+};
+
+static void *mesher_main(void *arg)
+{
+    kr_mesher *m = arg;
+    pthread_mutex_lock(&m->lock);
+    for (;;) {
+        while (!m->has_waiting && !m->quit)
+            pthread_cond_wait(&m->cond, &m->lock);
+        if (!m->has_waiting) break; /* quit with nothing left */
+        mesher_job t = m->working;
+        m->working = m->waiting;
+        m->waiting = t;
+        m->has_waiting = false;
+        m->busy = true;
+        pthread_mutex_unlock(&m->lock);
+        kr_status s = m->status == KR_OK
+                          ? kr_surface_integrate(m->surface, &m->working.cloud, &m->working.pose)
+                          : KR_OK;
+        pthread_mutex_lock(&m->lock);
+        m->busy = false;
+        if (s == KR_OK) m->fused++;
+        if (s != KR_OK && m->status == KR_OK) {
+            m->status = s;
+            snprintf(m->message, sizeof m->message, "%s", kr_last_error());
+        }
+        pthread_cond_broadcast(&m->cond);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return NULL;
+}
+
+kr_status kr_mesher_create(kr_mesher **out, const kr_surface_config *cfg)
+{
+    kr_mesher *m = calloc(1, sizeof *m);
+    if (!m) return kr_error(KR_ERR_NOMEM, "surface thread: out of memory");
+    kr_status s = kr_surface_create(&m->surface, cfg);
+    if (s != KR_OK) {
+        free(m);
+        return s;
+    }
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->cond, NULL);
+    if (pthread_create(&m->thread, NULL, mesher_main, m) != 0) {
+        pthread_cond_destroy(&m->cond);
+        pthread_mutex_destroy(&m->lock);
+        kr_surface_destroy(&m->surface);
+        free(m);
+        return kr_error(KR_ERR_NOMEM, "surface thread: cannot start a thread");
+    }
+    *out = m;
+    return KR_OK;
+}
+
+kr_status kr_mesher_post(kr_mesher *m, const kr_cloud *cloud, const kr_pose *pose)
+{
+    size_t n = 3 * (size_t)cloud->width * (size_t)cloud->height;
+    pthread_mutex_lock(&m->lock);
+    mesher_job *j = &m->waiting;
+    if (j->capacity < n) {
+        float *p = realloc(j->cloud.points, n * sizeof *p);
+        if (!p) {
+            pthread_mutex_unlock(&m->lock);
+            return kr_error(KR_ERR_NOMEM, "surface thread: out of memory for a %dx%d cloud",
+                            cloud->width, cloud->height);
+        }
+        j->cloud.points = p;
+        j->capacity = n;
+    }
+    float *points = j->cloud.points;
+    j->cloud = *cloud;
+    j->cloud.points = points;
+    j->cloud.normals = NULL;
+    memcpy(points, cloud->points, n * sizeof *points);
+    j->pose = *pose;
+    if (m->has_waiting) m->skipped++;
+    m->has_waiting = true;
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->lock);
+    return KR_OK;
+}
+
+static void stop(kr_mesher *m)
+{
+    pthread_mutex_lock(&m->lock);
+    bool running = !m->quit;
+    m->quit = true;
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->lock);
+    if (running) pthread_join(m->thread, NULL);
+}
+
+kr_status kr_mesher_finish(kr_mesher *m, const char *path, kr_pipeline_stats *stats)
+{
+    stop(m); /* integrates the frame waiting first */
+    stats->mesh_frames = m->fused;
+    stats->mesh_skipped = m->skipped;
+    if (m->status != KR_OK) return kr_error(m->status, "%s", m->message);
+    kr_surface_stats ss = kr_surface_stats_get(m->surface);
+    kr_log(KR_LOG_INFO, "meshing the surface (%zu blocks from %llu frames)", ss.blocks,
+           (unsigned long long)m->fused);
+    kr_mesh mesh = {0};
+    kr_status s = kr_surface_extract(m->surface, &mesh);
+    if (s == KR_OK) {
+        stats->mesh_vertices = mesh.n_vertices;
+        stats->mesh_faces = mesh.n_faces;
+        s = kr_mesh_save_ply(path, &mesh);
+    }
+    kr_mesh_free(&mesh);
+    return s;
+}
+
+void kr_mesher_destroy(kr_mesher **mp)
+{
+    if (!mp || !*mp) return;
+    kr_mesher *m = *mp;
+    stop(m);
+    pthread_cond_destroy(&m->cond);
+    pthread_mutex_destroy(&m->lock);
+    free(m->waiting.cloud.points);
+    free(m->working.cloud.points);
+    kr_surface_destroy(&m->surface);
+    free(m);
+    *mp = NULL;
+}

@@ -1,0 +1,36 @@
+/* The surface on a thread of its own (kinreg run --mesh): the tracker hands
+ * over each fused frame's level-0 cloud and pose, and the thread integrates
+ * it into a signed-distance volume (kinreg/surface.h); at the end the volume
+ * is meshed and written.
+ *
+ * Never on the tracker's path: a post copies the cloud (3.7 MB at VGA, a
+ * fraction of a millisecond) into the one waiting slot and returns. When the
+ * thread is still integrating the frame before, a newer frame replaces the
+ * one waiting, which is counted as skipped, so the surface takes what the
+ * machine can integrate (every frame on the GPU machine's CPUs at 30 Hz; on
+ * 2 cores some of a fast replay's frames) and the poses are never delayed.
+ * `kinreg mesh` fuses every frame of a replay afterwards. */
+#ifndef KINREG_PIPELINE_MESHER_H
+#define KINREG_PIPELINE_MESHER_H
+
+#include <stdint.h>
+
+#include "kinreg/pipeline.h"
+#include "kinreg/surface.h"
+
+typedef struct kr_mesher kr_mesher;
+
+kr_status kr_mesher_create(kr_mesher **out, const kr_surface_config *cfg);
+
+/* Hands over a copy of `cloud` at `pose`; returns at once. */
+kr_status kr_mesher_post(kr_mesher *m, const kr_cloud *cloud, const kr_pose *pose);
+
+/* Integrates the frame still waiting, stops the thread, meshes the volume
+ * and writes it to `path` (kr_mesh_save_ply); fills the mesh_* members of
+ * `stats`. Errors: the first integration failure, KR_ERR_EMPTY (no surface
+ * seen), the write's. */
+kr_status kr_mesher_finish(kr_mesher *m, const char *path, kr_pipeline_stats *stats);
+
+void kr_mesher_destroy(kr_mesher **m);
+
+#endif
