@@ -77,32 +77,12 @@ kr_surface_stats kr_surface_stats_get(const kr_surface *s)
     return st;
 }
 
-static size_t slot_of(const int32_t c[3], size_t mask)
-{
-    uint64_t h = (uint64_t)(uint32_t)c[0] * 0x9E3779B97F4A7C15ull ^
-                 (uint64_t)(uint32_t)c[1] * 0xC2B2AE3D27D4EB4Full ^
-                 (uint64_t)(uint32_t)c[2] * 0x165667B19E3779F9ull;
-    return (size_t)(h ^ h >> 29) & mask;
-}
-
-long kr_surface_find(const kr_surface *s, const int32_t c[3])
-{
-    if (!s->n_slots) return -1;
-    size_t mask = s->n_slots - 1;
-    for (size_t i = slot_of(c, mask);; i = (i + 1) & mask) {
-        uint32_t b = s->slots[i];
-        if (!b) return -1;
-        const int32_t *k = s->coords[b - 1];
-        if (k[0] == c[0] && k[1] == c[1] && k[2] == c[2]) return (long)b - 1;
-    }
-}
-
 static bool rehash(kr_surface *s, size_t n_slots)
 {
     uint32_t *slots = calloc(n_slots, sizeof *slots);
     if (!slots) return false;
     for (size_t b = 0; b < s->n_blocks; b++) {
-        size_t i = slot_of(s->coords[b], n_slots - 1);
+        size_t i = kr_surface_slot_of(s->coords[b], n_slots - 1);
         while (slots[i])
             i = (i + 1) & (n_slots - 1);
         slots[i] = (uint32_t)(b + 1);
@@ -151,7 +131,8 @@ static bool reserve_one(kr_surface *s)
 
 long kr_surface_find_or_add(kr_surface *s, const int32_t c[3])
 {
-    long found = kr_surface_find(s, c);
+    kr_surface_view view = kr_surface_host_view(s);
+    long found = kr_surface_view_find(&view, c);
     if (found >= 0) return found;
     for (int k = 0; k < 3; k++)
         if (c[k] < -KR_SURFACE_BLOCK_LIMIT || c[k] >= KR_SURFACE_BLOCK_LIMIT) {
@@ -166,7 +147,7 @@ long kr_surface_find_or_add(kr_surface *s, const int32_t c[3])
     size_t b = s->n_blocks++;
     memcpy(s->coords[b], c, sizeof s->coords[b]);
     s->stamp[b] = 0;
-    size_t i = slot_of(c, s->n_slots - 1);
+    size_t i = kr_surface_slot_of(c, s->n_slots - 1);
     while (s->slots[i])
         i = (i + 1) & (s->n_slots - 1);
     s->slots[i] = (uint32_t)(b + 1);

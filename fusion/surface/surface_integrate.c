@@ -157,34 +157,19 @@ static kr_status allocate(kr_surface *s, const kr_surface_frame *f, const kr_clo
     return st;
 }
 
-/* Fuses every voxel of block b. The voxels' camera points step by the
- * rotation's columns times the voxel size from the first one's. */
+/* Fuses every voxel of block b. */
 static void fuse_block(const kr_surface *s, const kr_surface_frame *f, size_t b)
 {
     kr_surface_voxel *vx = kr_surface_block_voxels(s, b);
-    const float voxel = s->cfg.voxel_size;
-    float first[3], step[3][3];
-    for (int k = 0; k < 3; k++)
-        first[k] = ((float)s->coords[b][k] * KR_SURFACE_BLOCK + 0.5f) * voxel;
-    for (int r = 0; r < 3; r++) {
-        for (int c = 0; c < 3; c++)
-            step[c][r] = f->R[3 * r + c] * voxel;
-    }
-    float pc0[3];
-    for (int r = 0; r < 3; r++)
-        pc0[r] = f->R[3 * r] * first[0] + f->R[3 * r + 1] * first[1] + f->R[3 * r + 2] * first[2] +
-                 f->t[r];
+    kr_surface_block_frame bf;
+    kr_surface_block_in_camera(f, s->coords[b], &bf);
     for (int z = 0; z < KR_SURFACE_BLOCK; z++)
-        for (int y = 0; y < KR_SURFACE_BLOCK; y++) {
-            float pc[3];
-            for (int r = 0; r < 3; r++)
-                pc[r] = pc0[r] + (float)y * step[1][r] + (float)z * step[2][r];
+        for (int y = 0; y < KR_SURFACE_BLOCK; y++)
             for (int x = 0; x < KR_SURFACE_BLOCK; x++, vx++) {
+                float pc[3];
+                kr_surface_voxel_in_camera(&bf, x, y, z, pc);
                 kr_surface_fuse_voxel(f, pc, vx);
-                for (int r = 0; r < 3; r++)
-                    pc[r] += step[0][r];
             }
-        }
 }
 
 kr_status kr_surface_integrate(kr_surface *s, const kr_cloud *cloud, const kr_pose *pose)

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "fusion/surface/surface_kernels.h"
+#include "fusion/surface/surface_view.h"
 #include "kinreg/surface.h"
 
 #define KR_SURFACE_CHUNK 1024 /* blocks per chunk */
@@ -38,8 +39,13 @@ static inline kr_surface_voxel *kr_surface_block_voxels(const kr_surface *s, siz
            (block % KR_SURFACE_CHUNK) * (size_t)KR_SURFACE_BLOCK_VOXELS;
 }
 
-/* The block at block coordinates c, or -1. */
-long kr_surface_find(const kr_surface *s, const int32_t c[3]);
+/* The host's blocks as the kernels read them. */
+static inline kr_surface_view kr_surface_host_view(const kr_surface *s)
+{
+    kr_surface_view v = {s->slots,  s->n_slots,       s->n_blocks ? &s->coords[0][0] : NULL,
+                         s->chunks, KR_SURFACE_CHUNK, s->cfg.voxel_size};
+    return v;
+}
 /* The block at c, allocated (voxels unseen) when absent; -1 when the cap
  * or c's range forbids it (counted in s->refused), -2 out of memory. */
 long kr_surface_find_or_add(kr_surface *s, const int32_t c[3]);

@@ -25,6 +25,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "core/kr_hd.h"
 #include "kinreg/frame.h"
@@ -89,6 +90,39 @@ static inline KR_HD float kr_surface_measured_depth(const kr_surface_frame *f, f
     const float *p = f->points + 3 * ((long)iv * f->k.width + iu);
     if (p[0] != p[0] || !(p[2] > 0.0f) || p[2] > f->max_depth) return 0.0f;
     return p[2];
+}
+
+/* A block in camera coordinates: its first voxel's centre and the steps to
+ * the next voxel along x, y and z (the rotation's columns times the voxel). */
+typedef struct {
+    float first[3];
+    float step[3][3]; /* step[axis][row] */
+} kr_surface_block_frame;
+
+static inline KR_HD void kr_surface_block_in_camera(const kr_surface_frame *f,
+                                                    const int32_t block[3],
+                                                    kr_surface_block_frame *b)
+{
+    float pw[3];
+    for (int k = 0; k < 3; k++)
+        pw[k] = ((float)block[k] * KR_SURFACE_BLOCK + 0.5f) * f->voxel;
+    for (int r = 0; r < 3; r++) {
+        b->first[r] =
+            f->R[3 * r] * pw[0] + f->R[3 * r + 1] * pw[1] + f->R[3 * r + 2] * pw[2] + f->t[r];
+        for (int k = 0; k < 3; k++)
+            b->step[k][r] = f->R[3 * r + k] * f->voxel;
+    }
+}
+
+/* The camera point of voxel (x, y, z) of the block, summed z first, so that
+ * the CPU's loops hoist the z and y terms and a GPU thread per voxel gets
+ * the same bits. */
+static inline KR_HD void kr_surface_voxel_in_camera(const kr_surface_block_frame *b, int x, int y,
+                                                    int z, float pc[3])
+{
+    for (int r = 0; r < 3; r++)
+        pc[r] = ((b->first[r] + (float)z * b->step[2][r]) + (float)y * b->step[1][r]) +
+                (float)x * b->step[0][r];
 }
 
 /* Fuses one frame's view of the voxel whose centre is at camera point pc. */
