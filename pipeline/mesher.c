@@ -55,7 +55,7 @@ static void *mesher_main(void *arg)
     return NULL;
 }
 
-kr_status kr_mesher_create(kr_mesher **out, const kr_surface_config *cfg)
+kr_status kr_mesher_create(kr_mesher **out, const kr_surface_config *cfg, const kr_device *device)
 {
     kr_mesher *m = calloc(1, sizeof *m);
     if (!m) return kr_error(KR_ERR_NOMEM, "surface thread: out of memory");
@@ -64,6 +64,9 @@ kr_status kr_mesher_create(kr_mesher **out, const kr_surface_config *cfg)
         free(m);
         return s;
     }
+    if (kr_device_backend(device) == KR_BACKEND_CUDA &&
+        kr_surface_fuse_on(m->surface, device) != KR_OK)
+        kr_log(KR_LOG_WARN, "the surface is fused on the host: %s", kr_last_error());
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->cond, NULL);
     if (pthread_create(&m->thread, NULL, mesher_main, m) != 0) {

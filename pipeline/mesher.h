@@ -20,7 +20,10 @@
 
 typedef struct kr_mesher kr_mesher;
 
-kr_status kr_mesher_create(kr_mesher **out, const kr_surface_config *cfg);
+/* With a CUDA `device` the voxels are fused and meshed there (a context of
+ * the surface's own); with the CPU one, or when the device cannot take
+ * them (a warning says why), on the host. */
+kr_status kr_mesher_create(kr_mesher **out, const kr_surface_config *cfg, const kr_device *device);
 
 /* Hands over a copy of `cloud` at `pose`; returns at once. */
 kr_status kr_mesher_post(kr_mesher *m, const kr_cloud *cloud, const kr_pose *pose);

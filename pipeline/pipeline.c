@@ -170,7 +170,7 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
                                                  kr_device_backend(p->device) == KR_BACKEND_CUDA);
     if (fuse_thread && (s = kr_fuser_create(&p->fuser, p->model)) != KR_OK) goto fail;
     if (cfg->mesh_path && *cfg->mesh_path &&
-        (s = kr_mesher_create(&p->mesher, &cfg->surface)) != KR_OK)
+        (s = kr_mesher_create(&p->mesher, &cfg->surface, p->device)) != KR_OK)
         goto fail;
     if ((s = kr_publisher_create(&p->publisher, &cfg->publish)) != KR_OK) goto fail;
     kr_queue_config qcfg;

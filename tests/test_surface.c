@@ -297,7 +297,8 @@ enum { SEEN_CAP = 1 << 16 };
  * vertices lie on the scene (its distance functions, not the renderer's),
  * and every surface point a frame measured has the mesh within a voxel:
  * holes only where nothing was seen. KR_SURFACE_VOXEL and KR_SURFACE_SECONDS
- * run it at other sizes (docs/BENCHMARKS.md's figures). */
+ * run it at other sizes, KR_SURFACE_CUDA on the CUDA engine
+ * (docs/BENCHMARKS.md's figures). */
 KR_TEST(surface, synthetic_scene_meshes_on_what_was_seen)
 {
     const char *ev = getenv("KR_SURFACE_VOXEL"), *es = getenv("KR_SURFACE_SECONDS");
@@ -307,6 +308,14 @@ KR_TEST(surface, synthetic_scene_meshes_on_what_was_seen)
     cfg.voxel_size = voxel;
     kr_surface *s = NULL;
     REQUIRE_OK(kr_surface_create(&s, &cfg));
+    kr_device *gpu = NULL;
+    if (getenv("KR_SURFACE_CUDA")) { /* the benchmark's device figures */
+        kr_device_config dc;
+        kr_device_config_default(&dc);
+        dc.backend = KR_BACKEND_CUDA;
+        REQUIRE_OK(kr_device_create(&gpu, &dc));
+        REQUIRE_OK(kr_surface_fuse_on(s, gpu));
+    }
     float *seen = malloc(3 * (size_t)SEEN_CAP * sizeof *seen);
     REQUIRE(seen != NULL);
     kr_synth_scene scene;
@@ -319,6 +328,7 @@ KR_TEST(surface, synthetic_scene_meshes_on_what_was_seen)
     double mesh_s = kr_now() - t0;
     kr_surface_stats ss = kr_surface_stats_get(s);
     kr_surface_destroy(&s);
+    kr_device_destroy(&gpu);
     if (st != KR_OK) free(seen);
     REQUIRE_OK(st);
     mesh_score r = score_vertices(&scene, m.xyz, m.n_vertices, seen, n_seen, voxel);
@@ -328,10 +338,13 @@ KR_TEST(surface, synthetic_scene_meshes_on_what_was_seen)
            1e3 * mesh_s, m.n_vertices, m.n_faces);
     print_score("kinreg", &r, n_seen, voxel);
     /* The sensor's noise at 2-3 m is a centimetre a frame; averaged over the
-     * frames the surface is within a fraction of a voxel of the truth. */
-    CHECK(r.median < 0.2 * voxel);
-    CHECK(r.mean < 0.3 * voxel);
-    CHECK(r.p95 < voxel);
+     * frames the surface is within a fraction of a voxel of the truth, or,
+     * at fine voxels, of the floor the depth quantisation leaves (the
+     * quantisation error repeats between nearby views, so averaging does not
+     * remove it: 2 mm mean, 9 mm at the 95th percentile at 5 mm voxels). */
+    CHECK(r.median < fmax(0.2 * voxel, 0.001));
+    CHECK(r.mean < fmax(0.3 * voxel, 0.0025));
+    CHECK(r.p95 < fmax(voxel, 0.01));
     CHECK(n_seen > 1000);
     CHECK(r.cover > 0.98);
     free(seen);

@@ -24,6 +24,7 @@ typedef struct {
     const char *output, *trajectory;
     bool groundtruth, quiet;
     double max_dt;
+    kr_backend backend;
 } mesh_options;
 
 #define MESH_OPTIONS(OPT, ALIAS, GROUP, TEXT, MORE)                                                \
@@ -64,6 +65,9 @@ typedef struct {
         o->surface.memory_mib = v,                                                                 \
         KR_HELP("the volume's memory cap (default 1024; 0: none); past it new\n"                   \
                 "surface is not added and a warning says so"))                                     \
+    OPT(BACKEND, KR_OPT_BACKEND, KR_REFUSE_UNLESS(kr_backend_parse(arg, &o->backend) == KR_OK),    \
+        KR_HELP("auto | cpu | cuda: where the voxels are fused and meshed\n"                       \
+                "(default auto: a CUDA device when there is one)"))                                \
     OPT(FRAMES, KR_OPT_FRAMES, o->source.max_frames = (int)v,                                      \
         KR_HELP("stop after N frames of SOURCE (default: all)"))                                   \
     OPT(INTRINSICS, KR_OPT_INTRINSICS, KR_FAIL_UNLESS(kr_intrinsics_option(&o->source, arg) > 0),  \
@@ -170,7 +174,7 @@ static kr_status fuse_source(kr_source *src, const kr_trajectory *poses, const m
 int kr_cmd_mesh(int argc, char **argv)
 {
     const char *who = "kinreg mesh";
-    mesh_options o = {.max_dt = 0.02};
+    mesh_options o = {.max_dt = 0.02, .backend = KR_BACKEND_AUTO};
     kr_source_config_default(&o.source);
     kr_surface_config_default(&o.surface);
     int rc = kr_command_parse(&mesh_command, argc, argv, &o);
@@ -220,7 +224,21 @@ int kr_cmd_mesh(int argc, char **argv)
     kr_surface *surface = NULL;
     mesh_counts n = {0};
     double t0 = kr_now();
+    kr_device_config dc;
+    kr_device_config_default(&dc);
+    dc.backend = o.backend;
+    kr_device *engine = NULL;
+    st = kr_device_create(&engine, &dc);
+    if (st != KR_OK) {
+        fprintf(stderr, "%s: %s\n", who, kr_last_error());
+        kr_source_destroy(&src);
+        kr_trajectory_free(&file_poses);
+        return kr_exit_code(st);
+    }
+    if (!o.quiet) fprintf(stderr, "%s: fusing on %s\n", who, kr_device_describe(engine));
     st = kr_surface_create(&surface, &o.surface);
+    if (st == KR_OK && kr_device_backend(engine) == KR_BACKEND_CUDA)
+        st = kr_surface_fuse_on(surface, engine);
     if (st == KR_OK) st = fuse_source(src, poses, &o, surface, &n);
     if (st != KR_OK) {
         /* What was fused is still meshed below. */
@@ -233,7 +251,10 @@ int kr_cmd_mesh(int argc, char **argv)
     double t_fuse = kr_now() - t0;
     kr_source_destroy(&src);
     kr_trajectory_free(&file_poses);
-    if (!surface) return rc;
+    if (!surface) {
+        kr_device_destroy(&engine);
+        return rc;
+    }
 
     kr_mesh mesh = {0};
     kr_status ms = n.fused ? kr_surface_extract(surface, &mesh)
@@ -262,5 +283,6 @@ int kr_cmd_mesh(int argc, char **argv)
     }
     kr_mesh_free(&mesh);
     kr_surface_destroy(&surface);
+    kr_device_destroy(&engine);
     return rc;
 }

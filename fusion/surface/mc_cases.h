@@ -37,7 +37,13 @@ typedef struct {
 } kr_mc_table;
 
 /* The table, built on first use (thread-safe). */
+#ifdef __cplusplus
+extern "C" {
+#endif
 const kr_mc_table *kr_mc_table_get(void);
+#ifdef __cplusplus
+}
+#endif
 
 /* The case of a cube from its corner values (inside: value < 0). */
 static inline KR_HD unsigned kr_mc_case(const float value[8])

@@ -67,8 +67,25 @@ void kr_surface_destroy(kr_surface **surface)
     free(s->stamp);
     free(s->touched);
     free(s->slots);
+    kr_surface_cuda_destroy(&s->gpu);
     free(s);
     *surface = NULL;
+}
+
+kr_status kr_surface_fuse_on(kr_surface *s, const kr_device *dev)
+{
+    if (!s) return kr_error(KR_ERR_INVALID_ARG, "kr_surface_fuse_on: NULL surface");
+    if (s->n_blocks)
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "kr_surface_fuse_on: the volume already holds %zu blocks", s->n_blocks);
+    const kr_gpu_context *ctx = dev ? kr_device_gpu(dev) : NULL;
+    if (!ctx) return kr_error(KR_ERR_NO_DEVICE, "kr_surface_fuse_on: not a CUDA device");
+    kr_surface_cuda *gpu = NULL;
+    kr_status st = kr_surface_cuda_create(ctx, &gpu);
+    if (st != KR_OK) return st;
+    kr_surface_cuda_destroy(&s->gpu);
+    s->gpu = gpu;
+    return KR_OK;
 }
 
 kr_surface_stats kr_surface_stats_get(const kr_surface *s)
@@ -110,7 +127,7 @@ static bool reserve_one(kr_surface *s)
         s->touched = touched;
         s->cap_blocks = cap;
     }
-    if (s->n_blocks == s->n_chunks * KR_SURFACE_CHUNK) {
+    if (!s->gpu && s->n_blocks == s->n_chunks * KR_SURFACE_CHUNK) {
         if (s->n_chunks == s->cap_chunks) {
             size_t cap = s->cap_chunks ? 2 * s->cap_chunks : 16;
             kr_surface_voxel **chunks = realloc(s->chunks, cap * sizeof *chunks);

@@ -184,10 +184,17 @@ kr_status kr_surface_integrate(kr_surface *s, const kr_cloud *cloud, const kr_po
     frame_of(s, cloud, pose, &f);
     kr_status st = allocate(s, &f, cloud, pose);
     if (st != KR_OK) return st;
-    const long n = (long)s->n_touched;
+    if (s->gpu) {
+        st = kr_surface_cuda_fuse(s->gpu, &f, (size_t)cloud->width * (size_t)cloud->height,
+                                  s->n_blocks ? &s->coords[0][0] : NULL, s->n_blocks, s->touched,
+                                  s->n_touched);
+        if (st != KR_OK) return st;
+    } else {
+        const long n = (long)s->n_touched;
 #pragma omp parallel for schedule(dynamic, 16)
-    for (long i = 0; i < n; i++)
-        fuse_block(s, &f, s->touched[i]);
+        for (long i = 0; i < n; i++)
+            fuse_block(s, &f, s->touched[i]);
+    }
     s->frames++;
     return KR_OK;
 }

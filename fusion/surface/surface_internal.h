@@ -1,13 +1,15 @@
 /* Internal: the surface volume's storage — blocks of KR_SURFACE_BLOCK³
  * voxels in fixed-size chunks (a block's address never moves, and growing
  * never copies voxels), found by an open-addressing hash of their integer
- * block coordinates. */
+ * block coordinates; with the CUDA engine the voxels are on the device
+ * (surface_cuda.h) and the host keeps the hash alone. */
 #ifndef KINREG_FUSION_SURFACE_INTERNAL_H
 #define KINREG_FUSION_SURFACE_INTERNAL_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fusion/surface/surface_cuda.h"
 #include "fusion/surface/surface_kernels.h"
 #include "fusion/surface/surface_view.h"
 #include "kinreg/surface.h"
@@ -31,6 +33,7 @@ struct kr_surface {
     size_t n_slots;
     uint64_t frames, refused;
     bool warned_full;
+    kr_surface_cuda *gpu; /* the voxels on a device (chunks then unused), or NULL */
 };
 
 static inline kr_surface_voxel *kr_surface_block_voxels(const kr_surface *s, size_t block)

@@ -1,6 +1,6 @@
-/* The surface's mesh on the CPU engine: every cube's triangle corners
- * (surface_mesh_kernels.h), one block per OpenMP iteration, then welded by
- * the cube edge each lies on. */
+/* The surface's mesh: every cube's triangle corners (surface_mesh_kernels.h;
+ * one block per OpenMP iteration on the CPU engine, surface_cuda.cu on the
+ * CUDA engine), then welded on the host by the cube edge each lies on. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -89,10 +89,9 @@ static kr_status weld(const kr_surface_corner *v, size_t n, kr_mesh *out)
     return KR_OK;
 }
 
-kr_status kr_surface_extract(const kr_surface *s, kr_mesh *out)
+/* Every cube's corners on the CPU engine, in block order. */
+static kr_status host_corners(const kr_surface *s, corner_list *all)
 {
-    if (!s || !out)
-        return kr_error(KR_ERR_INVALID_ARG, "kr_surface_extract: missing surface or mesh");
     const kr_mc_table *t = kr_mc_table_get();
     const kr_surface_view view = kr_surface_host_view(s);
     const long n_blocks = (long)s->n_blocks;
@@ -109,22 +108,31 @@ kr_status kr_surface_extract(const kr_surface *s, kr_mesh *out)
         for (long b = 0; b < n_blocks; b++)
             if (!mine->failed) mesh_block(&view, t, (size_t)b, mine);
     }
-    corner_list all = {0};
     bool failed = false;
     for (int i = 0; i < threads; i++) {
         failed |= lists[i].failed;
-        if (!failed && lists[i].n) failed = !push(&all, lists[i].v, lists[i].n);
+        if (!failed && lists[i].n) failed = !push(all, lists[i].v, lists[i].n);
         free(lists[i].v);
     }
     free(lists);
-    kr_status st = KR_OK;
     if (failed)
-        st = kr_error(KR_ERR_NOMEM, "surface mesh: out of memory (%zu blocks)", s->n_blocks);
-    else if (all.n == 0)
+        return kr_error(KR_ERR_NOMEM, "surface mesh: out of memory (%zu blocks)", s->n_blocks);
+    return KR_OK;
+}
+
+kr_status kr_surface_extract(const kr_surface *s, kr_mesh *out)
+{
+    if (!s || !out)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_surface_extract: missing surface or mesh");
+    corner_list all = {0};
+    kr_status st =
+        s->gpu ? kr_surface_cuda_corners(s->gpu, s->slots, s->n_slots, s->n_blocks,
+                                         s->cfg.voxel_size, kr_mc_table_get(), &all.v, &all.n)
+               : host_corners(s, &all);
+    if (st == KR_OK && all.n == 0)
         st = kr_error(KR_ERR_EMPTY, "surface mesh: no surface seen on both sides yet (%zu blocks)",
                       s->n_blocks);
-    else
-        st = weld(all.v, all.n, out);
+    if (st == KR_OK) st = weld(all.v, all.n, out);
     free(all.v);
     return st;
 }

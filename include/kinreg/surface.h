@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kinreg/device.h"
 #include "kinreg/pose.h"
 #include "kinreg/pyramid.h"
 
@@ -46,6 +47,14 @@ KR_API void kr_surface_config_default(kr_surface_config *cfg);
 /* Errors: KR_ERR_INVALID_ARG (a setting out of range, named). */
 KR_API kr_status kr_surface_create(kr_surface **out, const kr_surface_config *cfg);
 KR_API void kr_surface_destroy(kr_surface **surface);
+
+/* Moves the voxels to `device`'s GPU (the CUDA engine): from then on each
+ * frame's voxels are fused there and the mesh's cubes are found there, with
+ * the CPU engine's math (the same voxels and mesh bit for bit); the host
+ * keeps the block hash. Only while the volume is empty. Errors:
+ * KR_ERR_INVALID_ARG (not empty), KR_ERR_NO_DEVICE (not a CUDA device),
+ * KR_ERR_CUDA. The CPU engine (the default) needs no call. */
+KR_API kr_status kr_surface_fuse_on(kr_surface *surface, const kr_device *device);
 
 /* Integrates one frame: `cloud` is its organised level-0 cloud (camera
  * coordinates, kinreg/preprocess.h), `pose` its camera-to-world pose.

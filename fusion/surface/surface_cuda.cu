@@ -1,0 +1,257 @@
+/* The surface's voxels on a CUDA device (fusion/surface/surface_cuda.h).
+ *
+ * Fusion: one CUDA block per touched volume block, one thread per voxel,
+ * each calling the per-voxel math the CPU engine calls. Meshing: one thread
+ * per cube counts its triangle corners, a scan gives each cube its place,
+ * and a second pass writes them there — the CPU engine's order (blocks in
+ * order, voxels x fastest), so the host's weld makes the same mesh. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cub/device/device_scan.cuh>
+
+#include "fusion/surface/surface_cuda.h"
+#include "gpu/context.cuh"
+
+/* Makes the surface's device current on the calling thread (the mesher's
+ * thread is not the one that made it). */
+#define KR_CUDA_CHECK_ENTER(d)                                                                     \
+    do {                                                                                           \
+        kr_status kr_enter_ = kr_gpu_enter((d)->ctx);                                              \
+        if (kr_enter_ != KR_OK) return kr_enter_;                                                  \
+    } while (0)
+
+struct kr_surface_cuda {
+    kr_gpu_context *ctx;
+    kr_surface_voxel *pool; /* cap_blocks blocks */
+    int32_t *coords;        /* 3 per block, cap_blocks */
+    size_t cap_blocks, n_blocks;
+    kr_surface_voxel **chunk; /* one device pointer: the pool, as the view's only chunk */
+    float *points;
+    size_t cap_points;
+    uint32_t *touched;
+    size_t cap_touched;
+    uint32_t *slots;
+    size_t cap_slots;
+    kr_mc_table *table;
+    uint32_t *counts, *offsets; /* per cube */
+    size_t cap_cubes;
+    void *scan_temp;
+    size_t scan_bytes;
+    kr_surface_corner *corners;
+    size_t cap_corners;
+};
+
+/* A device buffer of at least n elements of `size` bytes; kept when large
+ * enough, else replaced (contents dropped unless `keep` of them are copied). */
+static kr_status grow(void **buf, size_t *cap, size_t n, size_t size, size_t keep, cudaStream_t st)
+{
+    if (n <= *cap) return KR_OK;
+    size_t c = *cap ? *cap : 1024;
+    while (c < n)
+        c *= 2;
+    void *p = NULL;
+    KR_CUDA_CHECK(cudaMalloc(&p, c * size));
+    if (keep) {
+        kr_status s =
+            KR_CUDA_STATUS(cudaMemcpyAsync(p, *buf, keep * size, cudaMemcpyDeviceToDevice, st));
+        if (s == KR_OK) s = KR_CUDA_STATUS(cudaStreamSynchronize(st));
+        if (s != KR_OK) {
+            cudaFree(p);
+            return s;
+        }
+    }
+    cudaFree(*buf);
+    *buf = p;
+    *cap = c;
+    return KR_OK;
+}
+
+extern "C" kr_status kr_surface_cuda_create(const kr_gpu_context *like, kr_surface_cuda **out)
+{
+    kr_surface_cuda *d = (kr_surface_cuda *)calloc(1, sizeof *d);
+    if (!d) return kr_error(KR_ERR_NOMEM, "surface on the device: out of memory");
+    kr_status s = kr_gpu_context_twin(like, &d->ctx);
+    if (s == KR_OK) s = kr_gpu_enter(d->ctx);
+    if (s == KR_OK) s = KR_CUDA_STATUS(cudaMalloc(&d->chunk, sizeof *d->chunk));
+    if (s == KR_OK) s = KR_CUDA_STATUS(cudaMalloc(&d->table, sizeof *d->table));
+    if (s == KR_OK)
+        s = KR_CUDA_STATUS(
+            cudaMemcpy(d->table, kr_mc_table_get(), sizeof *d->table, cudaMemcpyHostToDevice));
+    if (s != KR_OK) {
+        kr_surface_cuda_destroy(&d);
+        return s;
+    }
+    *out = d;
+    return KR_OK;
+}
+
+extern "C" void kr_surface_cuda_destroy(kr_surface_cuda **dp)
+{
+    if (!dp || !*dp) return;
+    kr_surface_cuda *d = *dp;
+    if (d->ctx && kr_gpu_enter(d->ctx) == KR_OK) {
+        cudaStreamSynchronize(d->ctx->stream);
+        void *bufs[] = {d->pool,  d->coords, d->chunk,   d->points,    d->touched, d->slots,
+                        d->table, d->counts, d->offsets, d->scan_temp, d->corners};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+            cudaFree(bufs[i]);
+    }
+    kr_gpu_context_destroy(&d->ctx);
+    free(d);
+    *dp = NULL;
+}
+
+/* Grows the pool to n_blocks (new voxels unseen) and takes the new blocks'
+ * coordinates. */
+static kr_status take_blocks(kr_surface_cuda *d, const int32_t *coords, size_t n_blocks)
+{
+    cudaStream_t st = d->ctx->stream;
+    size_t had = d->n_blocks, cap = d->cap_blocks;
+    if (n_blocks <= had) return KR_OK;
+    kr_status s = grow((void **)&d->pool, &d->cap_blocks, n_blocks,
+                       KR_SURFACE_BLOCK_VOXELS * sizeof(kr_surface_voxel), had, st);
+    if (s != KR_OK) return s;
+    size_t cap_coords = cap;
+    if ((s = grow((void **)&d->coords, &cap_coords, d->cap_blocks, 3 * sizeof(int32_t), had, st)) !=
+        KR_OK)
+        return s;
+    KR_CUDA_CHECK(
+        cudaMemsetAsync(d->pool + had * KR_SURFACE_BLOCK_VOXELS, 0,
+                        (n_blocks - had) * KR_SURFACE_BLOCK_VOXELS * sizeof(kr_surface_voxel), st));
+    KR_CUDA_CHECK(cudaMemcpyAsync(d->coords + 3 * had, coords + 3 * had,
+                                  (n_blocks - had) * 3 * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                  st));
+    KR_CUDA_CHECK(cudaMemcpyAsync(d->chunk, &d->pool, sizeof d->pool, cudaMemcpyHostToDevice, st));
+    d->n_blocks = n_blocks;
+    return KR_OK;
+}
+
+__global__ void fuse_kernel(kr_surface_frame f, const int32_t *__restrict__ coords,
+                            const uint32_t *__restrict__ touched, kr_surface_voxel *pool)
+{
+    size_t b = touched[blockIdx.x];
+    int i = threadIdx.x;
+    kr_surface_block_frame bf;
+    kr_surface_block_in_camera(&f, coords + 3 * b, &bf);
+    float pc[3];
+    kr_surface_voxel_in_camera(&bf, i % KR_SURFACE_BLOCK, i / KR_SURFACE_BLOCK % KR_SURFACE_BLOCK,
+                               i / (KR_SURFACE_BLOCK * KR_SURFACE_BLOCK), pc);
+    kr_surface_fuse_voxel(&f, pc, pool + b * KR_SURFACE_BLOCK_VOXELS + i);
+}
+
+extern "C" kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f,
+                                          size_t n_points, const int32_t *coords, size_t n_blocks,
+                                          const uint32_t *touched, size_t n_touched)
+{
+    KR_CUDA_CHECK_ENTER(d);
+    cudaStream_t st = d->ctx->stream;
+    kr_status s = take_blocks(d, coords, n_blocks);
+    if (s == KR_OK)
+        s = grow((void **)&d->points, &d->cap_points, 3 * n_points, sizeof(float), 0, st);
+    if (s == KR_OK)
+        s = grow((void **)&d->touched, &d->cap_touched, n_touched, sizeof(uint32_t), 0, st);
+    if (s != KR_OK) return s;
+    if (n_touched == 0) return KR_OK;
+    KR_CUDA_CHECK(cudaMemcpyAsync(d->points, f->points, 3 * n_points * sizeof(float),
+                                  cudaMemcpyHostToDevice, st));
+    KR_CUDA_CHECK(cudaMemcpyAsync(d->touched, touched, n_touched * sizeof(uint32_t),
+                                  cudaMemcpyHostToDevice, st));
+    kr_surface_frame df = *f;
+    df.points = d->points;
+    fuse_kernel<<<(unsigned)n_touched, KR_SURFACE_BLOCK_VOXELS, 0, st>>>(df, d->coords, d->touched,
+                                                                         d->pool);
+    KR_CUDA_CHECK(cudaGetLastError());
+    /* The host's cloud and list may change once this returns. */
+    KR_CUDA_CHECK(cudaStreamSynchronize(st));
+    return KR_OK;
+}
+
+__global__ void cube_kernel(kr_surface_view v, const kr_mc_table *t, size_t n_cubes,
+                            uint32_t *counts, const uint32_t *offsets, kr_surface_corner *out)
+{
+    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n_cubes) return;
+    int32_t g[3];
+    kr_surface_voxel_of(&v, c / KR_SURFACE_BLOCK_VOXELS, (int)(c % KR_SURFACE_BLOCK_VOXELS), g);
+    kr_surface_block_cache cache;
+    kr_surface_cache_init(&cache);
+    kr_surface_corner corner[KR_SURFACE_CUBE_CORNERS];
+    int n = kr_surface_cube(&v, &cache, t, g, corner);
+    if (!out) {
+        counts[c] = (uint32_t)n;
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        out[offsets[c] + i] = corner[i];
+}
+
+extern "C" kr_status kr_surface_cuda_corners(kr_surface_cuda *d, const uint32_t *slots,
+                                             size_t n_slots, size_t n_blocks, float voxel,
+                                             const kr_mc_table *table, kr_surface_corner **out,
+                                             size_t *n)
+{
+    (void)table; /* the device has its own copy of the one table */
+    KR_CUDA_CHECK_ENTER(d);
+    cudaStream_t st = d->ctx->stream;
+    size_t n_cubes = n_blocks * KR_SURFACE_BLOCK_VOXELS;
+    *out = NULL;
+    *n = 0;
+    if (n_cubes == 0) return KR_OK;
+    if (n_cubes > UINT32_MAX)
+        return kr_error(KR_ERR_NOMEM, "surface mesh: %zu blocks are too many for one device pass",
+                        n_blocks);
+    kr_status s = grow((void **)&d->slots, &d->cap_slots, n_slots, sizeof(uint32_t), 0, st);
+    size_t cap = d->cap_cubes;
+    if (s == KR_OK)
+        s = grow((void **)&d->counts, &d->cap_cubes, n_cubes + 1, sizeof(uint32_t), 0, st);
+    if (s == KR_OK) s = grow((void **)&d->offsets, &cap, n_cubes + 1, sizeof(uint32_t), 0, st);
+    if (s != KR_OK) return s;
+    KR_CUDA_CHECK(
+        cudaMemcpyAsync(d->slots, slots, n_slots * sizeof(uint32_t), cudaMemcpyHostToDevice, st));
+    kr_surface_view v = {d->slots, n_slots, d->coords, d->chunk, d->cap_blocks, voxel};
+    unsigned threads = 128, grid = (unsigned)((n_cubes + threads - 1) / threads);
+    cube_kernel<<<grid, threads, 0, st>>>(v, d->table, n_cubes, d->counts, NULL, NULL);
+    KR_CUDA_CHECK(cudaGetLastError());
+    KR_CUDA_CHECK(cudaMemsetAsync(d->counts + n_cubes, 0, sizeof(uint32_t), st));
+    size_t bytes = 0;
+    KR_CUDA_CHECK(
+        cub::DeviceScan::ExclusiveSum(NULL, bytes, d->counts, d->offsets, (int)(n_cubes + 1), st));
+    if ((s = grow(&d->scan_temp, &d->scan_bytes, bytes, 1, 0, st)) != KR_OK) return s;
+    KR_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(d->scan_temp, bytes, d->counts, d->offsets,
+                                                (int)(n_cubes + 1), st));
+    uint32_t total = 0;
+    KR_CUDA_CHECK(
+        cudaMemcpyAsync(&total, d->offsets + n_cubes, sizeof total, cudaMemcpyDeviceToHost, st));
+    KR_CUDA_CHECK(cudaStreamSynchronize(st));
+    if (total == 0) return KR_OK;
+    if ((s = grow((void **)&d->corners, &d->cap_corners, total, sizeof(kr_surface_corner), 0,
+                  st)) != KR_OK)
+        return s;
+    cube_kernel<<<grid, threads, 0, st>>>(v, d->table, n_cubes, d->counts, d->offsets, d->corners);
+    KR_CUDA_CHECK(cudaGetLastError());
+    kr_surface_corner *host = (kr_surface_corner *)malloc(total * sizeof *host);
+    if (!host) return kr_error(KR_ERR_NOMEM, "surface mesh: out of memory for %u corners", total);
+    s = KR_CUDA_STATUS(
+        cudaMemcpyAsync(host, d->corners, total * sizeof *host, cudaMemcpyDeviceToHost, st));
+    if (s == KR_OK) s = KR_CUDA_STATUS(cudaStreamSynchronize(st));
+    if (s != KR_OK) {
+        free(host);
+        return s;
+    }
+    *out = host;
+    *n = total;
+    return KR_OK;
+}
+
+extern "C" kr_status kr_surface_cuda_download(kr_surface_cuda *d, size_t n_blocks,
+                                              kr_surface_voxel *out)
+{
+    KR_CUDA_CHECK_ENTER(d);
+    if (n_blocks > d->n_blocks)
+        return kr_error(KR_ERR_INVALID_ARG, "surface: %zu blocks asked, %zu on the device",
+                        n_blocks, d->n_blocks);
+    KR_CUDA_CHECK(cudaMemcpy(out, d->pool, n_blocks * KR_SURFACE_BLOCK_VOXELS * sizeof *out,
+                             cudaMemcpyDeviceToHost));
+    return KR_OK;
+}

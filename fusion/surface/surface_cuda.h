@@ -1,0 +1,50 @@
+/* The surface volume's voxels on a CUDA device (fusion/surface/surface_cuda.cu),
+ * the twin of the CPU engine's: the host keeps the block hash and decides
+ * which blocks a frame touches (surface_integrate.c); the device holds every
+ * block's voxels in one pool and runs the per-voxel fusion and the per-cube
+ * marching cubes with the same math (surface_kernels.h,
+ * surface_mesh_kernels.h, compiled with -fmad=false): the same frames give
+ * the same voxels and the same mesh bit for bit. Plain C; in builds without
+ * CUDA surface_nocuda.c answers KR_ERR_NO_DEVICE. */
+#ifndef KINREG_FUSION_SURFACE_CUDA_H
+#define KINREG_FUSION_SURFACE_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fusion/surface/surface_mesh_kernels.h"
+#include "gpu/engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kr_surface_cuda kr_surface_cuda;
+
+/* Voxels on `like`'s device, worked on through a context of their own. */
+kr_status kr_surface_cuda_create(const kr_gpu_context *like, kr_surface_cuda **out);
+void kr_surface_cuda_destroy(kr_surface_cuda **d);
+
+/* Fuses one frame into the touched blocks. `f` is the frame as on the host
+ * (its points host memory, n_points pixels); coords holds all n_blocks
+ * blocks' coordinates (the device grows its pool and takes the new ones,
+ * their voxels unseen). */
+kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, size_t n_points,
+                               const int32_t *coords, size_t n_blocks, const uint32_t *touched,
+                               size_t n_touched);
+
+/* Every cube's triangle corners, in block and voxel order (as the CPU
+ * engine lists them), into a malloc'd host array *out of *n. The hash is
+ * the host's (uploaded). */
+kr_status kr_surface_cuda_corners(kr_surface_cuda *d, const uint32_t *slots, size_t n_slots,
+                                  size_t n_blocks, float voxel, const kr_mc_table *table,
+                                  kr_surface_corner **out, size_t *n);
+
+/* The first n_blocks blocks' voxels, into out (n_blocks · KR_SURFACE_BLOCK_VOXELS). */
+kr_status kr_surface_cuda_download(kr_surface_cuda *d, size_t n_blocks, kr_surface_voxel *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,44 @@
+/* The surface's device engine, in a build without CUDA: unreachable (no
+ * CUDA context can exist), answered for completeness. */
+#include "fusion/surface/surface_cuda.h"
+
+static kr_status no_cuda(void)
+{
+    return kr_error(KR_ERR_NO_DEVICE, "this kinreg was built without CUDA; rebuild with nvcc "
+                                      "installed or use --backend cpu");
+}
+
+kr_status kr_surface_cuda_create(const kr_gpu_context *like, kr_surface_cuda **out)
+{
+    (void)like;
+    (void)out;
+    return no_cuda();
+}
+
+void kr_surface_cuda_destroy(kr_surface_cuda **d)
+{
+    (void)d;
+}
+
+kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, size_t n_points,
+                               const int32_t *coords, size_t n_blocks, const uint32_t *touched,
+                               size_t n_touched)
+{
+    (void)d, (void)f, (void)n_points, (void)coords, (void)n_blocks, (void)touched, (void)n_touched;
+    return no_cuda();
+}
+
+kr_status kr_surface_cuda_corners(kr_surface_cuda *d, const uint32_t *slots, size_t n_slots,
+                                  size_t n_blocks, float voxel, const kr_mc_table *table,
+                                  kr_surface_corner **out, size_t *n)
+{
+    (void)d, (void)slots, (void)n_slots, (void)n_blocks, (void)voxel, (void)table, (void)out,
+        (void)n;
+    return no_cuda();
+}
+
+kr_status kr_surface_cuda_download(kr_surface_cuda *d, size_t n_blocks, kr_surface_voxel *out)
+{
+    (void)d, (void)n_blocks, (void)out;
+    return no_cuda();
+}
