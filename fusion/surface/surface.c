@@ -66,6 +66,7 @@ void kr_surface_destroy(kr_surface **surface)
     free(s->coords);
     free(s->stamp);
     free(s->touched);
+    free(s->depth);
     free(s->slots);
     kr_surface_cuda_destroy(&s->gpu);
     free(s);

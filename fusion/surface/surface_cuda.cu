@@ -27,8 +27,8 @@ struct kr_surface_cuda {
     int32_t *coords;        /* 3 per block, cap_blocks */
     size_t cap_blocks, n_blocks;
     kr_surface_voxel **chunk; /* one device pointer: the pool, as the view's only chunk */
-    float *points;
-    size_t cap_points;
+    float *depth;
+    size_t cap_depth;
     uint32_t *touched;
     size_t cap_touched;
     uint32_t *slots;
@@ -92,7 +92,7 @@ extern "C" void kr_surface_cuda_destroy(kr_surface_cuda **dp)
     kr_surface_cuda *d = *dp;
     if (d->ctx && kr_gpu_enter(d->ctx) == KR_OK) {
         cudaStreamSynchronize(d->ctx->stream);
-        void *bufs[] = {d->pool,  d->coords, d->chunk,   d->points,    d->touched, d->slots,
+        void *bufs[] = {d->pool,  d->coords, d->chunk,   d->depth,     d->touched, d->slots,
                         d->table, d->counts, d->offsets, d->scan_temp, d->corners};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
             cudaFree(bufs[i]);
@@ -141,24 +141,23 @@ __global__ void fuse_kernel(kr_surface_frame f, const int32_t *__restrict__ coor
 }
 
 extern "C" kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f,
-                                          size_t n_points, const int32_t *coords, size_t n_blocks,
+                                          size_t n_pixels, const int32_t *coords, size_t n_blocks,
                                           const uint32_t *touched, size_t n_touched)
 {
     KR_CUDA_CHECK_ENTER(d);
     cudaStream_t st = d->ctx->stream;
     kr_status s = take_blocks(d, coords, n_blocks);
-    if (s == KR_OK)
-        s = grow((void **)&d->points, &d->cap_points, 3 * n_points, sizeof(float), 0, st);
+    if (s == KR_OK) s = grow((void **)&d->depth, &d->cap_depth, n_pixels, sizeof(float), 0, st);
     if (s == KR_OK)
         s = grow((void **)&d->touched, &d->cap_touched, n_touched, sizeof(uint32_t), 0, st);
     if (s != KR_OK) return s;
     if (n_touched == 0) return KR_OK;
-    KR_CUDA_CHECK(cudaMemcpyAsync(d->points, f->points, 3 * n_points * sizeof(float),
-                                  cudaMemcpyHostToDevice, st));
+    KR_CUDA_CHECK(
+        cudaMemcpyAsync(d->depth, f->depth, n_pixels * sizeof(float), cudaMemcpyHostToDevice, st));
     KR_CUDA_CHECK(cudaMemcpyAsync(d->touched, touched, n_touched * sizeof(uint32_t),
                                   cudaMemcpyHostToDevice, st));
     kr_surface_frame df = *f;
-    df.points = d->points;
+    df.depth = d->depth;
     fuse_kernel<<<(unsigned)n_touched, KR_SURFACE_BLOCK_VOXELS, 0, st>>>(df, d->coords, d->touched,
                                                                          d->pool);
     KR_CUDA_CHECK(cudaGetLastError());

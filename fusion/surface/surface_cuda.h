@@ -26,10 +26,10 @@ kr_status kr_surface_cuda_create(const kr_gpu_context *like, kr_surface_cuda **o
 void kr_surface_cuda_destroy(kr_surface_cuda **d);
 
 /* Fuses one frame into the touched blocks. `f` is the frame as on the host
- * (its points host memory, n_points pixels); coords holds all n_blocks
+ * (its depth host memory, n_pixels pixels); coords holds all n_blocks
  * blocks' coordinates (the device grows its pool and takes the new ones,
  * their voxels unseen). */
-kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, size_t n_points,
+kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, size_t n_pixels,
                                const int32_t *coords, size_t n_blocks, const uint32_t *touched,
                                size_t n_touched);
 

@@ -30,7 +30,7 @@ static void frame_of(const kr_surface *s, const kr_cloud *cloud, const kr_pose *
         f->R[i] = (float)inv.R[i];
     for (int i = 0; i < 3; i++)
         f->t[i] = (float)inv.t[i];
-    f->points = cloud->points;
+    f->depth = s->depth;
     f->voxel = s->cfg.voxel_size;
     f->depth_step = s->cfg.depth_step;
     f->truncation_voxels = s->cfg.truncation_voxels;
@@ -180,14 +180,25 @@ kr_status kr_surface_integrate(kr_surface *s, const kr_cloud *cloud, const kr_po
         return kr_error(
             KR_ERR_INVALID_ARG, "kr_surface_integrate: the cloud is %dx%d but its intrinsics %dx%d",
             cloud->width, cloud->height, cloud->intrinsics.width, cloud->intrinsics.height);
+    size_t pixels = (size_t)cloud->width * (size_t)cloud->height;
+    if (pixels > s->depth_pixels) {
+        float *d = realloc(s->depth, pixels * sizeof *d);
+        if (!d) return kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
+        s->depth = d;
+        s->depth_pixels = pixels;
+    }
+    /* One float a pixel, read by every voxel: a third of the cloud's bytes. */
+    const float max_depth = s->cfg.max_depth;
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)pixels; i++)
+        s->depth[i] = kr_surface_depth_of(cloud->points + 3 * i, max_depth);
     kr_surface_frame f;
     frame_of(s, cloud, pose, &f);
     kr_status st = allocate(s, &f, cloud, pose);
     if (st != KR_OK) return st;
     if (s->gpu) {
-        st = kr_surface_cuda_fuse(s->gpu, &f, (size_t)cloud->width * (size_t)cloud->height,
-                                  s->n_blocks ? &s->coords[0][0] : NULL, s->n_blocks, s->touched,
-                                  s->n_touched);
+        st = kr_surface_cuda_fuse(s->gpu, &f, pixels, s->n_blocks ? &s->coords[0][0] : NULL,
+                                  s->n_blocks, s->touched, s->n_touched);
         if (st != KR_OK) return st;
     } else {
         const long n = (long)s->n_touched;

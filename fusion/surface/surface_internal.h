@@ -27,6 +27,8 @@ struct kr_surface {
     uint64_t *stamp;      /* per block: 1 + the last frame whose band touched it */
     uint32_t *touched;    /* the blocks the current frame's band touches */
     size_t n_touched;
+    float *depth; /* the current frame's depth (kr_surface_frame.depth) */
+    size_t depth_pixels;
     kr_surface_voxel **chunks; /* KR_SURFACE_CHUNK blocks each */
     size_t n_chunks, cap_chunks, cap_blocks;
     uint32_t *slots; /* block index + 1, 0 = empty; n_slots a power of two */

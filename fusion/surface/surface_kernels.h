@@ -44,7 +44,8 @@ typedef struct {
     kr_intrinsics k;     /* of the cloud */
     bool distorted;      /* k has lens distortion */
     float R[9], t[3];    /* world to camera: p_c = R p_w + t */
-    const float *points; /* organised cloud, 3 floats per pixel, x = NaN where invalid */
+    const float *depth;  /* per pixel, row-major: the measured z, 0 where none or beyond
+                            max_depth (the cloud's z, kr_surface_depth_of) */
     float voxel;         /* metres */
     float depth_step;    /* 1/m, 0 = no noise model */
     float truncation_voxels;
@@ -87,9 +88,13 @@ static inline KR_HD float kr_surface_measured_depth(const kr_surface_frame *f, f
           v < (float)f->k.height - 0.5f))
         return 0.0f;
     int iu = (int)(u + 0.5f), iv = (int)(v + 0.5f);
-    const float *p = f->points + 3 * ((long)iv * f->k.width + iu);
-    if (p[0] != p[0] || !(p[2] > 0.0f) || p[2] > f->max_depth) return 0.0f;
-    return p[2];
+    return f->depth[(long)iv * f->k.width + iu];
+}
+
+/* A pixel's entry in kr_surface_frame.depth from its cloud point. */
+static inline KR_HD float kr_surface_depth_of(const float p[3], float max_depth)
+{
+    return p[0] == p[0] && p[2] > 0.0f && p[2] <= max_depth ? p[2] : 0.0f;
 }
 
 /* A block in camera coordinates: its first voxel's centre and the steps to

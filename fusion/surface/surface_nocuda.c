@@ -20,11 +20,11 @@ void kr_surface_cuda_destroy(kr_surface_cuda **d)
     (void)d;
 }
 
-kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, size_t n_points,
+kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, size_t n_pixels,
                                const int32_t *coords, size_t n_blocks, const uint32_t *touched,
                                size_t n_touched)
 {
-    (void)d, (void)f, (void)n_points, (void)coords, (void)n_blocks, (void)touched, (void)n_touched;
+    (void)d, (void)f, (void)n_pixels, (void)coords, (void)n_blocks, (void)touched, (void)n_touched;
     return no_cuda();
 }
 
