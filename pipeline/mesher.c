@@ -2,7 +2,11 @@
  * variable, a waiting slot and a working buffer that swap. */
 #include "pipeline/mesher.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +32,11 @@ struct kr_mesher {
 static void *mesher_main(void *arg)
 {
     kr_mesher *m = arg;
+    /* Below the tracker: where cores are few the surface takes what they
+     * leave (this thread's niceness, which the OpenMP threads it starts
+     * inherit), not time from the poses. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) != 0)
+        kr_log(KR_LOG_DEBUG, "surface thread: its priority stays (%s)", strerror(errno));
     pthread_mutex_lock(&m->lock);
     for (;;) {
         while (!m->has_waiting && !m->quit)

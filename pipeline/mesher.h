@@ -7,9 +7,9 @@
  * fraction of a millisecond) into the one waiting slot and returns. When the
  * thread is still integrating the frame before, a newer frame replaces the
  * one waiting, which is counted as skipped, so the surface takes what the
- * machine can integrate (every frame on the GPU machine's CPUs at 30 Hz; on
- * 2 cores some of a fast replay's frames) and the poses are never delayed.
- * `kinreg mesh` fuses every frame of a replay afterwards. */
+ * machine can integrate and the poses are never waited for; the thread runs
+ * at a lower priority (nice 10), so on few cores it takes the time tracking
+ * leaves. `kinreg mesh` fuses every frame of a replay afterwards. */
 #ifndef KINREG_PIPELINE_MESHER_H
 #define KINREG_PIPELINE_MESHER_H
 
