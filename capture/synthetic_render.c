@@ -26,6 +26,7 @@
 
 typedef struct {
     int kind;
+    int index;          /* in the scene (its colour) */
     int aligned;        /* box with yaw 0: its local axes are the world's */
     float cs, sn;       /* box yaw: local = Rz(-yaw)·world */
     float o[3];         /* ray origin relative to the centre (box: in local axes) */
@@ -147,6 +148,7 @@ static void prepare(const kr_synth_scene *s, const kr_pose *T, const kr_intrinsi
         prim_prep pp;
         if (!project(&s->prims[i], T, K, &pp)) continue;
         prepare_prim(&s->prims[i], T, &pp);
+        pp.index = i;
         /* insertion sort by zmin: nearest first for the early exit */
         int j = f->n++;
         while (j > 0 && f->p[j - 1].zmin > pp.zmin) {
@@ -245,7 +247,7 @@ typedef struct {
 } sensor_prep;
 
 static void render_tile(const kr_synth_renderer *r, const frame_prep *f, const sensor_prep *sp,
-                        int tx, int ty, uint64_t seed, uint16_t *out)
+                        int tx, int ty, uint64_t seed, uint16_t *out, uint8_t *rgb)
 {
     int u0 = tx * TILE, v0 = ty * TILE;
     int u1 = MINF(u0 + TILE, f->width), v1 = MINF(v0 + TILE, f->height);
@@ -276,6 +278,7 @@ static void render_tile(const kr_synth_renderer *r, const frame_prep *f, const s
             }
             float nd2;
             bool valid = true;
+            int face = -1;
             if (who >= 0) {
                 nd2 = incidence2(&f->p[who], best, dx, dy, dz);
             } else {
@@ -284,13 +287,17 @@ static void render_tile(const kr_synth_renderer *r, const frame_prep *f, const s
                 float ex = MAXF(f->rlo[0] * ix, f->rhi[0] * ix);
                 float ey = MAXF(f->rlo[1] * iy, f->rhi[1] * iy);
                 float ez = MAXF(f->rlo[2] * idz, f->rhi[2] * idz);
-                best = ex, nd2 = dx * dx;
-                if (ey < best) best = ey, nd2 = dy * dy;
+                best = ex, nd2 = dx * dx, face = f->rhi[0] * ix > f->rlo[0] * ix;
+                if (ey < best)
+                    best = ey, nd2 = dy * dy, face = 2 + (f->rhi[1] * iy > f->rlo[1] * iy);
                 if (ez < best) {
-                    best = ez, nd2 = dz * dz;
+                    best = ez, nd2 = dz * dz, face = 4 + (f->rhi[2] * idz > f->rlo[2] * idz);
                     if (!f->ceiling && dz > 0) valid = false;
                 }
             }
+            if (rgb)
+                kr_synth_colour(who >= 0 ? f->p[who].index : -1, face,
+                                rgb + 3 * ((size_t)v * f->width + u));
             uint64_t rn = xorshift(&rng);
             valid = valid && best >= sp->min_z && best <= sp->max_z && nd2 >= sp->min_cos2 * dd &&
                     (uint32_t)(rn >> 48) >= sp->drop16;
@@ -309,7 +316,7 @@ static void render_tile(const kr_synth_renderer *r, const frame_prep *f, const s
 }
 
 void kr_synth_render(const kr_synth_renderer *r, const kr_synth_scene *scene, const kr_pose *T_wc,
-                     const kr_intrinsics *K, uint64_t noise_seed, uint16_t *out)
+                     const kr_intrinsics *K, uint64_t noise_seed, uint16_t *out, uint8_t *rgb)
 {
     frame_prep f;
     prepare(scene, T_wc, K, &f);
@@ -325,7 +332,7 @@ void kr_synth_render(const kr_synth_renderer *r, const kr_synth_scene *scene, co
     int ntiles = tiles_x * tiles_y, threads = r->threads > 1 ? 2 : 1;
 #pragma omp parallel for schedule(dynamic, 8) num_threads(threads) if (threads > 1)
     for (int i = 0; i < ntiles; i++)
-        render_tile(r, &f, &sp, i % tiles_x, i / tiles_x, noise_seed, out);
+        render_tile(r, &f, &sp, i % tiles_x, i / tiles_x, noise_seed, out, rgb);
 }
 
 void kr_synth_renderer_init(kr_synth_renderer *r, uint64_t seed)

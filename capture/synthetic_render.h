@@ -30,10 +30,12 @@ typedef struct {
 void kr_synth_renderer_init(kr_synth_renderer *r, uint64_t seed);
 
 /* Renders the scene seen from camera-to-world pose T_wc into `out`
- * (K->width × K->height disparities, KR_DISPARITY_INVALID where missing).
+ * (K->width × K->height disparities, KR_DISPARITY_INVALID where missing)
+ * and, when `rgb` is not NULL, each pixel's surface colour into it (3 bytes
+ * a pixel, kr_synth_colour; registered to the depth: the same rays).
  * The noise is a pure function of (noise_seed, pixel), independent of the
  * thread count. */
 void kr_synth_render(const kr_synth_renderer *r, const kr_synth_scene *scene, const kr_pose *T_wc,
-                     const kr_intrinsics *K, uint64_t noise_seed, uint16_t *out);
+                     const kr_intrinsics *K, uint64_t noise_seed, uint16_t *out, uint8_t *rgb);
 
 #endif

@@ -143,3 +143,15 @@ double kr_synth_prim_radius(const kr_synth_prim *p)
         return sqrt(p->half[0] * p->half[0] + p->half[1] * p->half[1] + p->half[2] * p->half[2]);
     }
 }
+
+void kr_synth_colour(int prim, int face, uint8_t rgb[3])
+{
+    static const uint8_t palette[8][3] = {{200, 40, 40},  {40, 160, 60},  {40, 70, 200},
+                                          {220, 180, 30}, {160, 50, 170}, {30, 170, 180},
+                                          {230, 110, 20}, {110, 110, 110}};
+    static const uint8_t tints[6][3] = {{150, 120, 90},  {235, 225, 205}, {205, 225, 235},
+                                        {225, 235, 205}, {235, 205, 225}, {245, 245, 245}};
+    const uint8_t *c = prim >= 0 ? palette[prim % 8] : tints[(face % 6 + 6) % 6];
+    for (int k = 0; k < 3; k++)
+        rgb[k] = c[k];
+}

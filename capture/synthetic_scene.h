@@ -34,6 +34,13 @@ typedef struct {
 
 void kr_synth_scene_build(uint64_t seed, kr_synth_scene *scene);
 
+/* The scene's colours: primitive `prim` (0 … count − 1) has one of a
+ * palette of saturated colours, chosen by its index; with prim < 0 the
+ * room's face `face` (0 floor … as room_min/room_max: 2·axis + (max side))
+ * has one of six light tints. What the colour stream shows and tests
+ * check meshes against. */
+void kr_synth_colour(int prim, int face, uint8_t rgb[3]);
+
 /* Bounding sphere radius of a primitive around its centre. */
 double kr_synth_prim_radius(const kr_synth_prim *p);
 

@@ -23,6 +23,7 @@ typedef struct {
     double fps;
     unsigned frames, next;
     bool *covered; /* per frame: the sensor is covered (no valid depth) */
+    bool colour;   /* render the colour stream too (kr_source_config.colour) */
 } synth_source;
 
 static kr_status synth_read(kr_source *src, kr_frame *frame)
@@ -34,14 +35,21 @@ static kr_status synth_read(kr_source *src, kr_frame *frame)
     if (!raw)
         return kr_error(KR_ERR_NOMEM, "synthetic: cannot allocate a %dx%d frame", K->width,
                         K->height);
+    uint8_t *rgb = NULL;
+    if (s->colour && !(rgb = calloc((size_t)K->width * K->height, 3))) {
+        free(raw);
+        return kr_error(KR_ERR_NOMEM, "synthetic: cannot allocate a %dx%d colour frame", K->width,
+                        K->height);
+    }
     unsigned i = s->next++;
     if (s->covered[i]) {
         for (size_t k = 0; k < (size_t)K->width * K->height; k++)
             raw[k] = KR_DISPARITY_INVALID;
     } else {
         kr_synth_render(&s->renderer, &s->scene, &src->groundtruth.poses[i], K,
-                        kr_rng_mix(s->seed, i, 0x5e1502), raw);
+                        kr_rng_mix(s->seed, i, 0x5e1502), raw, rgb);
     }
+    frame->rgb = rgb;
     frame->timestamp = src->groundtruth.stamps[i];
     frame->width = K->width;
     frame->height = K->height;
@@ -90,6 +98,7 @@ kr_status kr_synthetic_open(kr_source *src, const kr_source_config *cfg, const k
     if (!s) return kr_error(KR_ERR_NOMEM, "synthetic: out of memory");
     s->seed = cfg->seed;
     s->fps = cfg->fps;
+    s->colour = cfg->colour;
     s->frames = (unsigned)n;
     /* Only the frames that will be delivered need a pose. */
     double stride = cfg->stride > 1 ? cfg->stride : 1;

@@ -6,6 +6,7 @@
  * malformed line or a timestamp going backwards fails before any frame is
  * read; PNG problems surface per frame, where skip_bad can skip them. */
 #include "capture/png_depth.h"
+#include "capture/tum_colour.h"
 #include "capture/intrinsics_file.h"
 #include "capture/prefetch.h"
 #include "core/files.h"
@@ -38,6 +39,8 @@ typedef struct {
     int width, height;
     kr_png_reader png;
     kr_prefetch *prefetch; /* decoders running ahead (NULL: decode on demand) */
+    bool colour;           /* deliver the colour stream (kr_source_config.colour) */
+    kr_tum_colour rgb;
 } tum_source;
 
 static void tum_free(tum_source *t)
@@ -48,6 +51,7 @@ static void tum_free(tum_source *t)
         free(t->entries[i].path);
     free(t->entries);
     kr_png_reader_free(&t->png);
+    kr_tum_colour_free(&t->rgb);
     free(t);
 }
 
@@ -176,6 +180,8 @@ static kr_status tum_read(kr_source *src, kr_frame *frame)
             frame->encoding = KR_DEPTH_SCALED;
             frame->depth_scale = t->scale;
             frame->raw = raw;
+            long c = t->colour ? kr_tum_colour_nearest(&t->rgb, e->stamp) : -1;
+            if (c >= 0) frame->rgb = kr_tum_colour_read(&t->rgb, c, t->width, t->height);
             return KR_OK;
         }
         if (!kr_source_skip_corrupt(src, st)) return st;
@@ -270,6 +276,15 @@ kr_status kr_tum_open(kr_source *src, const char *dir, const kr_source_config *c
     }
     t->width = src->intrinsics.width;
     t->height = src->intrinsics.height;
+    if (cfg->colour) {
+        if ((st = kr_tum_colour_open(&t->rgb, dir)) != KR_OK) {
+            tum_free(t);
+            return st;
+        }
+        t->colour = true;
+        if (t->rgb.n == 0)
+            kr_log(KR_LOG_INFO, "tum:%s has no rgb.txt: no colour (depth only)", dir);
+    }
     /* PNG decoding is the replay's bottleneck with a fast backend: decode
      * ahead on spare cores, in order (none on a 2-core machine, where the
      * tracker needs both). The decoders walk every entry in order, so a

@@ -8,7 +8,9 @@ void kr_frame_release(kr_frame *frame)
 {
     if (!frame) return;
     free(frame->raw);
+    free(frame->rgb);
     frame->raw = NULL;
+    frame->rgb = NULL;
 }
 
 double kr_now(void)

@@ -95,6 +95,7 @@ kr_status kr_queue_push(kr_queue *q, kr_frame *frame)
     q->count++;
     atomic_store(&q->length, (size_t)q->count);
     frame->raw = NULL; /* ownership moved into the queue */
+    frame->rgb = NULL;
     pthread_cond_signal(&q->not_empty);
     pthread_mutex_unlock(&q->mu);
     return KR_OK;
@@ -133,6 +134,7 @@ kr_status kr_queue_pop(kr_queue *q, kr_frame *out, int timeout_ms)
     }
     *out = q->ring[q->head];
     q->ring[q->head].raw = NULL;
+    q->ring[q->head].rgb = NULL;
     q->head = (q->head + 1) % q->cfg.capacity;
     q->count--;
     atomic_store(&q->length, (size_t)q->count);

@@ -25,6 +25,7 @@ kr_status kr_lost_keep_add(kr_lost_keep *k, size_t index, kr_frame *frame, bool 
     kr_lost_frame *f = &k->frames[k->count++];
     f->index = index;
     f->frame = *frame;
+    f->frame.rgb = NULL; /* the caller keeps (and releases) the colour */
     f->covered = !has_depth;
     f->placed = KR_LOST_KEPT;
     if (has_depth && k->max_depth > 0) {

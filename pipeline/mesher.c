@@ -4,16 +4,19 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 typedef struct {
     kr_cloud cloud;  /* points owned here; normals unused (NULL) */
     size_t capacity; /* floats */
+    uint8_t *rgb;    /* owned here, rgb_capacity bytes */
+    size_t rgb_capacity;
+    bool coloured; /* rgb holds this frame's colour */
     kr_pose pose;
 } mesher_job;
 
@@ -49,7 +52,9 @@ static void *mesher_main(void *arg)
         m->busy = true;
         pthread_mutex_unlock(&m->lock);
         kr_status s = m->status == KR_OK
-                          ? kr_surface_integrate(m->surface, &m->working.cloud, &m->working.pose)
+                          ? kr_surface_integrate(m->surface, &m->working.cloud,
+                                                 m->working.coloured ? m->working.rgb : NULL,
+                                                 &m->working.pose)
                           : KR_OK;
         pthread_mutex_lock(&m->lock);
         m->busy = false;
@@ -89,11 +94,24 @@ kr_status kr_mesher_create(kr_mesher **out, const kr_surface_config *cfg, const 
     return KR_OK;
 }
 
-kr_status kr_mesher_post(kr_mesher *m, const kr_cloud *cloud, const kr_pose *pose)
+kr_status kr_mesher_post(kr_mesher *m, const kr_cloud *cloud, const uint8_t *rgb,
+                         const kr_pose *pose)
 {
     size_t n = 3 * (size_t)cloud->width * (size_t)cloud->height;
     pthread_mutex_lock(&m->lock);
     mesher_job *j = &m->waiting;
+    if (rgb && j->rgb_capacity < n) {
+        uint8_t *c = realloc(j->rgb, n);
+        if (!c) {
+            pthread_mutex_unlock(&m->lock);
+            return kr_error(KR_ERR_NOMEM, "surface thread: out of memory for a %dx%d colour image",
+                            cloud->width, cloud->height);
+        }
+        j->rgb = c;
+        j->rgb_capacity = n;
+    }
+    j->coloured = rgb != NULL;
+    if (rgb) memcpy(j->rgb, rgb, n);
     if (j->capacity < n) {
         float *p = realloc(j->cloud.points, n * sizeof *p);
         if (!p) {
@@ -156,6 +174,8 @@ void kr_mesher_destroy(kr_mesher **mp)
     pthread_mutex_destroy(&m->lock);
     free(m->waiting.cloud.points);
     free(m->working.cloud.points);
+    free(m->waiting.rgb);
+    free(m->working.rgb);
     kr_surface_destroy(&m->surface);
     free(m);
     *mp = NULL;

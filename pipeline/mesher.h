@@ -25,8 +25,10 @@ typedef struct kr_mesher kr_mesher;
  * them (a warning says why), on the host. */
 kr_status kr_mesher_create(kr_mesher **out, const kr_surface_config *cfg, const kr_device *device);
 
-/* Hands over a copy of `cloud` at `pose`; returns at once. */
-kr_status kr_mesher_post(kr_mesher *m, const kr_cloud *cloud, const kr_pose *pose);
+/* Hands over a copy of `cloud` (and of its colour `rgb`, 3 bytes a pixel,
+ * when not NULL) at `pose`; returns at once. */
+kr_status kr_mesher_post(kr_mesher *m, const kr_cloud *cloud, const uint8_t *rgb,
+                         const kr_pose *pose);
 
 /* Integrates the frame still waiting, stops the thread, meshes the volume
  * and writes it to `path` (kr_mesh_save_ply); fills the mesh_* members of

@@ -146,7 +146,10 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     p->trajectory_file.fd = -1;
 
     kr_status s;
-    if ((s = kr_source_create(&p->source, &cfg->source)) != KR_OK) goto fail;
+    /* The surface takes the colour stream where the source has one. */
+    kr_source_config scfg = cfg->source;
+    if (cfg->mesh_path && *cfg->mesh_path) scfg.colour = true;
+    if ((s = kr_source_create(&p->source, &scfg)) != KR_OK) goto fail;
     p->intrinsics = kr_source_intrinsics(p->source);
     if ((s = kr_device_create(&p->device, &cfg->device)) != KR_OK) goto fail;
     kr_model_config mcfg = cfg->model;
@@ -549,7 +552,8 @@ static kr_status fuse_frame(kr_pipeline *p, const kr_frame *frame, const kr_pose
 {
     kr_status s;
     bool snapshot_due = first || frame->index % (uint64_t)p->cfg.rebuild_every == 0;
-    if (p->mesher && fuse && (s = kr_mesher_post(p->mesher, &p->pyramid.level[0], pose)) != KR_OK)
+    if (p->mesher && fuse &&
+        (s = kr_mesher_post(p->mesher, &p->pyramid.level[0], frame->rgb, pose)) != KR_OK)
         return s;
     if (p->fuser) {
         if (fuse || snapshot_due) {

@@ -1,10 +1,11 @@
 /* Parity: the surface fused and meshed on the device (fusion/surface/
- * surface_cuda.cu) against the CPU engine, fed the same clouds at the same
- * poses. Both run the same per-voxel and per-cube math (surface_kernels.h,
- * surface_mesh_kernels.h; the CUDA file never fuses products into
- * multiply-adds, IEEE division and sqrt), so the voxels must agree bit for
- * bit, and so must the meshes: the same vertices in the same order, the same
- * triangles. Skips cleanly without a CUDA device (CTest label gpu). */
+ * surface_cuda.cu) against the CPU engine, fed the same clouds and colours
+ * at the same poses. Both run the same per-voxel and per-cube math
+ * (surface_kernels.h, surface_mesh_kernels.h; the CUDA file never fuses
+ * products into multiply-adds, IEEE division and sqrt), so the voxels must
+ * agree bit for bit, and so must the meshes: the same vertices in the same
+ * order, the same colours, the same triangles. Skips cleanly without a CUDA
+ * device (CTest label gpu). */
 #include "kr_test.h"
 #include "parity.h"
 
@@ -29,6 +30,7 @@ static kr_surface *fuse_frames(const kr_device *engine, float voxel, int frames)
     kr_source_config_default(&sc);
     sc.uri = "synthetic:1";
     sc.max_frames = frames;
+    sc.colour = true;
     kr_source *src = NULL;
     kr_device *cpu = kr_parity_make_device(KR_BACKEND_CPU);
     kr_status st = kr_surface_create(&s, &cfg);
@@ -43,7 +45,7 @@ static kr_surface *fuse_frames(const kr_device *engine, float voxel, int frames)
         kr_intrinsics k = kr_source_intrinsics(src);
         st = kr_preprocess(cpu, &pc, &frame, &k, &pyr);
         if (st == KR_OK)
-            st = kr_surface_integrate(s, &pyr.level[0],
+            st = kr_surface_integrate(s, &pyr.level[0], frame.rgb,
                                       &kr_source_groundtruth(src)->poses[frame.index]);
         kr_frame_release(&frame);
     }
@@ -90,6 +92,7 @@ static void same_surface(float voxel, int frames)
         CHECK(!memcmp(a.xyz, b.xyz, 3 * a.n_vertices * sizeof *a.xyz));
         CHECK(!memcmp(a.normals, b.normals, 3 * a.n_vertices * sizeof *a.normals));
         CHECK(!memcmp(a.faces, b.faces, 3 * a.n_faces * sizeof *a.faces));
+        CHECK(a.rgb && b.rgb && !memcmp(a.rgb, b.rgb, 3 * a.n_vertices));
     }
     kr_mesh_free(&a);
     kr_mesh_free(&b);

@@ -196,6 +196,7 @@ static size_t synthetic_frames(double seconds, float near, kr_surface *s, float 
     kr_source_config_default(&sc);
     sc.uri = "synthetic:1";
     sc.duration_s = seconds;
+    sc.colour = true;
     kr_source *src = NULL;
     kr_device *dev = NULL;
     kr_device_config dc;
@@ -219,10 +220,13 @@ static size_t synthetic_frames(double seconds, float near, kr_surface *s, float 
     while (kr_source_read(src, &frame) == KR_OK) {
         const kr_pose *pose = &gt->poses[frame.index];
         kr_status st = kr_preprocess(dev, &pc, &frame, &k, &pyr);
+        uint8_t *rgb = frame.rgb;
+        frame.rgb = NULL;
         kr_frame_release(&frame);
         double t0 = kr_now();
-        if (st == KR_OK && s) st = kr_surface_integrate(s, &pyr.level[0], pose);
+        if (st == KR_OK && s) st = kr_surface_integrate(s, &pyr.level[0], rgb, pose);
         *fuse_s += kr_now() - t0;
+        free(rgb);
         if (st != KR_OK) {
             kr_test_fail(__FILE__, __LINE__, "frame %llu: %s", (unsigned long long)frame.index,
                          kr_last_error());
@@ -300,6 +304,29 @@ static void print_score(const char *what, const mesh_score *r, size_t n_seen, fl
 
 enum { SEEN_CAP = 1 << 16 };
 
+/* The share of the mesh's vertices whose colour is their nearest scene
+ * element's (kr_synth_colour), every channel within `tolerance`. */
+static double colour_agreement(const kr_synth_scene *scene, const kr_mesh *m, int tolerance)
+{
+    size_t right = 0;
+    for (size_t i = 0; i < m->n_vertices; i++) {
+        double p[3] = {m->xyz[3 * i], m->xyz[3 * i + 1], m->xyz[3 * i + 2]};
+        int face, prim = -1;
+        double best = room_distance(scene, p, &face);
+        for (int k = 0; k < scene->count; k++) {
+            double d = prim_distance(&scene->prims[k], p);
+            if (d < best) best = d, prim = k;
+        }
+        uint8_t want[3];
+        kr_synth_colour(prim, face, want);
+        bool ok = true;
+        for (int k = 0; k < 3; k++)
+            ok = ok && abs((int)m->rgb[3 * i + k] - (int)want[k]) <= tolerance;
+        right += ok;
+    }
+    return m->n_vertices ? (double)right / (double)m->n_vertices : 0;
+}
+
 /* Frames of the synthetic scene fused at their true poses. The mesh's
  * vertices lie on the scene (its distance functions, not the renderer's),
  * and every surface point a frame measured has the mesh within a voxel:
@@ -344,6 +371,13 @@ KR_TEST(surface, synthetic_scene_meshes_on_what_was_seen)
            (unsigned long long)ss.frames, voxel * 1e3, ss.blocks, 1e3 * fuse_s / (double)ss.frames,
            1e3 * mesh_s, m.n_vertices, m.n_faces);
     print_score("kinreg", &r, n_seen, voxel);
+    /* Colour: the scene's own, except where two differently coloured
+     * surfaces meet within the colour band (two voxels) of a vertex. */
+    REQUIRE(m.rgb != NULL);
+    double coloured = colour_agreement(&scene, &m, 24);
+    printf("    colour: %.1f %% of the vertices within 24 of their surface's colour\n",
+           100 * coloured);
+    CHECK(coloured > 0.9);
     /* The sensor's noise at 2-3 m is a centimetre a frame; averaged over the
      * frames the surface is within a fraction of a voxel of the truth, or,
      * at fine voxels, of the floor the depth quantisation leaves (the

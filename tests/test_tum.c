@@ -596,3 +596,64 @@ KR_TEST(tum, depth_txt_stamps_in_range)
     REQUIRE_OK(open_tum(dir, false, &src));
     kr_source_destroy(&src);
 }
+
+/* The colour stream: each depth frame takes rgb.txt's image nearest in time
+ * within 0.02 s (any PNG colour type, as 8-bit RGB); a frame with none near
+ * goes without, and so does one whose image cannot be read (a warning, the
+ * depth kept); without the colour flag nothing is read; a malformed rgb.txt
+ * fails the open, naming its line. */
+KR_TEST(tum, colour_stream_by_nearest_time)
+{
+    const char *dir = make_dir("colour");
+    char path[800];
+    snprintf(path, sizeof path, "%s/rgb", dir);
+    mkdir(path, 0755);
+    REQUIRE(good_png(dir, "a.png") && good_png(dir, "b.png") && good_png(dir, "c.png") &&
+            good_png(dir, "d.png"));
+    REQUIRE(write_depth_txt(dir, "1.000 depth/a.png\n1.050 depth/b.png\n1.200 depth/c.png\n"
+                                 "1.295 depth/d.png\n"));
+    snprintf(path, sizeof path, "%s/rgb/rgb8.png", dir);
+    REQUIRE(write_png(path, 640, 480, 8, PNG_COLOR_TYPE_RGB));
+    snprintf(path, sizeof path, "%s/rgb/grey8.png", dir);
+    REQUIRE(write_png(path, 640, 480, 8, PNG_COLOR_TYPE_GRAY));
+    snprintf(path, sizeof path, "%s/rgb.txt", dir);
+    REQUIRE(write_text(path, "# timestamp filename\n0.990 rgb/rgb8.png\n1.060 rgb/grey8.png\n"
+                             "1.300 rgb/missing.png\n"));
+    kr_source_config cfg;
+    kr_source_config_default(&cfg);
+    char uri[800];
+    snprintf(uri, sizeof uri, "tum:%s", dir);
+    cfg.uri = uri;
+    cfg.intrinsics = "fr1";
+    cfg.colour = true;
+    kr_source *src = NULL;
+    REQUIRE_OK(kr_source_create(&src, &cfg));
+    const bool want[4] = {true, true, false, false}; /* d: its image is missing */
+    for (int i = 0; i < 4; i++) {
+        kr_frame f;
+        REQUIRE_OK(kr_source_read(src, &f));
+        CHECK(f.raw != NULL);
+        CHECK_MSG((f.rgb != NULL) == want[i], "frame %d: colour %s", i, f.rgb ? "yes" : "no");
+        bool same = true;
+        for (int y = 0; f.rgb && y < 480; y += 37)
+            for (int x = 0; x < 640; x += 41)
+                for (int c = 0; c < 3; c++)
+                    same = same && f.rgb[3 * (y * 640 + x) + c] == (uint8_t)pattern(x, y);
+        CHECK_MSG(same, "frame %d: the image's pixels", i);
+        kr_frame_release(&f);
+    }
+    kr_source_destroy(&src);
+
+    cfg.colour = false;
+    REQUIRE_OK(kr_source_create(&src, &cfg));
+    kr_frame f;
+    REQUIRE_OK(kr_source_read(src, &f));
+    CHECK(f.rgb == NULL);
+    kr_frame_release(&f);
+    kr_source_destroy(&src);
+
+    cfg.colour = true;
+    REQUIRE(write_text(path, "0.990 rgb/rgb8.png\nnot-a-time rgb/grey8.png\n"));
+    CHECK_EQ(kr_source_create(&src, &cfg), KR_ERR_FORMAT);
+    CHECK_MSG(strstr(kr_last_error(), "rgb.txt:2"), "%s", kr_last_error());
+}

@@ -150,7 +150,7 @@ static kr_status fuse_source(kr_source *src, const kr_trajectory *poses, const m
         kr_pose pose;
         if (pose_at(poses, frame.timestamp, o->max_dt, &pose)) {
             st = kr_preprocess(dev, &pc, &frame, &k, &pyr);
-            if (st == KR_OK) st = kr_surface_integrate(surface, &pyr.level[0], &pose);
+            if (st == KR_OK) st = kr_surface_integrate(surface, &pyr.level[0], frame.rgb, &pose);
             if (st == KR_OK) n->fused++;
         } else {
             n->no_pose++;
@@ -204,6 +204,7 @@ int kr_cmd_mesh(int argc, char **argv)
         }
     }
     o.source.uri = argv[optind];
+    o.source.colour = true; /* a coloured mesh where the source has colour */
     kr_source *src = NULL;
     kr_status st = kr_source_create(&src, &o.source);
     if (st != KR_OK) {

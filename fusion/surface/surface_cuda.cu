@@ -29,6 +29,8 @@ struct kr_surface_cuda {
     kr_surface_voxel **chunk; /* one device pointer: the pool, as the view's only chunk */
     float *depth;
     size_t cap_depth;
+    uint8_t *rgb;
+    size_t cap_rgb;
     uint32_t *touched;
     size_t cap_touched;
     uint32_t *slots;
@@ -92,8 +94,8 @@ extern "C" void kr_surface_cuda_destroy(kr_surface_cuda **dp)
     kr_surface_cuda *d = *dp;
     if (d->ctx && kr_gpu_enter(d->ctx) == KR_OK) {
         cudaStreamSynchronize(d->ctx->stream);
-        void *bufs[] = {d->pool,  d->coords, d->chunk,   d->depth,     d->touched, d->slots,
-                        d->table, d->counts, d->offsets, d->scan_temp, d->corners};
+        void *bufs[] = {d->pool,  d->coords, d->chunk,  d->depth,   d->rgb,       d->touched,
+                        d->slots, d->table,  d->counts, d->offsets, d->scan_temp, d->corners};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
             cudaFree(bufs[i]);
     }
@@ -148,6 +150,7 @@ extern "C" kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_f
     cudaStream_t st = d->ctx->stream;
     kr_status s = take_blocks(d, coords, n_blocks);
     if (s == KR_OK) s = grow((void **)&d->depth, &d->cap_depth, n_pixels, sizeof(float), 0, st);
+    if (s == KR_OK && f->rgb) s = grow((void **)&d->rgb, &d->cap_rgb, 3 * n_pixels, 1, 0, st);
     if (s == KR_OK)
         s = grow((void **)&d->touched, &d->cap_touched, n_touched, sizeof(uint32_t), 0, st);
     if (s != KR_OK) return s;
@@ -156,8 +159,11 @@ extern "C" kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_f
         cudaMemcpyAsync(d->depth, f->depth, n_pixels * sizeof(float), cudaMemcpyHostToDevice, st));
     KR_CUDA_CHECK(cudaMemcpyAsync(d->touched, touched, n_touched * sizeof(uint32_t),
                                   cudaMemcpyHostToDevice, st));
+    if (f->rgb)
+        KR_CUDA_CHECK(cudaMemcpyAsync(d->rgb, f->rgb, 3 * n_pixels, cudaMemcpyHostToDevice, st));
     kr_surface_frame df = *f;
     df.depth = d->depth;
+    df.rgb = f->rgb ? d->rgb : NULL;
     fuse_kernel<<<(unsigned)n_touched, KR_SURFACE_BLOCK_VOXELS, 0, st>>>(df, d->coords, d->touched,
                                                                          d->pool);
     KR_CUDA_CHECK(cudaGetLastError());

@@ -172,7 +172,8 @@ static void fuse_block(const kr_surface *s, const kr_surface_frame *f, size_t b)
             }
 }
 
-kr_status kr_surface_integrate(kr_surface *s, const kr_cloud *cloud, const kr_pose *pose)
+kr_status kr_surface_integrate(kr_surface *s, const kr_cloud *cloud, const uint8_t *rgb,
+                               const kr_pose *pose)
 {
     if (!s || !cloud || !pose || !cloud->points)
         return kr_error(KR_ERR_INVALID_ARG, "kr_surface_integrate: missing surface, cloud or pose");
@@ -194,6 +195,8 @@ kr_status kr_surface_integrate(kr_surface *s, const kr_cloud *cloud, const kr_po
         s->depth[i] = kr_surface_depth_of(cloud->points + 3 * i, max_depth);
     kr_surface_frame f;
     frame_of(s, cloud, pose, &f);
+    f.rgb = rgb;
+    if (rgb) s->coloured = true;
     kr_status st = allocate(s, &f, cloud, pose);
     if (st != KR_OK) return st;
     if (s->gpu) {

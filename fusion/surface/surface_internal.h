@@ -35,6 +35,7 @@ struct kr_surface {
     size_t n_slots;
     uint64_t frames, refused;
     bool warned_full;
+    bool coloured;        /* a frame with colour was fused */
     kr_surface_cuda *gpu; /* the voxels on a device (chunks then unused), or NULL */
 };
 

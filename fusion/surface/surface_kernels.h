@@ -35,15 +35,25 @@
 #define KR_SURFACE_BLOCK_VOXELS (KR_SURFACE_BLOCK * KR_SURFACE_BLOCK * KR_SURFACE_BLOCK)
 
 typedef struct {
-    float d; /* signed distance, metres, within ±τ; meaningless while w = 0 */
-    float w; /* accumulated weight, 0 = never seen */
+    float d;          /* signed distance, metres, within ±τ; meaningless while w = 0 */
+    float w;          /* accumulated weight, 0 = never seen */
+    uint8_t rgb[3];   /* mean colour of the frames that saw it near the surface */
+    uint8_t colour_w; /* how many did (capped at KR_SURFACE_COLOUR_WEIGHT), 0 = none */
 } kr_surface_voxel;
+
+/* Colour is averaged over at most this many frames (the newest weigh more
+ * after that, so a lighting change shows through), and only into voxels
+ * within this many voxels of the measured surface — the colour is the
+ * surface's, not the free space's in front of it. */
+#define KR_SURFACE_COLOUR_WEIGHT 32
+#define KR_SURFACE_COLOUR_BAND 2.0f
 
 /* One frame as the per-voxel update reads it. */
 typedef struct {
     kr_intrinsics k;     /* of the cloud */
     bool distorted;      /* k has lens distortion */
     float R[9], t[3];    /* world to camera: p_c = R p_w + t */
+    const uint8_t *rgb;  /* per pixel, 3 bytes, registered to the depth; NULL: no colour */
     const float *depth;  /* per pixel, row-major: the measured z, 0 where none or beyond
                             max_depth (the cloud's z, kr_surface_depth_of) */
     float voxel;         /* metres */
@@ -77,18 +87,16 @@ static inline KR_HD float kr_surface_weight(const kr_surface_frame *f, float z)
     return step > f->voxel ? (f->voxel / step) * (f->voxel / step) : 1.0f;
 }
 
-/* The measured depth at the pixel that camera point (x, y, z) projects to
- * ((xn, yn) = (x/z, y/z), given), or 0 when it falls outside the image or
- * on no measurement. */
-static inline KR_HD float kr_surface_measured_depth(const kr_surface_frame *f, float xn, float yn)
+/* The pixel that camera point (x, y, z) projects to ((xn, yn) = (x/z, y/z),
+ * given), row-major, or -1 outside the image. */
+static inline KR_HD long kr_surface_pixel(const kr_surface_frame *f, float xn, float yn)
 {
     if (f->distorted) kr_surface_distort(&f->k, &xn, &yn);
     float u = f->k.fx * xn + f->k.cx, v = f->k.fy * yn + f->k.cy;
     if (!(u >= -0.5f && v >= -0.5f && u < (float)f->k.width - 0.5f &&
           v < (float)f->k.height - 0.5f))
-        return 0.0f;
-    int iu = (int)(u + 0.5f), iv = (int)(v + 0.5f);
-    return f->depth[(long)iv * f->k.width + iu];
+        return -1;
+    return (long)(int)(v + 0.5f) * f->k.width + (int)(u + 0.5f);
 }
 
 /* A pixel's entry in kr_surface_frame.depth from its cloud point. */
@@ -136,7 +144,8 @@ static inline KR_HD void kr_surface_fuse_voxel(const kr_surface_frame *f, const 
 {
     if (!(pc[2] > 0.0f)) return;
     float inv = 1.0f / pc[2], xn = pc[0] * inv, yn = pc[1] * inv;
-    float zm = kr_surface_measured_depth(f, xn, yn);
+    long px = kr_surface_pixel(f, xn, yn);
+    float zm = px < 0 ? 0.0f : f->depth[px];
     if (zm == 0.0f) return;
     float sdf = (zm - pc[2]) * sqrtf(1.0f + xn * xn + yn * yn);
     float tau = kr_surface_truncation(f, zm);
@@ -145,6 +154,14 @@ static inline KR_HD void kr_surface_fuse_voxel(const kr_surface_frame *f, const 
     float total = vx->w + w;
     vx->d = (vx->d * vx->w + d * w) / total;
     vx->w = total < f->max_weight ? total : f->max_weight;
+    if (f->rgb && sdf <= KR_SURFACE_COLOUR_BAND * f->voxel &&
+        sdf >= -KR_SURFACE_COLOUR_BAND * f->voxel) {
+        const uint8_t *c = f->rgb + 3 * px;
+        int n = vx->colour_w;
+        for (int k = 0; k < 3; k++)
+            vx->rgb[k] = (uint8_t)((vx->rgb[k] * n + c[k] + (n + 1) / 2) / (n + 1));
+        if (n < KR_SURFACE_COLOUR_WEIGHT) vx->colour_w = (uint8_t)(n + 1);
+    }
 }
 
 #endif

@@ -60,14 +60,16 @@ static int by_key(const void *a, const void *b)
 }
 
 /* Welds the corners into vertices and faces. */
-static kr_status weld(const kr_surface_corner *v, size_t n, kr_mesh *out)
+/* Welds the corners into vertices and faces; with `colour`, vertex colours. */
+static kr_status weld(const kr_surface_corner *v, size_t n, bool colour, kr_mesh *out)
 {
-    key_at *order = malloc((n ? n : 1) * sizeof *order);
-    uint32_t *faces = malloc((n ? n : 1) * sizeof *faces);
-    float *xyz = malloc((n ? n : 1) * 3 * sizeof *xyz),
-          *normals = malloc((n ? n : 1) * 3 * sizeof *normals);
-    if (!order || !faces || !xyz || !normals || n / 3 > UINT32_MAX) {
-        free(order), free(faces), free(xyz), free(normals);
+    size_t m = n ? n : 1;
+    key_at *order = malloc(m * sizeof *order);
+    uint32_t *faces = malloc(m * sizeof *faces);
+    float *xyz = malloc(m * 3 * sizeof *xyz), *normals = malloc(m * 3 * sizeof *normals);
+    uint8_t *rgb = colour ? malloc(m * 3) : NULL;
+    if (!order || !faces || !xyz || !normals || (colour && !rgb) || n / 3 > UINT32_MAX) {
+        free(order), free(faces), free(xyz), free(normals), free(rgb);
         return kr_error(KR_ERR_NOMEM, "surface mesh: out of memory for %zu triangles", n / 3);
     }
     for (size_t i = 0; i < n; i++)
@@ -76,16 +78,19 @@ static kr_status weld(const kr_surface_corner *v, size_t n, kr_mesh *out)
     size_t vertices = 0;
     for (size_t i = 0; i < n; i++) {
         if (i == 0 || order[i].key != order[i - 1].key) {
-            memcpy(xyz + 3 * vertices, v[order[i].at].p, sizeof v->p);
-            memcpy(normals + 3 * vertices, v[order[i].at].n, sizeof v->n);
+            const kr_surface_corner *c = &v[order[i].at];
+            memcpy(xyz + 3 * vertices, c->p, sizeof c->p);
+            memcpy(normals + 3 * vertices, c->n, sizeof c->n);
+            if (rgb) memcpy(rgb + 3 * vertices, c->rgb, sizeof c->rgb);
             vertices++;
         }
         faces[order[i].at] = (uint32_t)(vertices - 1);
     }
     free(order);
-    float *x2 = realloc(xyz, (vertices ? vertices : 1) * 3 * sizeof *xyz);
-    float *n2 = realloc(normals, (vertices ? vertices : 1) * 3 * sizeof *normals);
-    *out = (kr_mesh){vertices, x2 ? x2 : xyz, n2 ? n2 : normals, n / 3, faces};
+    size_t k = vertices ? vertices : 1;
+    float *x2 = realloc(xyz, k * 3 * sizeof *xyz), *n2 = realloc(normals, k * 3 * sizeof *normals);
+    uint8_t *c2 = rgb ? realloc(rgb, k * 3) : NULL;
+    *out = (kr_mesh){vertices, x2 ? x2 : xyz, n2 ? n2 : normals, c2 ? c2 : rgb, n / 3, faces};
     return KR_OK;
 }
 
@@ -132,7 +137,7 @@ kr_status kr_surface_extract(const kr_surface *s, kr_mesh *out)
     if (st == KR_OK && all.n == 0)
         st = kr_error(KR_ERR_EMPTY, "surface mesh: no surface seen on both sides yet (%zu blocks)",
                       s->n_blocks);
-    if (st == KR_OK) st = weld(all.v, all.n, out);
+    if (st == KR_OK) st = weld(all.v, all.n, s->coloured, out);
     free(all.v);
     return st;
 }
@@ -142,6 +147,7 @@ void kr_mesh_free(kr_mesh *m)
     if (!m) return;
     free(m->xyz);
     free(m->normals);
+    free(m->rgb);
     free(m->faces);
     memset(m, 0, sizeof *m);
 }
@@ -152,7 +158,7 @@ kr_status kr_mesh_save_ply(const char *path, const kr_mesh *m)
     kr_ply_data d = {m->n_vertices,
                      m->xyz,
                      m->normals,
-                     NULL,
+                     m->rgb,
                      m->n_faces,
                      m->faces,
                      "kinreg surface mesh (marching cubes of the fused signed distance)"};

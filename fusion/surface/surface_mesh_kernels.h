@@ -19,6 +19,8 @@
 typedef struct {
     uint64_t key; /* the edge: low voxel (20 bits each, offset 2^19) and axis */
     float p[3], n[3];
+    uint8_t rgb[3];
+    uint8_t coloured; /* rgb holds a colour (a frame with colour saw either voxel) */
 } kr_surface_corner;
 
 /* A cube's corners at most: 3 per triangle. */
@@ -73,6 +75,19 @@ static inline KR_HD void kr_surface_edge_corner(const kr_surface_view *v,
     for (int k = 0; k < 3; k++)
         out->n[k] = len > 0.0f ? out->n[k] / len : (k == 2 ? 1.0f : 0.0f);
     out->key = kr_surface_edge_key(ga, axis);
+    /* The colour between the edge's voxels as the distance is, or the one
+     * that has a colour. */
+    const kr_surface_voxel *va = kr_surface_view_voxel(v, cache, ga),
+                           *vb = kr_surface_view_voxel(v, cache, gb);
+    int ca = va && va->colour_w, cb = vb && vb->colour_w;
+    out->coloured = (uint8_t)(ca || cb);
+    for (int k = 0; k < 3; k++) {
+        float x = ca && cb ? (float)va->rgb[k] + u * ((float)vb->rgb[k] - (float)va->rgb[k])
+                  : ca     ? (float)va->rgb[k]
+                  : cb     ? (float)vb->rgb[k]
+                           : 0.0f;
+        out->rgb[k] = (uint8_t)(x + 0.5f);
+    }
 }
 
 /* The triangle corners of the cube whose low voxel is g, 3 per triangle,

@@ -62,10 +62,9 @@ static inline KR_HD int32_t kr_surface_floor_div(int32_t a, int32_t d)
     return a >= 0 ? a / d : -((-a + d - 1) / d);
 }
 
-/* The distance at global voxel coordinates g, when that voxel was seen. */
-static inline KR_HD bool kr_surface_view_seen(const kr_surface_view *v,
-                                              kr_surface_block_cache *cache, const int32_t g[3],
-                                              float *d)
+/* The voxel at global voxel coordinates g, or NULL when its block is absent. */
+static inline KR_HD const kr_surface_voxel *
+kr_surface_view_voxel(const kr_surface_view *v, kr_surface_block_cache *cache, const int32_t g[3])
 {
     int32_t c[3], l[3];
     for (int k = 0; k < 3; k++) {
@@ -76,10 +75,18 @@ static inline KR_HD bool kr_surface_view_seen(const kr_surface_view *v,
         cache->c[0] = c[0], cache->c[1] = c[1], cache->c[2] = c[2];
         cache->b = kr_surface_view_find(v, c);
     }
-    if (cache->b < 0) return false;
-    const kr_surface_voxel *x = kr_surface_view_block(v, (size_t)cache->b) +
-                                (l[2] * KR_SURFACE_BLOCK + l[1]) * KR_SURFACE_BLOCK + l[0];
-    if (!(x->w > 0.0f)) return false;
+    if (cache->b < 0) return NULL;
+    return kr_surface_view_block(v, (size_t)cache->b) +
+           (l[2] * KR_SURFACE_BLOCK + l[1]) * KR_SURFACE_BLOCK + l[0];
+}
+
+/* The distance at global voxel coordinates g, when that voxel was seen. */
+static inline KR_HD bool kr_surface_view_seen(const kr_surface_view *v,
+                                              kr_surface_block_cache *cache, const int32_t g[3],
+                                              float *d)
+{
+    const kr_surface_voxel *x = kr_surface_view_voxel(v, cache, g);
+    if (!x || !(x->w > 0.0f)) return false;
     *d = x->d;
     return true;
 }

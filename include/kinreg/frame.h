@@ -37,7 +37,9 @@ typedef enum {
 #define KR_DISPARITY_INVALID 2047
 
 /* One depth image as a source delivers it. The frame owns `raw` (malloc'd,
- * width*height samples, row-major); kr_frame_release() frees it. */
+ * width*height samples, row-major) and `rgb`; kr_frame_release() frees
+ * both. Code that moves a frame's samples elsewhere moves its colour too
+ * (or frees it) and sets both to NULL. */
 typedef struct {
     uint64_t index;           /* 0-based position in the stream */
     double timestamp;         /* sensor or file timestamp, seconds */
@@ -46,6 +48,9 @@ typedef struct {
     kr_depth_encoding encoding;
     float depth_scale;        /* units per metre for KR_DEPTH_SCALED */
     uint16_t *raw;
+    uint8_t *rgb; /* the colour registered to the depth, 3 bytes a pixel
+                     (width*height), when the source was asked for colour
+                     (kr_source_config.colour) and has it; else NULL */
 } kr_frame;
 
 KR_API void kr_frame_release(kr_frame *frame);

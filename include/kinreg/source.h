@@ -33,6 +33,10 @@ typedef struct {
     kr_intrinsics custom;
     float depth_scale;          /* 0 = source default (TUM 5000) */
     bool skip_bad;              /* skip and count corrupt frames instead of stopping */
+    bool colour;                /* also deliver the colour stream, registered to the depth,
+                                   in kr_frame.rgb where the source has one: synthetic (the
+                                   scene's colours), TUM (rgb.txt, each depth frame with the
+                                   nearest image within 0.02 s); default false */
     bool live;                  /* true for sensors: the pipeline drops the oldest when behind */
     /* synthetic only */
     unsigned seed;              /* default 1 */

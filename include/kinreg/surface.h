@@ -35,13 +35,13 @@ typedef struct {
     float max_weight;        /* the running average's weight cap (default 128) */
     float max_depth;         /* measurements farther than this are ignored (metres, default 4) */
     /* Memory cap: at most memory_mib MiB of blocks (KR_SURFACE_BYTES_PER_BLOCK
-     * each; default 1024 MiB, about 250 000 blocks; 0 = no cap). Past it, new
+     * each; default 1024 MiB, about 174 000 blocks; 0 = no cap). Past it, new
      * surface is not added (kr_surface_stats.refused counts the blocks turned
      * away, and a warning says so once); what is held keeps being refined. */
     double memory_mib;
 } kr_surface_config;
 
-#define KR_SURFACE_BYTES_PER_BLOCK 4128
+#define KR_SURFACE_BYTES_PER_BLOCK 6176
 
 KR_API void kr_surface_config_default(kr_surface_config *cfg);
 /* Errors: KR_ERR_INVALID_ARG (a setting out of range, named). */
@@ -57,11 +57,14 @@ KR_API void kr_surface_destroy(kr_surface **surface);
 KR_API kr_status kr_surface_fuse_on(kr_surface *surface, const kr_device *device);
 
 /* Integrates one frame: `cloud` is its organised level-0 cloud (camera
- * coordinates, kinreg/preprocess.h), `pose` its camera-to-world pose.
+ * coordinates, kinreg/preprocess.h), `rgb` its colour registered to the
+ * depth (3 bytes a pixel, the cloud's size; NULL: none, kr_frame.rgb),
+ * `pose` its camera-to-world pose. Voxels within two voxels of the measured
+ * surface average the colour of the frames that saw them (the newest 32).
  * Errors: KR_ERR_INVALID_ARG, KR_ERR_NOMEM (the frame is not fused; blocks
  * it added stay, unseen, and change no mesh). */
 KR_API kr_status kr_surface_integrate(kr_surface *surface, const kr_cloud *cloud,
-                                      const kr_pose *pose);
+                                      const uint8_t *rgb, const kr_pose *pose);
 
 typedef struct {
     size_t blocks;     /* allocated */
@@ -79,6 +82,8 @@ typedef struct {
     size_t n_vertices;
     float *xyz;     /* 3 per vertex, world metres */
     float *normals; /* 3 per vertex */
+    uint8_t *rgb;   /* 3 per vertex, or NULL when no frame had colour (a vertex no
+                       coloured frame saw near the surface is black) */
     size_t n_faces;
     uint32_t *faces; /* 3 vertex indices per triangle */
 } kr_mesh;
