@@ -145,7 +145,7 @@ static void stop(kr_mesher *m)
     if (running) pthread_join(m->thread, NULL);
 }
 
-kr_status kr_mesher_finish(kr_mesher *m, const char *path, kr_pipeline_stats *stats)
+kr_status kr_mesher_finish(kr_mesher *m, const char *path, int decimate, kr_pipeline_stats *stats)
 {
     stop(m); /* integrates the frame waiting first */
     stats->mesh_frames = m->fused;
@@ -155,7 +155,7 @@ kr_status kr_mesher_finish(kr_mesher *m, const char *path, kr_pipeline_stats *st
     kr_log(KR_LOG_INFO, "meshing the surface (%zu blocks from %llu frames)", ss.blocks,
            (unsigned long long)m->fused);
     kr_mesh mesh = {0};
-    kr_status s = kr_surface_extract(m->surface, &mesh);
+    kr_status s = kr_surface_extract_coarse(m->surface, decimate, &mesh);
     if (s == KR_OK) {
         stats->mesh_vertices = mesh.n_vertices;
         stats->mesh_faces = mesh.n_faces;

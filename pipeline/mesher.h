@@ -31,10 +31,11 @@ kr_status kr_mesher_post(kr_mesher *m, const kr_cloud *cloud, const uint8_t *rgb
                          const kr_pose *pose);
 
 /* Integrates the frame still waiting, stops the thread, meshes the volume
- * and writes it to `path` (kr_mesh_save_ply); fills the mesh_* members of
- * `stats`. Errors: the first integration failure, KR_ERR_EMPTY (no surface
+ * at `decimate` times its voxel (kr_surface_extract_coarse; 1: the full
+ * mesh) and writes it to `path` (kr_mesh_save_ply); fills the mesh_*
+ * members of `stats`. Errors: the first integration failure, KR_ERR_EMPTY (no surface
  * seen), the write's. */
-kr_status kr_mesher_finish(kr_mesher *m, const char *path, kr_pipeline_stats *stats);
+kr_status kr_mesher_finish(kr_mesher *m, const char *path, int decimate, kr_pipeline_stats *stats);
 
 void kr_mesher_destroy(kr_mesher **m);
 

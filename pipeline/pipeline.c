@@ -88,6 +88,7 @@ void kr_pipeline_config_default(kr_pipeline_config *cfg)
     kr_track_config_default(&cfg->track);
     kr_model_config_default(&cfg->model);
     kr_surface_config_default(&cfg->surface);
+    cfg->mesh_decimate = 1;
     kr_recover_config_default(&cfg->recover);
     kr_publisher_config_default(&cfg->publish);
     cfg->publish.endpoint = NULL;
@@ -847,7 +848,7 @@ static void output_failed(kr_pipeline *p, bool *flag, kr_status s)
 static void save_mesh(kr_pipeline *p)
 {
     kr_pipeline_stats m = {0};
-    kr_status s = kr_mesher_finish(p->mesher, p->cfg.mesh_path, &m);
+    kr_status s = kr_mesher_finish(p->mesher, p->cfg.mesh_path, p->cfg.mesh_decimate, &m);
     pthread_mutex_lock(&p->stats_lock);
     p->stats.mesh_frames = m.mesh_frames;
     p->stats.mesh_skipped = m.mesh_skipped;

@@ -74,7 +74,7 @@ static void same_surface(float voxel, int frames)
     size_t n = host->n_blocks, differ = 0;
     kr_surface_voxel *down = malloc(n * KR_SURFACE_BLOCK_VOXELS * sizeof *down);
     REQUIRE(down != NULL);
-    CHECK_OK(kr_surface_cuda_download(dev->gpu, n, down));
+    CHECK_OK(kr_surface_cuda_download_range(dev->gpu, 0, n, down));
     for (size_t b = 0; b < n; b++)
         differ += memcmp(kr_surface_block_voxels(host, b), down + b * KR_SURFACE_BLOCK_VOXELS,
                          KR_SURFACE_BLOCK_VOXELS * sizeof *down) != 0;

@@ -521,3 +521,43 @@ KR_TEST(surface, run_writes_the_tracked_surface)
     free(seen);
     kr_ply_points_free(&ply);
 }
+
+/* A coarser mesh of the same volume: a 5 mm sphere's voxels averaged 4³
+ * mesh into a closed sphere again (every edge in two triangles, Euler
+ * number 2, outward), with about a sixteenth of the triangles, its
+ * vertices within a coarse voxel's linear-interpolation error of the
+ * sphere. */
+KR_TEST(surface, coarse_mesh_is_a_closed_sphere_still)
+{
+    const double c[3] = {0.013, -0.021, 0.007}, r = 0.1;
+    kr_surface *s = sphere_volume(c, r, 0.005f, 0.04f);
+    REQUIRE(s != NULL);
+    kr_mesh fine = {0}, m = {0};
+    REQUIRE_OK(kr_surface_extract(s, &fine));
+    REQUIRE_OK(kr_surface_extract_coarse(s, 4, &m));
+    CHECK_EQ(kr_surface_extract_coarse(s, 0, &m), KR_ERR_INVALID_ARG);
+    kr_surface_destroy(&s);
+    size_t edges = closed_edges(&m);
+    CHECK_EQ((long)m.n_vertices - (long)edges + (long)m.n_faces, 2);
+    double worst = 0, worst_normal = 1;
+    for (size_t i = 0; i < m.n_vertices; i++) {
+        double p[3], len = 0, dot = 0;
+        for (int k = 0; k < 3; k++) {
+            p[k] = m.xyz[3 * i + k] - c[k];
+            len += p[k] * p[k];
+        }
+        len = sqrt(len);
+        for (int k = 0; k < 3; k++)
+            dot += m.normals[3 * i + k] * p[k] / len;
+        worst = fmax(worst, fabs(len - r));
+        worst_normal = fmin(worst_normal, dot);
+    }
+    printf("    %zu -> %zu triangles at 4x the voxel; worst radial error %.2f mm, worst normal "
+           "cos %.4f\n",
+           fine.n_faces, m.n_faces, 1e3 * worst, worst_normal);
+    CHECK(m.n_faces * 10 <= fine.n_faces);
+    CHECK(worst < 0.2 * 0.02); /* a fifth of the coarse voxel, as the fine mesh's bound */
+    CHECK(worst_normal > 0.98);
+    kr_mesh_free(&fine);
+    kr_mesh_free(&m);
+}

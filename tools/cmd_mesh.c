@@ -24,6 +24,7 @@ typedef struct {
     const char *output, *trajectory;
     bool groundtruth, quiet;
     double max_dt;
+    int decimate;
     kr_backend backend;
 } mesh_options;
 
@@ -59,6 +60,10 @@ typedef struct {
         KR_HELP("the sensor's depth step at z is A z^2 (default 0.0030711,\n"                      \
                 "the Kinect v1's); it widens the band and weighs far measurements\n"               \
                 "less (0: fixed band, equal weights)"))                                            \
+    OPT(DECIMATE, (0, "decimate", "N", KR_WHOLE(1, 64, "a factor", NULL)), o->decimate = (int)v,   \
+        KR_HELP("a coarser mesh for a large scan: the voxels averaged N x N x N\n"                 \
+                "and meshed at N times the voxel (about N^2 fewer triangles;\n"                    \
+                "default 1: the full mesh)"))                                                      \
     OPT(MAX_DEPTH, (0, "max-depth", "M", KR_ABOVE(0, 100, "metres", NULL)),                        \
         o->surface.max_depth = (float)v, KR_HELP("ignore farther measurements (default 4)"))       \
     OPT(MEMORY, (0, "surface-memory", "MIB", KR_REAL(0, 1048576, "MiB", "0 = no cap")),            \
@@ -174,7 +179,7 @@ static kr_status fuse_source(kr_source *src, const kr_trajectory *poses, const m
 int kr_cmd_mesh(int argc, char **argv)
 {
     const char *who = "kinreg mesh";
-    mesh_options o = {.max_dt = 0.02, .backend = KR_BACKEND_AUTO};
+    mesh_options o = {.max_dt = 0.02, .decimate = 1, .backend = KR_BACKEND_AUTO};
     kr_source_config_default(&o.source);
     kr_surface_config_default(&o.surface);
     int rc = kr_command_parse(&mesh_command, argc, argv, &o);
@@ -258,7 +263,7 @@ int kr_cmd_mesh(int argc, char **argv)
     }
 
     kr_mesh mesh = {0};
-    kr_status ms = n.fused ? kr_surface_extract(surface, &mesh)
+    kr_status ms = n.fused ? kr_surface_extract_coarse(surface, o.decimate, &mesh)
                            : kr_error(KR_ERR_EMPTY,
                                       "no frame of the source has a pose within "
                                       "%g s: are the trajectory's timestamps the "

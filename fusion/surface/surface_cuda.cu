@@ -249,14 +249,14 @@ extern "C" kr_status kr_surface_cuda_corners(kr_surface_cuda *d, const uint32_t 
     return KR_OK;
 }
 
-extern "C" kr_status kr_surface_cuda_download(kr_surface_cuda *d, size_t n_blocks,
-                                              kr_surface_voxel *out)
+extern "C" kr_status kr_surface_cuda_download_range(kr_surface_cuda *d, size_t first, size_t n,
+                                                    kr_surface_voxel *out)
 {
     KR_CUDA_CHECK_ENTER(d);
-    if (n_blocks > d->n_blocks)
-        return kr_error(KR_ERR_INVALID_ARG, "surface: %zu blocks asked, %zu on the device",
-                        n_blocks, d->n_blocks);
-    KR_CUDA_CHECK(cudaMemcpy(out, d->pool, n_blocks * KR_SURFACE_BLOCK_VOXELS * sizeof *out,
-                             cudaMemcpyDeviceToHost));
+    if (first + n > d->n_blocks)
+        return kr_error(KR_ERR_INVALID_ARG, "surface: blocks %zu to %zu asked, %zu on the device",
+                        first, first + n, d->n_blocks);
+    KR_CUDA_CHECK(cudaMemcpy(out, d->pool + first * KR_SURFACE_BLOCK_VOXELS,
+                             n * KR_SURFACE_BLOCK_VOXELS * sizeof *out, cudaMemcpyDeviceToHost));
     return KR_OK;
 }

@@ -40,8 +40,9 @@ kr_status kr_surface_cuda_corners(kr_surface_cuda *d, const uint32_t *slots, siz
                                   size_t n_blocks, float voxel, const kr_mc_table *table,
                                   kr_surface_corner **out, size_t *n);
 
-/* The first n_blocks blocks' voxels, into out (n_blocks · KR_SURFACE_BLOCK_VOXELS). */
-kr_status kr_surface_cuda_download(kr_surface_cuda *d, size_t n_blocks, kr_surface_voxel *out);
+/* Blocks [first, first + n)'s voxels, into out (n · KR_SURFACE_BLOCK_VOXELS). */
+kr_status kr_surface_cuda_download_range(kr_surface_cuda *d, size_t first, size_t n,
+                                         kr_surface_voxel *out);
 
 #ifdef __cplusplus
 }

@@ -37,8 +37,9 @@ kr_status kr_surface_cuda_corners(kr_surface_cuda *d, const uint32_t *slots, siz
     return no_cuda();
 }
 
-kr_status kr_surface_cuda_download(kr_surface_cuda *d, size_t n_blocks, kr_surface_voxel *out)
+kr_status kr_surface_cuda_download_range(kr_surface_cuda *d, size_t first, size_t n,
+                                         kr_surface_voxel *out)
 {
-    (void)d, (void)n_blocks, (void)out;
+    (void)d, (void)first, (void)n, (void)out;
     return no_cuda();
 }

@@ -268,6 +268,8 @@ typedef struct {
                                       (pipeline/mesher.h: frames it has no time for are skipped,
                                       never the tracker delayed); NULL = none */
     kr_surface_config surface;     /* its volume (kr_surface_config_default) */
+    int mesh_decimate;             /* the mesh at this many times the voxel (voxels averaged,
+                                      kr_surface_extract_coarse); default 1: the full mesh */
     kr_live_refine_config refine;  /* the live refiner (default off) */
     const char *trajectory_refined_path; /* TUM file of every frame's refined pose, written when
                                             the run ends (Ctrl-C included): later refinements

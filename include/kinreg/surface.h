@@ -92,6 +92,13 @@ typedef struct {
  * surface seen yet). On error `out` is untouched. */
 KR_API kr_status kr_surface_extract(const kr_surface *surface, kr_mesh *out);
 KR_API void kr_mesh_free(kr_mesh *mesh);
+/* A coarser mesh for a large scan: the volume's voxels averaged over cubes
+ * of factor³ and meshed like kr_surface_extract at factor times the voxel
+ * (about factor² fewer triangles; a marching-cubes mesh still: welded,
+ * oriented, each edge shared by two triangles). factor 1: the full mesh.
+ * Errors: as kr_surface_extract's, KR_ERR_INVALID_ARG (factor outside 1-64). */
+KR_API kr_status kr_surface_extract_coarse(const kr_surface *surface, int factor, kr_mesh *out);
+
 /* Binary little-endian PLY with vertex normals and faces, written whole or
  * not at all (an existing file is left as it was on failure). */
 KR_API kr_status kr_mesh_save_ply(const char *path, const kr_mesh *mesh);

@@ -209,6 +209,9 @@ KR_OPTION_TABLE(kr_synthetic_option_table, SYNTHETIC_OPTIONS, kr_source_config, 
         cfg->surface.voxel_size = (float)v,                                                        \
         KR_HELP_IF(OUTPUTS, "the surface's voxel size (default %g)",                               \
                    (double)def()->surface.voxel_size))                                             \
+    OPT(MESH_DECIMATE, (0, "mesh-decimate", "N", KR_WHOLE(1, 64, "a factor", NULL)),               \
+        cfg->mesh_decimate = (int)v,                                                               \
+        KR_HELP_IF(OUTPUTS, "a coarser mesh: N times the surface's voxel (default 1)"))            \
     OPT(PUBLISH, ('p', "publish", "ENDPOINT", KR_TEXT), cfg->publish.endpoint = arg,               \
         KR_HELP_IF(OUTPUTS, "ZeroMQ PUB endpoint, e.g. tcp://*:5555 (default: none)"))             \
     OPT(WAIT_SUBSCRIBER, (0, "wait-subscriber", "SEC", KR_REAL(0, 86400, "seconds", NULL)),        \

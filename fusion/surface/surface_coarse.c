@@ -1,0 +1,123 @@
+/* A coarser mesh of the same volume (kr_surface_extract_coarse): the voxels
+ * averaged over cubes of factor³ (their distances weighted by their weights,
+ * their colours by their colour counts) into a volume of factor-times larger
+ * voxels, meshed as any volume is. Unlike decimating the triangles (vertex
+ * clustering folds thin parts into fins that share an edge three and more
+ * times), the coarse mesh is a marching-cubes mesh like the fine one:
+ * welded, consistently oriented, with edges shared by two triangles. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fusion/surface/surface_internal.h"
+
+typedef struct {
+    float dw, w, rgb[3], cw;
+} coarse_sum;
+
+/* The fine voxels of blocks [first, first + n), wherever they live. */
+static const kr_surface_voxel *fine_blocks(const kr_surface *s, size_t first, size_t n,
+                                           kr_surface_voxel *buf, kr_status *st)
+{
+    if (!s->gpu) return kr_surface_block_voxels(s, first);
+    *st = kr_surface_cuda_download_range(s->gpu, first, n, buf);
+    return *st == KR_OK ? buf : NULL;
+}
+
+static kr_status accumulate(const kr_surface *s, kr_surface *c, int factor, coarse_sum **sums,
+                            size_t *cap)
+{
+    /* On the device the voxels come down a chunk of blocks at a time. */
+    kr_surface_voxel *buf =
+        s->gpu ? malloc((size_t)KR_SURFACE_CHUNK * KR_SURFACE_BLOCK_VOXELS * sizeof *buf) : NULL;
+    if (s->gpu && !buf) return kr_error(KR_ERR_NOMEM, "coarse mesh: out of memory");
+    kr_status st = KR_OK;
+    for (size_t first = 0; first < s->n_blocks && st == KR_OK; first += KR_SURFACE_CHUNK) {
+        size_t n = s->n_blocks - first < KR_SURFACE_CHUNK ? s->n_blocks - first : KR_SURFACE_CHUNK;
+        /* A chunk's blocks are contiguous on the host as on the device. */
+        const kr_surface_voxel *chunk = fine_blocks(s, first, n, buf, &st);
+        if (!chunk) break;
+        for (size_t b = first; b < first + n && st == KR_OK; b++) {
+            const kr_surface_voxel *vx = chunk + (b - first) * KR_SURFACE_BLOCK_VOXELS;
+            for (int i = 0; i < KR_SURFACE_BLOCK_VOXELS; i++) {
+                if (!(vx[i].w > 0.0f)) continue;
+                int32_t g[3] = {
+                    s->coords[b][0] * KR_SURFACE_BLOCK + i % KR_SURFACE_BLOCK,
+                    s->coords[b][1] * KR_SURFACE_BLOCK + i / KR_SURFACE_BLOCK % KR_SURFACE_BLOCK,
+                    s->coords[b][2] * KR_SURFACE_BLOCK + i / (KR_SURFACE_BLOCK * KR_SURFACE_BLOCK)};
+                int32_t gc[3], cb[3];
+                for (int k = 0; k < 3; k++) {
+                    gc[k] = kr_surface_floor_div(g[k], factor);
+                    cb[k] = kr_surface_floor_div(gc[k], KR_SURFACE_BLOCK);
+                }
+                long at = kr_surface_find_or_add(c, cb);
+                if (at == -2) {
+                    st = kr_error(KR_ERR_NOMEM, "coarse mesh: out of memory");
+                    break;
+                }
+                if (at < 0) continue;
+                size_t need = ((size_t)at + 1) * KR_SURFACE_BLOCK_VOXELS;
+                if (need > *cap) {
+                    size_t grown = *cap ? 2 * *cap : 1 << 16;
+                    while (grown < need)
+                        grown *= 2;
+                    coarse_sum *p = realloc(*sums, grown * sizeof *p);
+                    if (!p) {
+                        st = kr_error(KR_ERR_NOMEM, "coarse mesh: out of memory");
+                        break;
+                    }
+                    memset(p + *cap, 0, (grown - *cap) * sizeof *p);
+                    *sums = p;
+                    *cap = grown;
+                }
+                int l[3];
+                for (int k = 0; k < 3; k++)
+                    l[k] = gc[k] - cb[k] * KR_SURFACE_BLOCK;
+                coarse_sum *sum = *sums + (size_t)at * KR_SURFACE_BLOCK_VOXELS +
+                                  (l[2] * KR_SURFACE_BLOCK + l[1]) * KR_SURFACE_BLOCK + l[0];
+                sum->dw += vx[i].d * vx[i].w;
+                sum->w += vx[i].w;
+                for (int k = 0; k < 3; k++)
+                    sum->rgb[k] += (float)vx[i].rgb[k] * vx[i].colour_w;
+                sum->cw += vx[i].colour_w;
+            }
+        }
+    }
+    free(buf);
+    return st;
+}
+
+kr_status kr_surface_extract_coarse(const kr_surface *s, int factor, kr_mesh *out)
+{
+    if (!s || !out || factor < 1 || factor > 64)
+        return kr_error(KR_ERR_INVALID_ARG, "kr_surface_extract_coarse: a surface, a mesh and a "
+                                            "factor from 1 to 64");
+    if (factor == 1) return kr_surface_extract(s, out);
+    kr_surface_config cfg = s->cfg;
+    cfg.voxel_size *= (float)factor;
+    cfg.memory_mib = 0;
+    kr_surface *c = NULL;
+    kr_status st = kr_surface_create(&c, &cfg);
+    if (st != KR_OK) return st;
+    coarse_sum *sums = NULL;
+    size_t cap = 0;
+    st = accumulate(s, c, factor, &sums, &cap);
+    for (size_t b = 0; st == KR_OK && b < c->n_blocks; b++) {
+        kr_surface_voxel *vx = kr_surface_block_voxels(c, b);
+        const coarse_sum *sum = sums + b * KR_SURFACE_BLOCK_VOXELS;
+        for (int i = 0; i < KR_SURFACE_BLOCK_VOXELS; i++) {
+            if (!(sum[i].w > 0.0f)) continue;
+            vx[i].d = sum[i].dw / sum[i].w;
+            vx[i].w = sum[i].w;
+            if (sum[i].cw > 0.0f) {
+                for (int k = 0; k < 3; k++)
+                    vx[i].rgb[k] = (uint8_t)(sum[i].rgb[k] / sum[i].cw + 0.5f);
+                vx[i].colour_w = 1;
+            }
+        }
+    }
+    free(sums);
+    c->coloured = s->coloured;
+    if (st == KR_OK) st = kr_surface_extract(c, out);
+    kr_surface_destroy(&c);
+    return st;
+}
