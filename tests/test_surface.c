@@ -578,3 +578,32 @@ KR_TEST(surface, coarse_mesh_is_a_closed_sphere_still)
     kr_mesh_free(&fine);
     kr_mesh_free(&m);
 }
+
+/* The memory cap: a volume capped at 1 MiB holds no more blocks than that
+ * allows, counts the requests it turned away, and still meshes what it
+ * holds. */
+KR_TEST(surface, memory_cap_holds)
+{
+    kr_surface_config cfg;
+    kr_surface_config_default(&cfg);
+    cfg.voxel_size = 0.01f;
+    cfg.memory_mib = 1.0;
+    kr_surface *s = NULL;
+    REQUIRE_OK(kr_surface_create(&s, &cfg));
+    kr_synth_scene scene;
+    double fuse_s;
+    size_t n_seen = 0;
+    float *seen = seen_points(0.2, 0.0025f, s, &n_seen, &fuse_s, &scene);
+    kr_surface_stats st = kr_surface_stats_get(s);
+    printf("    cap %zu blocks: %zu held, %llu requests turned away\n", st.max_blocks, st.blocks,
+           (unsigned long long)st.refused);
+    CHECK_EQ(st.max_blocks, (size_t)(1048576 / KR_SURFACE_BYTES_PER_BLOCK));
+    CHECK(st.blocks <= st.max_blocks && st.blocks > 0);
+    CHECK(st.refused > 0);
+    kr_mesh m = {0};
+    CHECK_OK(kr_surface_extract(s, &m));
+    CHECK(m.n_faces > 0);
+    kr_mesh_free(&m);
+    kr_surface_destroy(&s);
+    free(seen);
+}

@@ -37,7 +37,8 @@ typedef struct {
         "faces (MeshLab, Blender, Open3D and trimesh read it). A frame takes the pose of\n"        \
         "its timestamp, interpolated between the two poses around it when they are at most\n"      \
         "2 x --max-dt apart, else the nearest within --max-dt; frames without one are\n"           \
-        "skipped and counted. The mesh is open where no frame saw the scene.\n\n"                  \
+        "skipped and counted. The mesh is open where no frame saw the scene, and coloured\n"       \
+        "where the source has colour (a TUM sequence's rgb.txt, synthetic).\n\n"                   \
         "options:\n"))                                                                             \
     OPT(OUTPUT, ('o', "output", "FILE.ply", KR_TEXT), o->output = arg,                             \
         KR_HELP("the mesh to write (required)"))                                                   \
@@ -65,8 +66,8 @@ typedef struct {
                 "and meshed at N times the voxel (about N^2 fewer triangles;\n"                    \
                 "default 1: the full mesh)"))                                                      \
     OPT(MAX_DEPTH, (0, "max-depth", "M", KR_ABOVE(0, 100, "metres", NULL)),                        \
-        o->surface.max_depth = (float)v, KR_HELP("ignore farther measurements (default 4)"))       \
-    OPT(MEMORY, (0, "surface-memory", "MIB", KR_REAL(0, 1048576, "MiB", "0 = no cap")),            \
+        o->surface.max_depth = (float)v, KR_HELP("ignore farther measurements (default 3)"))       \
+    OPT(MEMORY, (0, "memory", "MIB", KR_REAL(0, 1048576, "MiB", "0 = no cap")),                    \
         o->surface.memory_mib = v,                                                                 \
         KR_HELP("the volume's memory cap (default 1024; 0: none); past it new\n"                   \
                 "surface is not added and a warning says so"))                                     \

@@ -33,11 +33,12 @@ typedef struct {
                                 Kinect v1's 0.0030711016; 0 = no noise model: fixed band,
                                 equal weights) */
     float max_weight;        /* the running average's weight cap (default 128) */
-    float max_depth;         /* measurements farther than this are ignored (metres, default 4) */
+    float max_depth;         /* measurements farther than this are ignored (metres, default 3) */
     /* Memory cap: at most memory_mib MiB of blocks (KR_SURFACE_BYTES_PER_BLOCK
      * each; default 1024 MiB, about 174 000 blocks; 0 = no cap). Past it, new
-     * surface is not added (kr_surface_stats.refused counts the blocks turned
-     * away, and a warning says so once); what is held keeps being refined. */
+     * surface is not added (kr_surface_stats.refused counts the requests
+     * turned away, and a warning says so once); what is held keeps being
+     * refined. */
     double memory_mib;
 } kr_surface_config;
 
@@ -70,7 +71,8 @@ typedef struct {
     size_t blocks;     /* allocated */
     size_t max_blocks; /* the cap (SIZE_MAX: none) */
     uint64_t frames;   /* integrated */
-    uint64_t refused;  /* blocks not allocated because of the cap */
+    uint64_t refused;  /* requests for a new block the cap turned away (a block a frame
+                          reaches is asked for once for each point walked to it) */
 } kr_surface_stats;
 
 KR_API kr_surface_stats kr_surface_stats_get(const kr_surface *surface);

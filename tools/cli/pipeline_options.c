@@ -209,6 +209,12 @@ KR_OPTION_TABLE(kr_synthetic_option_table, SYNTHETIC_OPTIONS, kr_source_config, 
         cfg->surface.voxel_size = (float)v,                                                        \
         KR_HELP_IF(OUTPUTS, "the surface's voxel size (default %g)",                               \
                    (double)def()->surface.voxel_size))                                             \
+    OPT(MESH_MEMORY, (0, "mesh-memory", "MIB", KR_REAL(0, 1048576, "MiB", "0 = no cap")),          \
+        cfg->surface.memory_mib = v,                                                               \
+        KR_HELP_IF(OUTPUTS,                                                                        \
+                   "the surface volume's memory cap (default %g; 0: none);\n"                      \
+                   "past it new surface is not added and a warning says so",                       \
+                   def()->surface.memory_mib))                                                     \
     OPT(MESH_DECIMATE, (0, "mesh-decimate", "N", KR_WHOLE(1, 64, "a factor", NULL)),               \
         cfg->mesh_decimate = (int)v,                                                               \
         KR_HELP_IF(OUTPUTS, "a coarser mesh: N times the surface's voxel (default 1)"))            \
