@@ -10,6 +10,7 @@
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "capture/synthetic_scene.h"
@@ -606,4 +607,36 @@ KR_TEST(surface, memory_cap_holds)
     kr_mesh_free(&m);
     kr_surface_destroy(&s);
     free(seen);
+}
+
+/* Ctrl-C stops kinreg mesh reading and still writes the mesh of the frames
+ * fused so far (exit 0). The signal goes once a frame has been fused (the
+ * progress line says so), however slow the machine. */
+KR_TEST(surface, mesh_command_keeps_what_was_fused_on_ctrl_c)
+{
+    char cmd[4096], path[512], log[512], out[8192];
+    snprintf(path, sizeof path, "%s/sigint.ply", kr_test_tmpdir());
+    snprintf(log, sizeof log, "%s/sigint.log", kr_test_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "'%s' mesh synthetic --groundtruth --voxel 0.02 -o '%s' > '%s' 2>&1 & pid=$!; "
+             "while ! grep -q 'fusing frame' '%s'; do kill -0 $pid 2>/dev/null || break; "
+             "sleep 0.1; done; kill -INT $pid; wait $pid",
+             kr_test_tool(), path, log, log);
+    int rc = system(cmd);
+    REQUIRE(WIFEXITED(rc));
+    FILE *f = fopen(log, "r");
+    REQUIRE(f != NULL);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    CHECK_MSG(WEXITSTATUS(rc) == 0, "exit %d: %s", WEXITSTATUS(rc), out);
+    CHECK_MSG(strstr(out, "stopped by a signal"), "%s", out);
+    kr_ply_points ply;
+    if (kr_ply_read(path, &ply) == KR_OK) {
+        CHECK(ply.n > 0);
+        kr_ply_points_free(&ply);
+    } else {
+        kr_test_fail(__FILE__, __LINE__, "no mesh after Ctrl-C: %s; output: %s", kr_last_error(),
+                     out);
+    }
 }
