@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
 #include "fusion/surface/surface_cuda.h"
@@ -191,19 +192,16 @@ __global__ void cube_kernel(kr_surface_view v, const kr_mc_table *t, size_t n_cu
         out[offsets[c] + i] = corner[i];
 }
 
-extern "C" kr_status kr_surface_cuda_corners(kr_surface_cuda *d, const uint32_t *slots,
-                                             size_t n_slots, size_t n_blocks, float voxel,
-                                             const kr_mc_table *table, kr_surface_corner **out,
-                                             size_t *n)
+/* Every cube's triangle corners into d->corners, in the CPU engine's order;
+ * *total gets their number. */
+static kr_status corners(kr_surface_cuda *d, const uint32_t *slots, size_t n_slots, size_t n_blocks,
+                         float voxel, uint32_t *total)
 {
-    (void)table; /* the device has its own copy of the one table */
-    KR_CUDA_CHECK_ENTER(d);
     cudaStream_t st = d->ctx->stream;
     size_t n_cubes = n_blocks * KR_SURFACE_BLOCK_VOXELS;
-    *out = NULL;
-    *n = 0;
+    *total = 0;
     if (n_cubes == 0) return KR_OK;
-    if (n_cubes > UINT32_MAX)
+    if (n_cubes >= UINT32_MAX)
         return kr_error(KR_ERR_NOMEM, "surface mesh: %zu blocks are too many for one device pass",
                         n_blocks);
     kr_status s = grow((void **)&d->slots, &d->cap_slots, n_slots, sizeof(uint32_t), 0, st);
@@ -225,28 +223,167 @@ extern "C" kr_status kr_surface_cuda_corners(kr_surface_cuda *d, const uint32_t 
     if ((s = grow(&d->scan_temp, &d->scan_bytes, bytes, 1, 0, st)) != KR_OK) return s;
     KR_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(d->scan_temp, bytes, d->counts, d->offsets,
                                                 (int)(n_cubes + 1), st));
-    uint32_t total = 0;
     KR_CUDA_CHECK(
-        cudaMemcpyAsync(&total, d->offsets + n_cubes, sizeof total, cudaMemcpyDeviceToHost, st));
+        cudaMemcpyAsync(total, d->offsets + n_cubes, sizeof *total, cudaMemcpyDeviceToHost, st));
     KR_CUDA_CHECK(cudaStreamSynchronize(st));
-    if (total == 0) return KR_OK;
-    if ((s = grow((void **)&d->corners, &d->cap_corners, total, sizeof(kr_surface_corner), 0,
+    if (*total == 0) return KR_OK;
+    if ((s = grow((void **)&d->corners, &d->cap_corners, *total, sizeof(kr_surface_corner), 0,
                   st)) != KR_OK)
         return s;
     cube_kernel<<<grid, threads, 0, st>>>(v, d->table, n_cubes, d->counts, d->offsets, d->corners);
     KR_CUDA_CHECK(cudaGetLastError());
-    kr_surface_corner *host = (kr_surface_corner *)malloc(total * sizeof *host);
-    if (!host) return kr_error(KR_ERR_NOMEM, "surface mesh: out of memory for %u corners", total);
-    s = KR_CUDA_STATUS(
-        cudaMemcpyAsync(host, d->corners, total * sizeof *host, cudaMemcpyDeviceToHost, st));
+    return KR_OK;
+}
+
+__global__ void key_kernel(const kr_surface_corner *c, uint32_t n, unsigned long long *key,
+                           uint32_t *at)
+{
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    key[i] = c[i].key;
+    at[i] = i;
+}
+
+__global__ void head_kernel(const unsigned long long *key, uint32_t n, uint32_t *head)
+{
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) head[i] = i == 0 || key[i] != key[i - 1];
+}
+
+/* Sorted corner i is vertex vid[i] - 1 (the inclusive sum of the run heads). */
+__global__ void weld_kernel(const kr_surface_corner *c, const uint32_t *at, const uint32_t *head,
+                            const uint32_t *vid, uint32_t n, uint32_t *faces, float *xyz,
+                            float *normals, uint8_t *rgb)
+{
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    uint32_t v = vid[i] - 1;
+    faces[at[i]] = v;
+    if (!head[i]) return;
+    const kr_surface_corner *k = &c[at[i]];
+    for (int a = 0; a < 3; a++) {
+        xyz[3 * v + a] = k->p[a];
+        normals[3 * v + a] = k->n[a];
+        if (rgb) rgb[3 * v + a] = k->rgb[a];
+    }
+}
+
+/* The device's buffers of one weld, freed together. */
+typedef struct {
+    unsigned long long *key[2];
+    uint32_t *at[2], *head, *vid, *faces;
+    float *xyz, *normals;
+    uint8_t *rgb;
+    void *temp;
+} weld_buffers;
+
+static void weld_free(weld_buffers *w)
+{
+    void *all[] = {w->key[0], w->key[1], w->at[0],   w->at[1], w->head, w->vid,
+                   w->faces,  w->xyz,    w->normals, w->rgb,   w->temp};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        cudaFree(all[i]);
+}
+
+/* The corners welded as the host's weld does (surface_mesh.c): a stable sort
+ * by edge, so a vertex is its edge's first corner and the mesh is the
+ * same. */
+static kr_status weld(kr_surface_cuda *d, uint32_t n, bool colour, kr_mesh *out)
+{
+    cudaStream_t st = d->ctx->stream;
+    weld_buffers w = {};
+    kr_status s = KR_OK;
+    for (int k = 0; k < 2 && s == KR_OK; k++) {
+        s = KR_CUDA_STATUS(cudaMalloc(&w.key[k], n * sizeof(unsigned long long)));
+        if (s == KR_OK) s = KR_CUDA_STATUS(cudaMalloc(&w.at[k], n * sizeof(uint32_t)));
+    }
+    if (s == KR_OK) s = KR_CUDA_STATUS(cudaMalloc(&w.head, n * sizeof(uint32_t)));
+    if (s == KR_OK) s = KR_CUDA_STATUS(cudaMalloc(&w.vid, n * sizeof(uint32_t)));
+    if (s == KR_OK) s = KR_CUDA_STATUS(cudaMalloc(&w.faces, n * sizeof(uint32_t)));
+    if (s == KR_OK) s = KR_CUDA_STATUS(cudaMalloc(&w.xyz, 3 * (size_t)n * sizeof(float)));
+    if (s == KR_OK) s = KR_CUDA_STATUS(cudaMalloc(&w.normals, 3 * (size_t)n * sizeof(float)));
+    if (s == KR_OK && colour) s = KR_CUDA_STATUS(cudaMalloc(&w.rgb, 3 * (size_t)n));
+    unsigned threads = 256, grid = (n + threads - 1) / threads;
+    size_t sort_bytes = 0, scan_bytes = 0;
+    if (s == KR_OK) {
+        key_kernel<<<grid, threads, 0, st>>>(d->corners, n, w.key[0], w.at[0]);
+        s = KR_CUDA_STATUS(cudaGetLastError());
+    }
+    if (s == KR_OK)
+        s = KR_CUDA_STATUS(cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, w.key[0], w.key[1],
+                                                           w.at[0], w.at[1], (int)n, 0, 64, st));
+    if (s == KR_OK)
+        s = KR_CUDA_STATUS(
+            cub::DeviceScan::InclusiveSum(NULL, scan_bytes, w.head, w.vid, (int)n, st));
+    if (s == KR_OK)
+        s = KR_CUDA_STATUS(cudaMalloc(&w.temp, sort_bytes > scan_bytes ? sort_bytes : scan_bytes));
+    if (s == KR_OK)
+        s = KR_CUDA_STATUS(cub::DeviceRadixSort::SortPairs(w.temp, sort_bytes, w.key[0], w.key[1],
+                                                           w.at[0], w.at[1], (int)n, 0, 64, st));
+    if (s == KR_OK) {
+        head_kernel<<<grid, threads, 0, st>>>(w.key[1], n, w.head);
+        s = KR_CUDA_STATUS(cudaGetLastError());
+    }
+    if (s == KR_OK)
+        s = KR_CUDA_STATUS(
+            cub::DeviceScan::InclusiveSum(w.temp, scan_bytes, w.head, w.vid, (int)n, st));
+    if (s == KR_OK) {
+        weld_kernel<<<grid, threads, 0, st>>>(d->corners, w.at[1], w.head, w.vid, n, w.faces, w.xyz,
+                                              w.normals, w.rgb);
+        s = KR_CUDA_STATUS(cudaGetLastError());
+    }
+    uint32_t vertices = 0;
+    if (s == KR_OK)
+        s = KR_CUDA_STATUS(
+            cudaMemcpyAsync(&vertices, w.vid + n - 1, sizeof vertices, cudaMemcpyDeviceToHost, st));
     if (s == KR_OK) s = KR_CUDA_STATUS(cudaStreamSynchronize(st));
+    kr_mesh m = {};
+    if (s == KR_OK) {
+        m.n_vertices = vertices;
+        m.n_faces = n / 3;
+        m.xyz = (float *)malloc(3 * (size_t)vertices * sizeof(float));
+        m.normals = (float *)malloc(3 * (size_t)vertices * sizeof(float));
+        m.rgb = colour ? (uint8_t *)malloc(3 * (size_t)vertices) : NULL;
+        m.faces = (uint32_t *)malloc((size_t)n * sizeof(uint32_t));
+        if (!m.xyz || !m.normals || !m.faces || (colour && !m.rgb))
+            s = kr_error(KR_ERR_NOMEM, "surface mesh: out of memory for %u vertices", vertices);
+    }
+    if (s == KR_OK)
+        s = KR_CUDA_STATUS(cudaMemcpyAsync(m.xyz, w.xyz, 3 * (size_t)vertices * sizeof(float),
+                                           cudaMemcpyDeviceToHost, st));
+    if (s == KR_OK)
+        s = KR_CUDA_STATUS(cudaMemcpyAsync(m.normals, w.normals,
+                                           3 * (size_t)vertices * sizeof(float),
+                                           cudaMemcpyDeviceToHost, st));
+    if (s == KR_OK && colour)
+        s = KR_CUDA_STATUS(
+            cudaMemcpyAsync(m.rgb, w.rgb, 3 * (size_t)vertices, cudaMemcpyDeviceToHost, st));
+    if (s == KR_OK)
+        s = KR_CUDA_STATUS(cudaMemcpyAsync(m.faces, w.faces, (size_t)n * sizeof(uint32_t),
+                                           cudaMemcpyDeviceToHost, st));
+    if (s == KR_OK) s = KR_CUDA_STATUS(cudaStreamSynchronize(st));
+    cudaStreamSynchronize(st);
+    weld_free(&w);
     if (s != KR_OK) {
-        free(host);
+        kr_mesh_free(&m);
         return s;
     }
-    *out = host;
-    *n = total;
+    *out = m;
     return KR_OK;
+}
+
+extern "C" kr_status kr_surface_cuda_mesh(kr_surface_cuda *d, const uint32_t *slots, size_t n_slots,
+                                          size_t n_blocks, float voxel, bool colour, kr_mesh *out)
+{
+    KR_CUDA_CHECK_ENTER(d);
+    uint32_t total = 0;
+    kr_status s = corners(d, slots, n_slots, n_blocks, voxel, &total);
+    if (s != KR_OK) return s;
+    if (total == 0) {
+        *out = kr_mesh{};
+        return KR_OK;
+    }
+    return weld(d, total, colour, out);
 }
 
 extern "C" kr_status kr_surface_cuda_download_range(kr_surface_cuda *d, size_t first, size_t n,

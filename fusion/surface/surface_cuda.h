@@ -9,11 +9,13 @@
 #ifndef KINREG_FUSION_SURFACE_CUDA_H
 #define KINREG_FUSION_SURFACE_CUDA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "fusion/surface/surface_mesh_kernels.h"
 #include "gpu/engine.h"
+#include "kinreg/surface.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,12 +35,12 @@ kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, si
                                const int32_t *coords, size_t n_blocks, const uint32_t *touched,
                                size_t n_touched);
 
-/* Every cube's triangle corners, in block and voxel order (as the CPU
- * engine lists them), into a malloc'd host array *out of *n. The hash is
- * the host's (uploaded). */
-kr_status kr_surface_cuda_corners(kr_surface_cuda *d, const uint32_t *slots, size_t n_slots,
-                                  size_t n_blocks, float voxel, const kr_mc_table *table,
-                                  kr_surface_corner **out, size_t *n);
+/* The volume's mesh, made on the device as the CPU engine makes it (every
+ * cube's corners in block and voxel order, welded by a stable sort by
+ * edge): the same vertices, faces and colours (with `colour`). The hash is
+ * the host's (uploaded). No surface gives an empty mesh (0 vertices). */
+kr_status kr_surface_cuda_mesh(kr_surface_cuda *d, const uint32_t *slots, size_t n_slots,
+                               size_t n_blocks, float voxel, bool colour, kr_mesh *out);
 
 /* Blocks [first, first + n)'s voxels, into out (n · KR_SURFACE_BLOCK_VOXELS). */
 kr_status kr_surface_cuda_download_range(kr_surface_cuda *d, size_t first, size_t n,

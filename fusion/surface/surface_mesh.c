@@ -1,6 +1,7 @@
-/* The surface's mesh: every cube's triangle corners (surface_mesh_kernels.h;
- * one block per OpenMP iteration on the CPU engine, surface_cuda.cu on the
- * CUDA engine), then welded on the host by the cube edge each lies on. */
+/* The surface's mesh on the CPU engine: every cube's triangle corners
+ * (surface_mesh_kernels.h), one block per OpenMP iteration, then welded by
+ * the cube edge each lies on. The CUDA engine does the same on the device
+ * (surface_cuda.cu). */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -129,16 +130,23 @@ kr_status kr_surface_extract(const kr_surface *s, kr_mesh *out)
 {
     if (!s || !out)
         return kr_error(KR_ERR_INVALID_ARG, "kr_surface_extract: missing surface or mesh");
-    corner_list all = {0};
-    kr_status st =
-        s->gpu ? kr_surface_cuda_corners(s->gpu, s->slots, s->n_slots, s->n_blocks,
-                                         s->cfg.voxel_size, kr_mc_table_get(), &all.v, &all.n)
-               : host_corners(s, &all);
-    if (st == KR_OK && all.n == 0)
+    kr_status st;
+    kr_mesh m = {0};
+    if (s->gpu) {
+        st = kr_surface_cuda_mesh(s->gpu, s->slots, s->n_slots, s->n_blocks, s->cfg.voxel_size,
+                                  s->coloured, &m);
+    } else {
+        corner_list all = {0};
+        st = host_corners(s, &all);
+        if (st == KR_OK && all.n) st = weld(all.v, all.n, s->coloured, &m);
+        free(all.v);
+    }
+    if (st == KR_OK && m.n_faces == 0) {
+        kr_mesh_free(&m);
         st = kr_error(KR_ERR_EMPTY, "surface mesh: no surface seen on both sides yet (%zu blocks)",
                       s->n_blocks);
-    if (st == KR_OK) st = weld(all.v, all.n, s->coloured, out);
-    free(all.v);
+    }
+    if (st == KR_OK) *out = m;
     return st;
 }
 

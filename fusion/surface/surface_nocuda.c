@@ -28,12 +28,10 @@ kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, si
     return no_cuda();
 }
 
-kr_status kr_surface_cuda_corners(kr_surface_cuda *d, const uint32_t *slots, size_t n_slots,
-                                  size_t n_blocks, float voxel, const kr_mc_table *table,
-                                  kr_surface_corner **out, size_t *n)
+kr_status kr_surface_cuda_mesh(kr_surface_cuda *d, const uint32_t *slots, size_t n_slots,
+                               size_t n_blocks, float voxel, bool colour, kr_mesh *out)
 {
-    (void)d, (void)slots, (void)n_slots, (void)n_blocks, (void)voxel, (void)table, (void)out,
-        (void)n;
+    (void)d, (void)slots, (void)n_slots, (void)n_blocks, (void)voxel, (void)colour, (void)out;
     return no_cuda();
 }
 
