@@ -264,12 +264,12 @@ int kr_cmd_mesh(int argc, char **argv)
     }
 
     kr_mesh mesh = {0};
-    kr_status ms = n.fused ? kr_surface_extract_coarse(surface, o.decimate, &mesh)
-                           : kr_error(KR_ERR_EMPTY,
-                                      "no frame of the source has a pose within "
-                                      "%g s: are the trajectory's timestamps the "
-                                      "source's?",
-                                      o.max_dt);
+    kr_status ms = n.fused     ? kr_surface_extract_coarse(surface, o.decimate, &mesh)
+                   : n.no_pose ? kr_error(KR_ERR_EMPTY,
+                                          "no frame of the source has a pose within %g s: are "
+                                          "the trajectory's timestamps the source's?",
+                                          o.max_dt)
+                               : kr_error(KR_ERR_EMPTY, "no frame was fused");
     bool saving = ms == KR_OK;
     if (saving) ms = kr_mesh_save_ply(o.output, &mesh);
     double t_all = kr_now() - t0;

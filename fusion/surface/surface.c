@@ -64,7 +64,6 @@ void kr_surface_destroy(kr_surface **surface)
         free(s->chunks[i]);
     free(s->chunks);
     free(s->coords);
-    free(s->stamp);
     free(s->touched);
     free(s->depth);
     free(s->slots);
@@ -111,7 +110,7 @@ static bool rehash(kr_surface *s, size_t n_slots)
     return true;
 }
 
-/* Room for one more block: its coordinates, stamp, list entry, voxels and a hash load of
+/* Room for one more block: its coordinates, list entry, voxels and a hash load of
  * at most one half. */
 static bool reserve_one(kr_surface *s)
 {
@@ -120,9 +119,6 @@ static bool reserve_one(kr_surface *s)
         int32_t(*coords)[3] = realloc(s->coords, cap * sizeof *coords);
         if (!coords) return false;
         s->coords = coords;
-        uint64_t *stamp = realloc(s->stamp, cap * sizeof *stamp);
-        if (!stamp) return false;
-        s->stamp = stamp;
         uint32_t *touched = realloc(s->touched, cap * sizeof *touched);
         if (!touched) return false;
         s->touched = touched;
@@ -164,7 +160,6 @@ long kr_surface_find_or_add(kr_surface *s, const int32_t c[3])
     if (!reserve_one(s)) return -2;
     size_t b = s->n_blocks++;
     memcpy(s->coords[b], c, sizeof s->coords[b]);
-    s->stamp[b] = 0;
     size_t i = kr_surface_slot_of(c, s->n_slots - 1);
     while (s->slots[i])
         i = (i + 1) & (s->n_slots - 1);

@@ -10,6 +10,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
+#include <cub/device/device_select.cuh>
 
 #include "fusion/surface/surface_cuda.h"
 #include "gpu/context.cuh"
@@ -30,6 +31,11 @@ struct kr_surface_cuda {
     kr_surface_voxel **chunk; /* one device pointer: the pool, as the view's only chunk */
     float *depth;
     size_t cap_depth;
+    float *points;
+    size_t cap_points;
+    unsigned long long *keys[2];
+    size_t cap_keys[2];
+    int *unique_n;
     uint8_t *rgb;
     size_t cap_rgb;
     uint32_t *touched;
@@ -95,8 +101,9 @@ extern "C" void kr_surface_cuda_destroy(kr_surface_cuda **dp)
     kr_surface_cuda *d = *dp;
     if (d->ctx && kr_gpu_enter(d->ctx) == KR_OK) {
         cudaStreamSynchronize(d->ctx->stream);
-        void *bufs[] = {d->pool,  d->coords, d->chunk,  d->depth,   d->rgb,       d->touched,
-                        d->slots, d->table,  d->counts, d->offsets, d->scan_temp, d->corners};
+        void *bufs[] = {d->points, d->keys[0], d->keys[1],   d->unique_n, d->pool,  d->coords,
+                        d->chunk,  d->depth,   d->rgb,       d->touched,  d->slots, d->table,
+                        d->counts, d->offsets, d->scan_temp, d->corners};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
             cudaFree(bufs[i]);
     }
@@ -130,6 +137,100 @@ static kr_status take_blocks(kr_surface_cuda *d, const int32_t *coords, size_t n
     return KR_OK;
 }
 
+/* The frame's depth (kr_surface_frame.depth), one thread a pixel. */
+__global__ void depth_kernel(const float *__restrict__ points, size_t n, float max_depth,
+                             float *depth)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) depth[i] = kr_surface_depth_of(points + 3 * i, max_depth);
+}
+
+/* One thread per sampled point: its band's keys in its own
+ * KR_SURFACE_BAND_MAX_STEPS + 1 slots (the unused ones ~0, sorted last and
+ * dropped). */
+__global__ void band_kernel(kr_surface_frame f, const float *__restrict__ points, int width,
+                            int height, const float *__restrict__ Rwc_twc, unsigned long long *keys)
+{
+    int cols = (width + KR_SURFACE_BAND_STRIDE - 1) / KR_SURFACE_BAND_STRIDE;
+    int rows = (height + KR_SURFACE_BAND_STRIDE - 1) / KR_SURFACE_BAND_STRIDE;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= cols * rows) return;
+    int u = i % cols * KR_SURFACE_BAND_STRIDE, v = i / cols * KR_SURFACE_BAND_STRIDE;
+    const float *p = points + 3 * ((size_t)v * width + u);
+    unsigned long long *out = keys + (size_t)i * (KR_SURFACE_BAND_MAX_STEPS + 1);
+    int samples = kr_surface_band_samples(&f, p);
+    for (int j = 0; j < KR_SURFACE_BAND_MAX_STEPS + 1; j++)
+        out[j] = j < samples ? kr_surface_band_key(&f, Rwc_twc, Rwc_twc + 9, p, j, samples) : ~0ull;
+}
+
+extern "C" kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_frame *f,
+                                          const float *points, size_t n_pixels, const float Rwc[9],
+                                          const float twc[3], uint64_t **keys, size_t *n)
+{
+    KR_CUDA_CHECK_ENTER(d);
+    cudaStream_t st = d->ctx->stream;
+    *keys = NULL;
+    *n = 0;
+    int width = f->k.width, height = f->k.height;
+    size_t cells = (size_t)((width + KR_SURFACE_BAND_STRIDE - 1) / KR_SURFACE_BAND_STRIDE) *
+                   ((height + KR_SURFACE_BAND_STRIDE - 1) / KR_SURFACE_BAND_STRIDE);
+    size_t slots = cells * (KR_SURFACE_BAND_MAX_STEPS + 1);
+    kr_status s =
+        grow((void **)&d->points, &d->cap_points, 3 * n_pixels + 12, sizeof(float), 0, st);
+    if (s == KR_OK) s = grow((void **)&d->depth, &d->cap_depth, n_pixels, sizeof(float), 0, st);
+    for (int k = 0; k < 2 && s == KR_OK; k++)
+        s = grow((void **)&d->keys[k], &d->cap_keys[k], slots, sizeof(unsigned long long), 0, st);
+    if (s == KR_OK && !d->unique_n) s = KR_CUDA_STATUS(cudaMalloc(&d->unique_n, sizeof(int)));
+    if (s != KR_OK) return s;
+    /* The pose rides after the points: one upload. */
+    float *pose = d->points + 3 * n_pixels;
+    KR_CUDA_CHECK(cudaMemcpyAsync(d->points, points, 3 * n_pixels * sizeof(float),
+                                  cudaMemcpyHostToDevice, st));
+    float rt[12];
+    memcpy(rt, Rwc, 9 * sizeof(float));
+    memcpy(rt + 9, twc, 3 * sizeof(float));
+    KR_CUDA_CHECK(cudaMemcpyAsync(pose, rt, sizeof rt, cudaMemcpyHostToDevice, st));
+    unsigned threads = 256;
+    depth_kernel<<<(unsigned)((n_pixels + threads - 1) / threads), threads, 0, st>>>(
+        d->points, n_pixels, f->max_depth, d->depth);
+    KR_CUDA_CHECK(cudaGetLastError());
+    band_kernel<<<(unsigned)((cells + threads - 1) / threads), threads, 0, st>>>(
+        *f, d->points, width, height, pose, d->keys[0]);
+    KR_CUDA_CHECK(cudaGetLastError());
+    size_t sort_bytes = 0, unique_bytes = 0;
+    KR_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(NULL, sort_bytes, d->keys[0], d->keys[1],
+                                                 (int)slots, 0, 64, st));
+    KR_CUDA_CHECK(cub::DeviceSelect::Unique(NULL, unique_bytes, d->keys[1], d->keys[0], d->unique_n,
+                                            (int)slots, st));
+    size_t bytes = sort_bytes > unique_bytes ? sort_bytes : unique_bytes;
+    if ((s = grow(&d->scan_temp, &d->scan_bytes, bytes, 1, 0, st)) != KR_OK) return s;
+    KR_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(d->scan_temp, sort_bytes, d->keys[0], d->keys[1],
+                                                 (int)slots, 0, 64, st));
+    KR_CUDA_CHECK(cub::DeviceSelect::Unique(d->scan_temp, unique_bytes, d->keys[1], d->keys[0],
+                                            d->unique_n, (int)slots, st));
+    int unique = 0;
+    KR_CUDA_CHECK(cudaMemcpyAsync(&unique, d->unique_n, sizeof unique, cudaMemcpyDeviceToHost, st));
+    KR_CUDA_CHECK(cudaStreamSynchronize(st));
+    /* The unused slots' ~0 sorts last: one key at most, dropped. */
+    unsigned long long last = 0;
+    if (unique > 0)
+        KR_CUDA_CHECK(
+            cudaMemcpy(&last, d->keys[0] + unique - 1, sizeof last, cudaMemcpyDeviceToHost));
+    size_t m = (size_t)unique - (unique > 0 && last == ~0ull ? 1 : 0);
+    uint64_t *host = (uint64_t *)malloc((m ? m : 1) * sizeof *host);
+    if (!host) return kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
+    if (m) {
+        s = KR_CUDA_STATUS(cudaMemcpy(host, d->keys[0], m * sizeof *host, cudaMemcpyDeviceToHost));
+        if (s != KR_OK) {
+            free(host);
+            return s;
+        }
+    }
+    *keys = host;
+    *n = m;
+    return KR_OK;
+}
+
 __global__ void fuse_kernel(kr_surface_frame f, const int32_t *__restrict__ coords,
                             const uint32_t *__restrict__ touched, kr_surface_voxel *pool)
 {
@@ -150,20 +251,17 @@ extern "C" kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_f
     KR_CUDA_CHECK_ENTER(d);
     cudaStream_t st = d->ctx->stream;
     kr_status s = take_blocks(d, coords, n_blocks);
-    if (s == KR_OK) s = grow((void **)&d->depth, &d->cap_depth, n_pixels, sizeof(float), 0, st);
     if (s == KR_OK && f->rgb) s = grow((void **)&d->rgb, &d->cap_rgb, 3 * n_pixels, 1, 0, st);
     if (s == KR_OK)
         s = grow((void **)&d->touched, &d->cap_touched, n_touched, sizeof(uint32_t), 0, st);
     if (s != KR_OK) return s;
     if (n_touched == 0) return KR_OK;
-    KR_CUDA_CHECK(
-        cudaMemcpyAsync(d->depth, f->depth, n_pixels * sizeof(float), cudaMemcpyHostToDevice, st));
     KR_CUDA_CHECK(cudaMemcpyAsync(d->touched, touched, n_touched * sizeof(uint32_t),
                                   cudaMemcpyHostToDevice, st));
     if (f->rgb)
         KR_CUDA_CHECK(cudaMemcpyAsync(d->rgb, f->rgb, 3 * n_pixels, cudaMemcpyHostToDevice, st));
     kr_surface_frame df = *f;
-    df.depth = d->depth;
+    df.depth = d->depth; /* made by kr_surface_cuda_band */
     df.rgb = f->rgb ? d->rgb : NULL;
     fuse_kernel<<<(unsigned)n_touched, KR_SURFACE_BLOCK_VOXELS, 0, st>>>(df, d->coords, d->touched,
                                                                          d->pool);

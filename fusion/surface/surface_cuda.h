@@ -27,8 +27,18 @@ typedef struct kr_surface_cuda kr_surface_cuda;
 kr_status kr_surface_cuda_create(const kr_gpu_context *like, kr_surface_cuda **out);
 void kr_surface_cuda_destroy(kr_surface_cuda **d);
 
-/* Fuses one frame into the touched blocks. `f` is the frame as on the host
- * (its depth host memory, n_pixels pixels); coords holds all n_blocks
+/* The frame's band blocks (kr_surface_band_key over every
+ * KR_SURFACE_BAND_STRIDE-th point of the n_pixels points, host memory) as
+ * sorted unique keys in a malloc'd host array *keys of *n, as the CPU
+ * engine lists them; the device keeps the frame's depth for the fusion
+ * that follows. */
+kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_frame *f, const float *points,
+                               size_t n_pixels, const float Rwc[9], const float twc[3],
+                               uint64_t **keys, size_t *n);
+
+/* Fuses one frame into the touched blocks, with the depth the band step
+ * left on the device. `f` is the frame as on the host (its colour host
+ * memory, n_pixels pixels); coords holds all n_blocks
  * blocks' coordinates (the device grows its pool and takes the new ones,
  * their voxels unseen). */
 kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, size_t n_pixels,

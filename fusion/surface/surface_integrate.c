@@ -1,14 +1,14 @@
-/* Integrating a frame into the surface volume (CPU engine, OpenMP).
+/* Integrating a frame into the surface volume.
  *
  * First the blocks the frame's surface passes through are found, allocated
  * when new: each measured point's ray is walked across its truncation band
  * in steps of half a block, so every block within the band of a surface the
- * frame saw is listed. Then every voxel of those blocks is fused
- * (surface_kernels.h): those behind the measured surface are untouched, those
- * in front are pulled towards free space. As in voxel hashing (Nießner et
- * al. 2013) and Open3D's scalable volume, blocks outside every band are left
- * alone: the cost follows the surface seen, not the volume in view, and free
- * space is carved within the band (where a moved object's old surface lies
+ * frame saw is listed (on the CUDA engine the device walks the bands and
+ * sorts the keys; the host inserts them in the same order). Then every voxel of those blocks is
+ * fused (surface_kernels.h): those behind the measured surface are untouched, those in front are
+ * pulled towards free space. As in voxel hashing (Nießner et al. 2013) and Open3D's scalable
+ * volume, blocks outside every band are left alone: the cost follows the surface seen, not the
+ * volume in view, and free space is carved within the band (where a moved object's old surface lies
  * when it is still in front of the new one). Blocks are independent, so the
  * second pass runs one block per OpenMP iteration. */
 #include <math.h>
@@ -38,21 +38,6 @@ static void frame_of(const kr_surface *s, const kr_cloud *cloud, const kr_pose *
     f->max_depth = s->cfg.max_depth;
 }
 
-/* A block's coordinates packed into one key (21 bits each; clamped to twice
- * the allowed range, so keys of blocks out of range stay out of range). */
-static uint64_t block_key(const float pw[3], float block)
-{
-    uint64_t key = 0;
-    for (int k = 0; k < 3; k++) {
-        float b = floorf(pw[k] / block);
-        int32_t c = b < -2.0f * KR_SURFACE_BLOCK_LIMIT  ? -2 * KR_SURFACE_BLOCK_LIMIT
-                    : b > 2.0f * KR_SURFACE_BLOCK_LIMIT ? 2 * KR_SURFACE_BLOCK_LIMIT
-                                                        : (int32_t)b;
-        key = key << 21 | (uint64_t)(c + 2 * KR_SURFACE_BLOCK_LIMIT);
-    }
-    return key;
-}
-
 static void key_block(uint64_t key, int32_t c[3])
 {
     for (int k = 2; k >= 0; k--, key >>= 21)
@@ -65,58 +50,115 @@ typedef struct {
     bool failed;
 } key_list;
 
-/* The blocks a frame's bands pass through: each thread walks its rows'
- * points and lists the blocks, dropping repeats with a small direct-mapped
- * cache of the keys it listed last (a point's neighbours mostly hit the same
- * blocks), so the lists hold a few times the frame's blocks, not its
- * samples. Every second point of every second row is enough: they are
- * 2-12 mm apart at 0.5-3 m (fx 525), a block is 8 voxels (4 cm at 5 mm),
- * and a block only a skipped point's band would reach is a sliver at its
- * corner that later frames fill. */
+static bool push_key(key_list *l, uint64_t key)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 4096;
+        uint64_t *keys = realloc(l->keys, cap * sizeof *keys);
+        if (!keys) return false;
+        l->keys = keys;
+        l->cap = cap;
+    }
+    l->keys[l->n++] = key;
+    return true;
+}
+
+/* The blocks a frame's bands pass through (kr_surface_band_key): each thread
+ * walks its rows' points and lists the blocks, dropping repeats with a small
+ * direct-mapped cache of the keys it listed last (a point's neighbours
+ * mostly hit the same blocks), so the lists hold a few times the frame's
+ * blocks, not its samples. Every second point of every second row is
+ * enough: they are 2-12 mm apart at 0.5-3 m (fx 525), a block is 8 voxels
+ * (4 cm at 5 mm), and a block only a skipped point's band would reach is a
+ * sliver at its corner that later frames fill. */
 static void band_blocks(const kr_surface_frame *f, const kr_cloud *cloud, const float Rwc[9],
                         const float twc[3], key_list *mine)
 {
     enum { RECENT = 1024 };
     uint64_t recent[RECENT];
     memset(recent, 0xff, sizeof recent);
-    const float block = f->voxel * KR_SURFACE_BLOCK;
 #pragma omp for schedule(static)
-    for (int v = 0; v < cloud->height; v += 2)
-        for (int u = 0; u < cloud->width && !mine->failed; u += 2) {
+    for (int v = 0; v < cloud->height; v += KR_SURFACE_BAND_STRIDE)
+        for (int u = 0; u < cloud->width && !mine->failed; u += KR_SURFACE_BAND_STRIDE) {
             const float *p = cloud->points + 3 * ((size_t)v * cloud->width + u);
-            if (p[0] != p[0] || !(p[2] > 0.0f) || p[2] > f->max_depth) continue;
-            float len = sqrtf(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]);
-            float tau = kr_surface_truncation(f, p[2]) * len / p[2];
-            int steps = (int)ceilf(2.0f * tau / (0.5f * block));
-            for (int j = 0; j <= steps; j++) {
-                float along = 1.0f + (-tau + 2.0f * tau * (float)j / (float)steps) / len;
-                float pw[3];
-                for (int r = 0; r < 3; r++)
-                    pw[r] = along * (Rwc[3 * r] * p[0] + Rwc[3 * r + 1] * p[1] +
-                                     Rwc[3 * r + 2] * p[2]) +
-                            twc[r];
-                uint64_t key = block_key(pw, block);
+            int samples = kr_surface_band_samples(f, p);
+            for (int j = 0; j < samples; j++) {
+                uint64_t key = kr_surface_band_key(f, Rwc, twc, p, j, samples);
                 uint64_t *slot = &recent[(key ^ key >> 21 ^ key >> 42) % RECENT];
                 if (*slot == key) continue;
                 *slot = key;
-                if (mine->n == mine->cap) {
-                    size_t cap = mine->cap ? 2 * mine->cap : 4096;
-                    uint64_t *keys = realloc(mine->keys, cap * sizeof *keys);
-                    if (!keys) {
-                        mine->failed = true;
-                        break;
-                    }
-                    mine->keys = keys;
-                    mine->cap = cap;
+                if (!push_key(mine, key)) {
+                    mine->failed = true;
+                    break;
                 }
-                mine->keys[mine->n++] = key;
             }
         }
 }
 
+/* Sorts n keys (LSD radix, 8 passes of a byte, through `tmp`) and drops
+ * repeats; returns how many are left. */
+static size_t sort_unique(uint64_t *keys, uint64_t *tmp, size_t n)
+{
+    for (int shift = 0; shift < 64; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[(keys[i] >> shift & 0xff) + 1]++;
+        for (int d = 0; d < 256; d++)
+            count[d + 1] += count[d];
+        for (size_t i = 0; i < n; i++)
+            tmp[count[keys[i] >> shift & 0xff]++] = keys[i];
+        uint64_t *t = keys;
+        keys = tmp;
+        tmp = t;
+    }
+    /* Eight passes: the sorted keys are back in the first array. */
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m == 0 || keys[i] != keys[m - 1]) keys[m++] = keys[i];
+    return m;
+}
+
+/* The frame's band blocks as sorted unique keys, on the CPU engine. */
+static kr_status host_band_keys(const kr_surface_frame *f, const kr_cloud *cloud,
+                                const float Rwc[9], const float twc[3], key_list *out)
+{
+    int threads = omp_get_max_threads();
+    key_list *lists = calloc((size_t)threads, sizeof *lists);
+    if (!lists) return kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
+#pragma omp parallel num_threads(threads)
+    band_blocks(f, cloud, Rwc, twc, &lists[omp_get_thread_num()]);
+    size_t n = 0;
+    bool failed = false;
+    for (int t = 0; t < threads; t++) {
+        n += lists[t].n;
+        failed |= lists[t].failed;
+    }
+    uint64_t *keys = failed ? NULL : malloc((n ? n : 1) * sizeof *keys);
+    uint64_t *tmp = keys ? malloc((n ? n : 1) * sizeof *tmp) : NULL;
+    if (tmp) {
+        size_t at = 0;
+        for (int t = 0; t < threads; t++) {
+            memcpy(keys + at, lists[t].keys, lists[t].n * sizeof *keys);
+            at += lists[t].n;
+        }
+        n = sort_unique(keys, tmp, n);
+    }
+    for (int t = 0; t < threads; t++)
+        free(lists[t].keys);
+    free(lists);
+    free(tmp);
+    if (!keys || (n && !tmp)) {
+        free(keys);
+        return kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
+    }
+    *out = (key_list){keys, n, n, false};
+    return KR_OK;
+}
+
 /* Lists (allocating) the blocks within the truncation band of every measured
- * point, once each: the keys are found in parallel, then added to the hash
- * on one thread. */
+ * point, once each, in the order of their keys — the same order on both
+ * engines, so the same blocks get the same indices (and the meshes the same
+ * faces in the same order). */
 static kr_status allocate(kr_surface *s, const kr_surface_frame *f, const kr_cloud *cloud,
                           const kr_pose *pose)
 {
@@ -125,28 +167,20 @@ static kr_status allocate(kr_surface *s, const kr_surface_frame *f, const kr_clo
         Rwc[i] = (float)pose->R[i];
     for (int i = 0; i < 3; i++)
         twc[i] = (float)pose->t[i];
-    int threads = omp_get_max_threads();
-    key_list *lists = calloc((size_t)threads, sizeof *lists);
-    if (!lists) return kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
-#pragma omp parallel num_threads(threads)
-    band_blocks(f, cloud, Rwc, twc, &lists[omp_get_thread_num()]);
-    kr_status st = KR_OK;
+    key_list keys = {0};
+    kr_status st = s->gpu ? kr_surface_cuda_band(s->gpu, f, cloud->points,
+                                                 (size_t)cloud->width * (size_t)cloud->height, Rwc,
+                                                 twc, &keys.keys, &keys.n)
+                          : host_band_keys(f, cloud, Rwc, twc, &keys);
     s->n_touched = 0;
-    for (int t = 0; t < threads; t++) {
-        if (lists[t].failed) st = kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
-        for (size_t i = 0; i < lists[t].n && st == KR_OK; i++) {
-            int32_t c[3];
-            key_block(lists[t].keys[i], c);
-            long b = kr_surface_find_or_add(s, c);
-            if (b == -2) st = kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
-            if (b >= 0 && s->stamp[b] != s->frames + 1) {
-                s->stamp[b] = s->frames + 1;
-                s->touched[s->n_touched++] = (uint32_t)b;
-            }
-        }
-        free(lists[t].keys);
+    for (size_t i = 0; i < keys.n && st == KR_OK; i++) {
+        int32_t c[3];
+        key_block(keys.keys[i], c);
+        long b = kr_surface_find_or_add(s, c);
+        if (b == -2) st = kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
+        if (b >= 0) s->touched[s->n_touched++] = (uint32_t)b;
     }
-    free(lists);
+    free(keys.keys);
     if (s->refused && !s->warned_full) {
         s->warned_full = true;
         kr_log(KR_LOG_WARN,
@@ -182,17 +216,20 @@ kr_status kr_surface_integrate(kr_surface *s, const kr_cloud *cloud, const uint8
             KR_ERR_INVALID_ARG, "kr_surface_integrate: the cloud is %dx%d but its intrinsics %dx%d",
             cloud->width, cloud->height, cloud->intrinsics.width, cloud->intrinsics.height);
     size_t pixels = (size_t)cloud->width * (size_t)cloud->height;
-    if (pixels > s->depth_pixels) {
-        float *d = realloc(s->depth, pixels * sizeof *d);
-        if (!d) return kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
-        s->depth = d;
-        s->depth_pixels = pixels;
-    }
-    /* One float a pixel, read by every voxel: a third of the cloud's bytes. */
-    const float max_depth = s->cfg.max_depth;
+    if (!s->gpu) {
+        if (pixels > s->depth_pixels) {
+            float *d = realloc(s->depth, pixels * sizeof *d);
+            if (!d) return kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
+            s->depth = d;
+            s->depth_pixels = pixels;
+        }
+        /* One float a pixel, read by every voxel: a third of the cloud's
+         * bytes. (The device makes its own from the points it receives.) */
+        const float max_depth = s->cfg.max_depth;
 #pragma omp parallel for schedule(static)
-    for (long i = 0; i < (long)pixels; i++)
-        s->depth[i] = kr_surface_depth_of(cloud->points + 3 * i, max_depth);
+        for (long i = 0; i < (long)pixels; i++)
+            s->depth[i] = kr_surface_depth_of(cloud->points + 3 * i, max_depth);
+    }
     kr_surface_frame f;
     frame_of(s, cloud, pose, &f);
     f.rgb = rgb;

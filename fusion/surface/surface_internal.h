@@ -19,12 +19,13 @@
  * voxel's coordinates, offset by 2^19, fit 20 bits each in the mesh's edge
  * keys (surface_mesh.c). */
 #define KR_SURFACE_BLOCK_LIMIT (1 << 15)
+_Static_assert(KR_SURFACE_BLOCK_LIMIT == KR_SURFACE_KEY_LIMIT,
+               "the band keys' range is the blocks'");
 
 struct kr_surface {
     kr_surface_config cfg;
     size_t n_blocks, max_blocks;
     int32_t (*coords)[3]; /* per block, grown with realloc */
-    uint64_t *stamp;      /* per block: 1 + the last frame whose band touched it */
     uint32_t *touched;    /* the blocks the current frame's band touches */
     size_t n_touched;
     float *depth; /* the current frame's depth (kr_surface_frame.depth) */

@@ -99,6 +99,56 @@ static inline KR_HD long kr_surface_pixel(const kr_surface_frame *f, float xn, f
     return (long)(int)(v + 0.5f) * f->k.width + (int)(u + 0.5f);
 }
 
+/* The band walk (surface_integrate.c): a measured point's ray is sampled
+ * across its truncation band every half block, and each sample names the
+ * block it falls in. Written once so that both engines list the same
+ * blocks. A sample's block is packed into one key, 21 bits a coordinate
+ * offset by 2·KR_SURFACE_BLOCK_LIMIT (coordinates clamped to twice the
+ * allowed range, so an out-of-range block stays out of range). */
+#define KR_SURFACE_BAND_MAX_STEPS 64
+#define KR_SURFACE_BAND_STRIDE 2   /* every second point of every second row */
+#define KR_SURFACE_KEY_LIMIT 32768 /* = KR_SURFACE_BLOCK_LIMIT (surface_internal.h) */
+
+static inline KR_HD uint64_t kr_surface_block_key(const float pw[3], float block)
+{
+    uint64_t key = 0;
+    for (int k = 0; k < 3; k++) {
+        float b = floorf(pw[k] / block);
+        int32_t c = b < -2.0f * KR_SURFACE_KEY_LIMIT  ? -2 * KR_SURFACE_KEY_LIMIT
+                    : b > 2.0f * KR_SURFACE_KEY_LIMIT ? 2 * KR_SURFACE_KEY_LIMIT
+                                                      : (int32_t)b;
+        key = key << 21 | (uint64_t)(c + 2 * KR_SURFACE_KEY_LIMIT);
+    }
+    return key;
+}
+
+/* The samples of camera point p's band: how many (steps + 1, at most
+ * KR_SURFACE_BAND_MAX_STEPS + 1; 0 for no measurement), and sample j's key.
+ * Rwc, twc: the camera-to-world pose. */
+static inline KR_HD int kr_surface_band_samples(const kr_surface_frame *f, const float p[3])
+{
+    if (p[0] != p[0] || !(p[2] > 0.0f) || p[2] > f->max_depth) return 0;
+    float len = sqrtf(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]);
+    float tau = kr_surface_truncation(f, p[2]) * len / p[2];
+    int steps = (int)ceilf(2.0f * tau / (0.5f * f->voxel * KR_SURFACE_BLOCK));
+    return (steps < KR_SURFACE_BAND_MAX_STEPS ? steps : KR_SURFACE_BAND_MAX_STEPS) + 1;
+}
+
+static inline KR_HD uint64_t kr_surface_band_key(const kr_surface_frame *f, const float Rwc[9],
+                                                 const float twc[3], const float p[3], int j,
+                                                 int samples)
+{
+    float len = sqrtf(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]);
+    float tau = kr_surface_truncation(f, p[2]) * len / p[2];
+    int steps = samples - 1;
+    float along = 1.0f + (-tau + 2.0f * tau * (float)j / (float)steps) / len;
+    float pw[3];
+    for (int r = 0; r < 3; r++)
+        pw[r] =
+            along * (Rwc[3 * r] * p[0] + Rwc[3 * r + 1] * p[1] + Rwc[3 * r + 2] * p[2]) + twc[r];
+    return kr_surface_block_key(pw, f->voxel * KR_SURFACE_BLOCK);
+}
+
 /* A pixel's entry in kr_surface_frame.depth from its cloud point. */
 static inline KR_HD float kr_surface_depth_of(const float p[3], float max_depth)
 {

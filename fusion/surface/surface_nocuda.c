@@ -20,6 +20,14 @@ void kr_surface_cuda_destroy(kr_surface_cuda **d)
     (void)d;
 }
 
+kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_frame *f, const float *points,
+                               size_t n_pixels, const float Rwc[9], const float twc[3],
+                               uint64_t **keys, size_t *n)
+{
+    (void)d, (void)f, (void)points, (void)n_pixels, (void)Rwc, (void)twc, (void)keys, (void)n;
+    return no_cuda();
+}
+
 kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, size_t n_pixels,
                                const int32_t *coords, size_t n_blocks, const uint32_t *touched,
                                size_t n_touched)
