@@ -463,7 +463,9 @@ static kr_status weld(kr_surface_cuda *d, uint32_t n, bool colour, kr_mesh *out)
     cudaStreamSynchronize(st);
     weld_free(&w);
     if (s != KR_OK) {
-        kr_mesh_free(&m);
+        /* Freed here, not by kr_mesh_free: surface_mesh.c calls this file,
+         * and files do not call each other in a circle (check_layers). */
+        free(m.xyz), free(m.normals), free(m.rgb), free(m.faces);
         return s;
     }
     *out = m;
