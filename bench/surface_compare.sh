@@ -6,7 +6,8 @@
 # distance functions (tests/test_surface.c: score_mesh_file): vertex to
 # scene (mean, median, 95th percentile) and how much of what the frames saw
 # has a vertex within a voxel. Times: kinreg's fusion alone (its test,
-# integrate calls only) and Open3D's integrate calls; both meshes' extraction.
+# integrate calls only, depth alone as Open3D's NoColor volume is fed) and
+# Open3D's integrate calls; both meshes' extraction.
 #
 #   bench/surface_compare.sh [SECONDS] [VOXEL]
 #
@@ -30,8 +31,8 @@ trap 'rm -rf "$work"' EXIT
 echo "== $(git -C "$root" rev-parse --short HEAD), $(nproc) cores, OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}, synthetic:1 first $seconds s, voxel $voxel m"
 "$build/kinreg" convert synthetic --duration "$seconds" -f tum "$work/seq" -q
 echo "== kinreg: fusion and meshing alone (the library's calls), then the command end to end"
-KR_SURFACE_VOXEL=$voxel KR_SURFACE_SECONDS=$seconds "$build/tests/kinreg_tests" surface \
-    synthetic_scene_meshes_on_what_was_seen | grep -E "frames at|kinreg:"
+KR_SURFACE_VOXEL=$voxel KR_SURFACE_SECONDS=$seconds KR_SURFACE_NO_COLOUR=1 \
+    "$build/tests/kinreg_tests" surface synthetic_scene_meshes_on_what_was_seen | grep -E "frames at|kinreg:"
 /usr/bin/time -f "kinreg mesh: %e s wall (reading PNGs, preprocessing, fusing, meshing, writing)" \
     "$build/kinreg" mesh "tum:$work/seq" --groundtruth -b cpu --voxel "$voxel" -q -o "$work/kinreg.ply"
 echo "== Open3D ScalableTSDFVolume (sdf_trunc 4 voxels, depth_trunc 3 m)"

@@ -158,9 +158,9 @@ __global__ void band_kernel(kr_surface_frame f, const float *__restrict__ points
     int u = i % cols * KR_SURFACE_BAND_STRIDE, v = i / cols * KR_SURFACE_BAND_STRIDE;
     const float *p = points + 3 * ((size_t)v * width + u);
     unsigned long long *out = keys + (size_t)i * (KR_SURFACE_BAND_MAX_STEPS + 1);
-    int samples = kr_surface_band_samples(&f, p);
+    kr_surface_band band = kr_surface_band_of(&f, Rwc_twc, p);
     for (int j = 0; j < KR_SURFACE_BAND_MAX_STEPS + 1; j++)
-        out[j] = j < samples ? kr_surface_band_key(&f, Rwc_twc, Rwc_twc + 9, p, j, samples) : ~0ull;
+        out[j] = j < band.samples ? kr_surface_band_key(&f, &band, Rwc_twc + 9, j) : ~0ull;
 }
 
 extern "C" kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_frame *f,

@@ -81,9 +81,9 @@ static void band_blocks(const kr_surface_frame *f, const kr_cloud *cloud, const 
     for (int v = 0; v < cloud->height; v += KR_SURFACE_BAND_STRIDE)
         for (int u = 0; u < cloud->width && !mine->failed; u += KR_SURFACE_BAND_STRIDE) {
             const float *p = cloud->points + 3 * ((size_t)v * cloud->width + u);
-            int samples = kr_surface_band_samples(f, p);
-            for (int j = 0; j < samples; j++) {
-                uint64_t key = kr_surface_band_key(f, Rwc, twc, p, j, samples);
+            kr_surface_band band = kr_surface_band_of(f, Rwc, p);
+            for (int j = 0; j < band.samples; j++) {
+                uint64_t key = kr_surface_band_key(f, &band, twc, j);
                 uint64_t *slot = &recent[(key ^ key >> 21 ^ key >> 42) % RECENT];
                 if (*slot == key) continue;
                 *slot = key;

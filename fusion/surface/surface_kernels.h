@@ -122,30 +122,39 @@ static inline KR_HD uint64_t kr_surface_block_key(const float pw[3], float block
     return key;
 }
 
-/* The samples of camera point p's band: how many (steps + 1, at most
- * KR_SURFACE_BAND_MAX_STEPS + 1; 0 for no measurement), and sample j's key.
- * Rwc, twc: the camera-to-world pose. */
-static inline KR_HD int kr_surface_band_samples(const kr_surface_frame *f, const float p[3])
+/* One measured point's band: its samples (steps + 1, at most
+ * KR_SURFACE_BAND_MAX_STEPS + 1; 0 for no measurement), and what every
+ * sample needs — the ray's rotated direction R_wc·p, its length and the
+ * band's half-width along it. */
+typedef struct {
+    int samples;
+    float rp[3], len, tau;
+} kr_surface_band;
+
+static inline KR_HD kr_surface_band kr_surface_band_of(const kr_surface_frame *f,
+                                                       const float Rwc[9], const float p[3])
 {
-    if (p[0] != p[0] || !(p[2] > 0.0f) || p[2] > f->max_depth) return 0;
-    float len = sqrtf(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]);
-    float tau = kr_surface_truncation(f, p[2]) * len / p[2];
-    int steps = (int)ceilf(2.0f * tau / (0.5f * f->voxel * KR_SURFACE_BLOCK));
-    return (steps < KR_SURFACE_BAND_MAX_STEPS ? steps : KR_SURFACE_BAND_MAX_STEPS) + 1;
+    kr_surface_band b;
+    b.samples = 0;
+    if (p[0] != p[0] || !(p[2] > 0.0f) || p[2] > f->max_depth) return b;
+    b.len = sqrtf(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]);
+    b.tau = kr_surface_truncation(f, p[2]) * b.len / p[2];
+    int steps = (int)ceilf(2.0f * b.tau / (0.5f * f->voxel * KR_SURFACE_BLOCK));
+    b.samples = (steps < KR_SURFACE_BAND_MAX_STEPS ? steps : KR_SURFACE_BAND_MAX_STEPS) + 1;
+    for (int r = 0; r < 3; r++)
+        b.rp[r] = Rwc[3 * r] * p[0] + Rwc[3 * r + 1] * p[1] + Rwc[3 * r + 2] * p[2];
+    return b;
 }
 
-static inline KR_HD uint64_t kr_surface_band_key(const kr_surface_frame *f, const float Rwc[9],
-                                                 const float twc[3], const float p[3], int j,
-                                                 int samples)
+/* Sample j's block key (twc: the camera-to-world translation). */
+static inline KR_HD uint64_t kr_surface_band_key(const kr_surface_frame *f,
+                                                 const kr_surface_band *b, const float twc[3],
+                                                 int j)
 {
-    float len = sqrtf(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]);
-    float tau = kr_surface_truncation(f, p[2]) * len / p[2];
-    int steps = samples - 1;
-    float along = 1.0f + (-tau + 2.0f * tau * (float)j / (float)steps) / len;
+    float along = 1.0f + (-b->tau + 2.0f * b->tau * (float)j / (float)(b->samples - 1)) / b->len;
     float pw[3];
     for (int r = 0; r < 3; r++)
-        pw[r] =
-            along * (Rwc[3 * r] * p[0] + Rwc[3 * r + 1] * p[1] + Rwc[3 * r + 2] * p[2]) + twc[r];
+        pw[r] = along * b->rp[r] + twc[r];
     return kr_surface_block_key(pw, f->voxel * KR_SURFACE_BLOCK);
 }
 
