@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fusion/surface/surface_internal.h"
+#include "fusion/surface/surface_mesh_kernels.h"
 
 typedef struct {
     float dw, w, rgb[3], cw;
@@ -30,6 +31,7 @@ static kr_status accumulate(const kr_surface *s, kr_surface *c, int factor, coar
     kr_surface_voxel *buf =
         s->gpu ? malloc((size_t)KR_SURFACE_CHUNK * KR_SURFACE_BLOCK_VOXELS * sizeof *buf) : NULL;
     if (s->gpu && !buf) return kr_error(KR_ERR_NOMEM, "coarse mesh: out of memory");
+    const kr_surface_view view = kr_surface_host_view(s);
     kr_status st = KR_OK;
     for (size_t first = 0; first < s->n_blocks && st == KR_OK; first += KR_SURFACE_CHUNK) {
         size_t n = s->n_blocks - first < KR_SURFACE_CHUNK ? s->n_blocks - first : KR_SURFACE_CHUNK;
@@ -40,11 +42,8 @@ static kr_status accumulate(const kr_surface *s, kr_surface *c, int factor, coar
             const kr_surface_voxel *vx = chunk + (b - first) * KR_SURFACE_BLOCK_VOXELS;
             for (int i = 0; i < KR_SURFACE_BLOCK_VOXELS; i++) {
                 if (!(vx[i].w > 0.0f)) continue;
-                int32_t g[3] = {
-                    s->coords[b][0] * KR_SURFACE_BLOCK + i % KR_SURFACE_BLOCK,
-                    s->coords[b][1] * KR_SURFACE_BLOCK + i / KR_SURFACE_BLOCK % KR_SURFACE_BLOCK,
-                    s->coords[b][2] * KR_SURFACE_BLOCK + i / (KR_SURFACE_BLOCK * KR_SURFACE_BLOCK)};
-                int32_t gc[3], cb[3];
+                int32_t g[3], gc[3], cb[3];
+                kr_surface_voxel_of(&view, b, i, g);
                 for (int k = 0; k < 3; k++) {
                     gc[k] = kr_surface_floor_div(g[k], factor);
                     cb[k] = kr_surface_floor_div(gc[k], KR_SURFACE_BLOCK);
