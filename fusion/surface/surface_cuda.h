@@ -1,8 +1,9 @@
 /* The surface volume's voxels on a CUDA device (fusion/surface/surface_cuda.cu),
- * the twin of the CPU engine's: the host keeps the block hash and decides
- * which blocks a frame touches (surface_integrate.c); the device holds every
- * block's voxels in one pool and runs the per-voxel fusion and the per-cube
- * marching cubes with the same math (surface_kernels.h,
+ * the twin of the CPU engine's: the device walks a frame's bands and sorts
+ * their block keys, the host keeps the block hash and inserts them
+ * (surface_integrate.c); the device holds every block's voxels in one pool
+ * and runs the per-voxel fusion and the per-cube marching cubes with the
+ * same math (surface_kernels.h,
  * surface_mesh_kernels.h, compiled with -fmad=false): the same frames give
  * the same voxels and the same mesh bit for bit. Plain C; in builds without
  * CUDA surface_nocuda.c answers KR_ERR_NO_DEVICE. */
