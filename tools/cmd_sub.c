@@ -63,7 +63,7 @@ static int parse_topics(const char *list, unsigned *mask)
         if (!t) {
             fprintf(stderr,
                     "kinreg sub: unknown topic '%s' (expected pose, refine, status, model, "
-                    "final, depth)\n",
+                    "final, depth, mesh)\n",
                     tok);
             return -1;
         }
@@ -110,9 +110,10 @@ typedef struct {
                 "refine or final message on stdout, status messages on\n"                          \
                 "stderr; json: one JSON object per message with every field"))                     \
     OPT(TOPICS, (0, "topics", "LIST", KR_TEXT), a->topics = arg,                                   \
-        KR_HELP("comma-separated pose,refine,status,model,final,depth (model:\n"                   \
-                "one line per chunk of a model snapshot, its header fields only;\n"                \
-                "depth: one line per depth thumbnail, likewise;\n"                                 \
+        KR_HELP("comma-separated pose,refine,status,model,final,depth,mesh\n"                      \
+                "(model: one line per chunk of a model snapshot, its header\n"                     \
+                "fields only; depth: one line per depth thumbnail, likewise;\n"                    \
+                "mesh: one line per chunk of the surface, likewise;\n"                             \
                 "final: the poses the run's final trajectory changed, sent\n"                      \
                 "at its end) (default: pose,status for tum; for json\n"                            \
                 "pose,refine,status,final)"))                                                      \
@@ -277,6 +278,18 @@ static void print_model_json(const kr_model_msg *m, uint64_t gap)
     printf(",\"gap\":%" PRIu64 "}\n", gap);
 }
 
+/* A mesh chunk's header (the triangles are for programs, not lines). */
+static void print_mesh_json(const kr_mesh_msg *m, uint64_t gap)
+{
+    printf("{\"topic\":\"mesh\",\"seq\":%" PRIu64 ",\"snapshot\":%" PRIu64 ",\"frame\":%" PRIu64
+           ",\"total_faces\":%u,\"first_face\":%u,\"vertices\":%u,\"faces\":%u,\"chunk\":%u,"
+           "\"chunks\":%u",
+           m->seq, m->snapshot, m->frame, m->total_faces, m->first_face, m->vertices, m->faces,
+           m->chunk, m->chunks);
+    json_float(stdout, "scale", m->scale, 9);
+    printf(",\"gap\":%" PRIu64 "}\n", gap);
+}
+
 /* A depth thumbnail's header and how much of it has depth (the samples are
  * for programs, not lines). */
 static void print_depth_json(const kr_depth_msg *m, uint64_t gap)
@@ -356,6 +369,7 @@ static bool print_message(const sub_options *o, const kr_message *m, sub_totals 
         uint64_t seq = m->topic == KR_TOPIC_STATUS  ? m->status.seq
                        : m->topic == KR_TOPIC_MODEL ? m->model.seq
                        : m->topic == KR_TOPIC_DEPTH ? m->depth.seq
+                       : m->topic == KR_TOPIC_MESH  ? m->mesh.seq
                                                     : m->pose.seq;
         fprintf(stderr, "gap: %" PRIu64 " %s message%s missed before seq %" PRIu64 "\n", m->gap,
                 kr_topic_name(m->topic), m->gap == 1 ? "" : "s", seq);
@@ -380,6 +394,15 @@ static bool print_message(const sub_options *o, const kr_message *m, sub_totals 
         else
             fprintf(stderr, "depth: frame %" PRIu64 ", %ux%u samples (every %u pixels)\n",
                     m->depth.frame, m->depth.width, m->depth.height, m->depth.step);
+    } else if (m->topic == KR_TOPIC_MESH) {
+        if (o->json)
+            print_mesh_json(&m->mesh, m->gap);
+        else
+            fprintf(stderr,
+                    "mesh: snapshot %" PRIu64 " after %" PRIu64
+                    " frames, chunk %u/%u, %u of %u triangles\n",
+                    m->mesh.snapshot, m->mesh.frame, m->mesh.chunk + 1, m->mesh.chunks,
+                    m->mesh.faces, m->mesh.total_faces);
     } else if (o->final) {
         sub_final_hold(o->final, &m->pose); /* out of memory: said at the end */
     } else if (o->json) {

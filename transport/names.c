@@ -4,12 +4,10 @@
 
 #include <string.h>
 
-static const char *const topic_names[] = {[KR_TOPIC_POSE] = "pose",
-                                          [KR_TOPIC_STATUS] = "status",
-                                          [KR_TOPIC_REFINE] = "refine",
-                                          [KR_TOPIC_MODEL] = "model",
-                                          [KR_TOPIC_FINAL] = "final",
-                                          [KR_TOPIC_DEPTH] = "depth"};
+static const char *const topic_names[] = {
+    [KR_TOPIC_POSE] = "pose",   [KR_TOPIC_STATUS] = "status", [KR_TOPIC_REFINE] = "refine",
+    [KR_TOPIC_MODEL] = "model", [KR_TOPIC_FINAL] = "final",   [KR_TOPIC_DEPTH] = "depth",
+    [KR_TOPIC_MESH] = "mesh"};
 static const char *const method_names[] = {"newton", "emicp",     "softassign",
                                            "refine", "predicted", "interpolated"};
 static const char *const event_names[] = {"started", "progress", "stalled",  "stopped",

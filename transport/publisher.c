@@ -16,6 +16,7 @@
 #include "kinreg/transport.h"
 
 #include "publisher_guard.h"
+#include "wire_mesh.h"
 
 #include "kinreg/frame.h"
 
@@ -64,6 +65,7 @@ struct kr_publisher {
     size_t prefix_len[MAX_PREFIXES];
     int n_prefixes;
     uint64_t model_snapshots; /* model snapshots sent, numbering the next */
+    uint64_t mesh_snapshots;  /* likewise, mesh snapshots */
     uint8_t *chunk;           /* model chunk buffer (KR_WIRE_MODEL_CHUNK_POINTS points) */
 };
 
@@ -565,4 +567,19 @@ kr_status kr_publisher_send_depth(kr_publisher *pub, const kr_depth_msg *m)
     copy.seq = pub->seq[KR_TOPIC_DEPTH]++;
     size_t bytes = kr_wire_encode_depth(&copy, pub->chunk);
     return send_message(pub, KR_TOPIC_DEPTH, pub->chunk, bytes);
+}
+
+kr_status kr_publisher_send_mesh(kr_publisher *pub, kr_wire_mesh_packed *mesh)
+{
+    if (!pub || !mesh) return kr_error(KR_ERR_INVALID_ARG, "kr_publisher_send_mesh: NULL argument");
+    if (!pub->sock || !mesh->chunks) return KR_OK;
+    uint64_t snapshot = pub->mesh_snapshots++;
+    for (uint16_t i = 0; i < mesh->chunks; i++) {
+        uint8_t *chunk = mesh->bytes + mesh->offsets[i];
+        kr_wire_mesh_stamp(chunk, pub->seq[KR_TOPIC_MESH]++, snapshot);
+        kr_status s =
+            send_message(pub, KR_TOPIC_MESH, chunk, mesh->offsets[i + 1] - mesh->offsets[i]);
+        if (s != KR_OK) return s;
+    }
+    return KR_OK;
 }

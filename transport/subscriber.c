@@ -20,7 +20,8 @@
 #define DEFAULT_TOPICS                                                                             \
     ((1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS) | (1u << KR_TOPIC_REFINE) |                   \
      (1u << KR_TOPIC_FINAL))
-#define ALL_TOPICS (DEFAULT_TOPICS | (1u << KR_TOPIC_MODEL) | (1u << KR_TOPIC_DEPTH))
+#define ALL_TOPICS                                                                                 \
+    (DEFAULT_TOPICS | (1u << KR_TOPIC_MODEL) | (1u << KR_TOPIC_DEPTH) | (1u << KR_TOPIC_MESH))
 
 struct kr_subscriber {
     void *ctx, *sock;
@@ -117,9 +118,10 @@ kr_status kr_subscriber_open(kr_subscriber **out, const kr_subscriber_config *cf
     if (!endpoint || !*endpoint)
         return kr_error(KR_ERR_INVALID_ARG, "no endpoint to subscribe to (e.g. tcp://127.0.0.1:5555)");
     if (topics & ~ALL_TOPICS)
-        return kr_error(KR_ERR_INVALID_ARG,
-                        "topic mask 0x%x has bits outside pose, status, refine, model, final",
-                        topics);
+        return kr_error(
+            KR_ERR_INVALID_ARG,
+            "topic mask 0x%x has bits outside pose, status, refine, model, final, depth, mesh",
+            topics);
     kr_subscriber *s = calloc(1, sizeof *s);
     if (!s) return kr_error(KR_ERR_NOMEM, "cannot allocate the subscriber");
     snprintf(s->endpoint, sizeof s->endpoint, "%s", endpoint);
@@ -237,7 +239,7 @@ static kr_status decode(kr_subscriber *sub, const zmq_msg_t *topic_frame, const 
     memset(out, 0, sizeof *out);
     out->topic = topic;
     if (topic == KR_TOPIC_STATUS) return kr_wire_decode_status(pd, pn, &out->status);
-    if (topic == KR_TOPIC_MODEL || topic == KR_TOPIC_DEPTH) {
+    if (topic == KR_TOPIC_MODEL || topic == KR_TOPIC_DEPTH || topic == KR_TOPIC_MESH) {
         /* The ZeroMQ frame is closed after this call: keep a copy the
          * message's points (samples) can point into until the next receive. */
         if (pn > sub->payload_cap) {
@@ -248,8 +250,9 @@ static kr_status decode(kr_subscriber *sub, const zmq_msg_t *topic_frame, const 
         }
         if (pn) memcpy(sub->payload, pd, pn);
         const uint8_t *kept = pn ? sub->payload : pd;
-        return topic == KR_TOPIC_MODEL ? kr_wire_decode_model(kept, pn, &out->model)
-                                       : kr_wire_decode_depth(kept, pn, &out->depth);
+        return topic == KR_TOPIC_MODEL   ? kr_wire_decode_model(kept, pn, &out->model)
+               : topic == KR_TOPIC_DEPTH ? kr_wire_decode_depth(kept, pn, &out->depth)
+                                         : kr_wire_decode_mesh(kept, pn, &out->mesh);
     }
     kr_status st = kr_wire_decode_pose(pd, pn, &out->pose);
     if (st == KR_OK && out->pose.topic != topic)
@@ -381,6 +384,7 @@ static kr_status receive_one(kr_subscriber *sub, int timeout_ms, kr_message *out
         uint64_t seq = m.topic == KR_TOPIC_STATUS  ? m.status.seq
                        : m.topic == KR_TOPIC_MODEL ? m.model.seq
                        : m.topic == KR_TOPIC_DEPTH ? m.depth.seq
+                       : m.topic == KR_TOPIC_MESH  ? m.mesh.seq
                                                    : m.pose.seq;
         m.gap = update_gap(sub, m.topic, seq);
         *out = m;

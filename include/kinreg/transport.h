@@ -33,10 +33,11 @@ typedef enum {
     KR_TOPIC_REFINE = 3,
     KR_TOPIC_MODEL = 4,
     KR_TOPIC_FINAL = 5,
-    KR_TOPIC_DEPTH = 6 /* issue 33: a thumbnail of the latest depth frame, for viewers */
+    KR_TOPIC_DEPTH = 6, /* issue 33: a thumbnail of the latest depth frame, for viewers */
+    KR_TOPIC_MESH = 7   /* issue 34: the surface as triangles, for viewers */
 } kr_topic;
 /* Arrays indexed by kr_topic. */
-#define KR_TOPIC_SLOTS 7
+#define KR_TOPIC_SLOTS 8
 
 typedef enum {
     KR_METHOD_NEWTON = 0,
@@ -156,6 +157,62 @@ KR_API size_t kr_wire_encode_depth(const kr_depth_msg *m, uint8_t *buf);
 KR_API uint16_t kr_wire_depth_sample(const kr_depth_msg *m, size_t i);
 /* Checks size, magic, version and kind; out->samples points into buf. */
 KR_API kr_status kr_wire_decode_depth(const uint8_t *buf, size_t len, kr_depth_msg *out);
+
+/* One chunk of a `mesh` message (issue 34, wire version 5 on): the surface
+ * (kinreg/surface.h) as a triangle mesh for viewers, cut into chunks that
+ * each stand alone — their own vertices, and triangles indexing them — so a
+ * viewer can draw a chunk as it comes and a lost chunk loses only its
+ * triangles. Vertices are packed as the model's points (three u16 quanta
+ * from `origin` in steps of `scale`, an octahedral normal in two bytes),
+ * then r, g, b and a (255: a measured colour, 0: none) (docs/PROTOCOL.md). */
+typedef struct {
+    uint64_t seq;             /* per-topic sequence number (one per chunk), set by the publisher */
+    uint64_t snapshot;        /* mesh snapshot number (from 0), set by the publisher */
+    uint64_t frame;           /* frames fused into the surface when it was meshed */
+    uint32_t total_faces;     /* triangles in the whole snapshot (all chunks) */
+    uint32_t first_face;      /* index of this chunk's first triangle in the snapshot */
+    uint16_t vertices, faces; /* in this chunk */
+    uint16_t chunk, chunks;   /* this chunk's index, and the snapshot's number of chunks */
+    float origin[3];          /* m: the snapshot's bounding-box minimum */
+    float scale;              /* m per quantum */
+    const uint8_t *vertex_bytes; /* vertices × KR_WIRE_MESH_VERTEX_SIZE (decoders point into the
+                                    payload: valid as long as it is) */
+    const uint8_t *face_bytes;   /* faces × 3 little-endian u16, indices into this chunk's
+                                    vertices (checked by the decoder) */
+} kr_mesh_msg;
+
+#define KR_WIRE_MESH_HEADER_SIZE 64
+#define KR_WIRE_MESH_VERTEX_SIZE 12 /* a model point's 8 bytes, then r, g, b, a */
+#define KR_WIRE_MESH_FACE_SIZE 6
+/* Payload bytes of a mesh chunk. */
+KR_API size_t kr_wire_mesh_size(uint16_t vertices, uint16_t faces);
+/* Writes the header of *m; returns its size (a decoded chunk is re-encoded
+ * byte for byte by its header, then its vertex and face bytes). */
+KR_API size_t kr_wire_encode_mesh_header(const kr_mesh_msg *m, uint8_t *buf);
+/* A whole mesh packed into chunks of at most KR_WIRE_MAX_MESSAGE bytes,
+ * ready to send (kr_publisher_send_mesh numbers them). */
+typedef struct {
+    uint8_t *bytes;  /* the chunks, one after another */
+    size_t *offsets; /* chunk i is bytes[offsets[i] .. offsets[i + 1]) */
+    uint16_t chunks;
+    uint32_t faces, vertices; /* triangles in all, vertices sent (shared ones once a chunk) */
+} kr_wire_mesh_packed;
+/* Packs n_vertices vertices (xyz and normals 3 floats each; rgb 3 bytes each
+ * or NULL for none) and n_faces triangles (3 indices each) taken when
+ * `frame` frames were fused. The triangles keep their order; a chunk takes
+ * triangles until the next would not fit. KR_ERR_INVALID_ARG for an index
+ * out of range or a mesh over 65535 chunks; KR_ERR_NOMEM. */
+KR_API kr_status kr_wire_pack_mesh(const float *xyz, const float *normals, const uint8_t *rgb,
+                                   size_t n_vertices, const uint32_t *faces, size_t n_faces,
+                                   uint64_t frame, kr_wire_mesh_packed *out);
+KR_API void kr_wire_mesh_packed_free(kr_wire_mesh_packed *p);
+/* Vertex i and face i of a decoded chunk. */
+KR_API void kr_wire_mesh_vertex(const kr_mesh_msg *m, uint32_t i, float p[3], float n[3],
+                                uint8_t rgba[4]);
+KR_API void kr_wire_mesh_face(const kr_mesh_msg *m, uint32_t i, uint16_t v[3]);
+/* Checks size, magic, version, kind, that the chunk lies inside its
+ * snapshot and that every index names one of its vertices. */
+KR_API kr_status kr_wire_decode_mesh(const uint8_t *buf, size_t len, kr_mesh_msg *out);
 
 /* Encoded sizes on the wire (docs/PROTOCOL.md), for static buffers. */
 #define KR_WIRE_POSE_SIZE 200 /* version 5; versions 1 to 4 have 112 */
@@ -302,6 +359,10 @@ KR_API kr_status kr_publisher_send_model(kr_publisher *pub, const float *points,
 /* Sends a depth thumbnail (its seq is set here); like the model, only worth
  * making when kr_publisher_has_subscriber(pub, KR_TOPIC_DEPTH). */
 KR_API kr_status kr_publisher_send_depth(kr_publisher *pub, const kr_depth_msg *m);
+/* Sends a packed mesh's chunks, numbering them (seq) and the snapshot in
+ * place; only worth packing when kr_publisher_has_subscriber(pub,
+ * KR_TOPIC_MESH). Never blocks: a chunk refused is counted as dropped. */
+KR_API kr_status kr_publisher_send_mesh(kr_publisher *pub, kr_wire_mesh_packed *mesh);
 
 typedef struct kr_subscriber kr_subscriber;
 
@@ -328,6 +389,7 @@ typedef struct {
     kr_status_msg status;     /* status */
     kr_model_msg model;       /* model; model.points is valid until the next receive */
     kr_depth_msg depth;       /* depth; depth.samples is valid until the next receive */
+    kr_mesh_msg mesh;         /* mesh; its bytes are valid until the next receive */
     uint64_t gap;             /* messages of this topic missed just before this one */
 } kr_message;
 

@@ -1,6 +1,6 @@
-/* The ZeroMQ wire decoder (transport/wire.c): what `kinreg sub` and the
- * library's subscriber do with every message body a publisher sends. The
- * decoder takes memory, so no file is involved. */
+/* The ZeroMQ wire decoders (transport/wire*.c): what `kinreg sub`, the live
+ * view and the library's subscriber do with every message body a publisher
+ * sends. The decoders take memory, so no file is involved. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +27,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (kr_wire_decode_status(buf, size, &status) == KR_OK) {
         /* The text is always a C string, whatever the sender put there. */
         if (strnlen(status.text, sizeof status.text) == sizeof status.text) abort();
+    }
+    kr_model_msg model;
+    (void)kr_wire_decode_model(buf, size, &model);
+    kr_depth_msg depth;
+    if (kr_wire_decode_depth(buf, size, &depth) == KR_OK)
+        for (size_t i = 0; i < (size_t)depth.width * depth.height; i++)
+            (void)kr_wire_depth_sample(&depth, i);
+    kr_mesh_msg mesh;
+    if (kr_wire_decode_mesh(buf, size, &mesh) == KR_OK) {
+        /* Every triangle a decoded chunk has names one of its vertices, so
+         * a viewer can index with them as they come. */
+        for (uint32_t i = 0; i < mesh.faces; i++) {
+            uint16_t t[3];
+            kr_wire_mesh_face(&mesh, i, t);
+            for (int k = 0; k < 3; k++) {
+                if (t[k] >= mesh.vertices) abort();
+                float p[3], n[3];
+                uint8_t rgba[4];
+                kr_wire_mesh_vertex(&mesh, t[k], p, n, rgba);
+            }
+        }
     }
     free(buf);
     return 0;
