@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "core/deadline.h"
+
 struct kr_queue {
     kr_queue_config cfg;
     pthread_mutex_t mu;
@@ -101,23 +103,11 @@ kr_status kr_queue_push(kr_queue *q, kr_frame *frame)
     return KR_OK;
 }
 
-static struct timespec deadline_after(int timeout_ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
 kr_status kr_queue_pop(kr_queue *q, kr_frame *out, int timeout_ms)
 {
     if (!q || !out) return kr_error(KR_ERR_INVALID_ARG, "kr_queue_pop: NULL argument");
-    struct timespec deadline = deadline_after(timeout_ms > 0 ? timeout_ms : 0);
+    struct timespec deadline =
+        kr_deadline_after(CLOCK_MONOTONIC, timeout_ms > 0 ? 1e-3 * timeout_ms : 0.0);
     pthread_mutex_lock(&q->mu);
     while (q->count == 0 && !q->closed) {
         if (timeout_ms == 0) break;

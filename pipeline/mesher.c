@@ -28,6 +28,7 @@ struct kr_mesher {
     mesher_job waiting, working;
     bool has_waiting, busy, quit;
     uint64_t fused, skipped;
+    kr_mesh_feed *feed; /* the `mesh` topic's, or NULL */
     kr_status status; /* the first integration failure */
     char message[1024];
 };
@@ -56,6 +57,10 @@ static void *mesher_main(void *arg)
                                                  m->working.coloured ? m->working.rgb : NULL,
                                                  &m->working.pose)
                           : KR_OK;
+        /* The viewers' refresh, when one is due: frames arriving meanwhile
+         * wait in the slot (and replace each other) as during any frame. */
+        if (s == KR_OK && m->feed)
+            kr_mesh_feed_offer(m->feed, m->surface, kr_surface_stats_get(m->surface).frames, false);
         pthread_mutex_lock(&m->lock);
         m->busy = false;
         if (s == KR_OK) m->fused++;
@@ -69,10 +74,12 @@ static void *mesher_main(void *arg)
     return NULL;
 }
 
-kr_status kr_mesher_create(kr_mesher **out, const kr_surface_config *cfg, const kr_device *device)
+kr_status kr_mesher_create(kr_mesher **out, const kr_surface_config *cfg, const kr_device *device,
+                           kr_mesh_feed *feed)
 {
     kr_mesher *m = calloc(1, sizeof *m);
     if (!m) return kr_error(KR_ERR_NOMEM, "surface thread: out of memory");
+    m->feed = feed;
     kr_status s = kr_surface_create(&m->surface, cfg);
     if (s != KR_OK) {
         free(m);
@@ -152,6 +159,10 @@ kr_status kr_mesher_finish(kr_mesher *m, const char *path, int decimate, kr_pipe
     stats->mesh_skipped = m->skipped;
     if (m->status != KR_OK) return kr_error(m->status, "%s", m->message);
     kr_surface_stats ss = kr_surface_stats_get(m->surface);
+    if (m->feed) { /* the viewers' last refresh, before the run's last status */
+        kr_mesh_feed_offer(m->feed, m->surface, ss.frames, true);
+        kr_mesh_feed_flush(m->feed, 5.0);
+    }
     kr_log(KR_LOG_INFO, "meshing the surface (%zu blocks from %llu frames)", ss.blocks,
            (unsigned long long)m->fused);
     kr_mesh mesh = {0};

@@ -9,7 +9,8 @@
  * one waiting, which is counted as skipped, so the surface takes what the
  * machine can integrate and the poses are never waited for; the thread runs
  * at a lower priority (nice 10), so on few cores it takes the time tracking
- * leaves. `kinreg mesh` fuses every frame of a replay afterwards. */
+ * leaves. `kinreg mesh` fuses every frame of a replay afterwards. The
+ * same thread meshes the surface for the `mesh` topic's viewers. */
 #ifndef KINREG_PIPELINE_MESHER_H
 #define KINREG_PIPELINE_MESHER_H
 
@@ -17,13 +18,16 @@
 
 #include "kinreg/pipeline.h"
 #include "kinreg/surface.h"
+#include "pipeline/mesh_feed.h"
 
 typedef struct kr_mesher kr_mesher;
 
 /* With a CUDA `device` the voxels are fused and meshed there (a context of
  * the surface's own); with the CPU one, or when the device cannot take
- * them (a warning says why), on the host. */
-kr_status kr_mesher_create(kr_mesher **out, const kr_surface_config *cfg, const kr_device *device);
+ * them (a warning says why), on the host. With a `feed` the thread also
+ * meshes the surface for viewers when the feed asks (pipeline/mesh_feed.h). */
+kr_status kr_mesher_create(kr_mesher **out, const kr_surface_config *cfg, const kr_device *device,
+                           kr_mesh_feed *feed);
 
 /* Hands over a copy of `cloud` (and of its colour `rgb`, 3 bytes a pixel,
  * when not NULL) at `pose`; returns at once. */

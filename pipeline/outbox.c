@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/deadline.h"
 #include "kinreg/frame.h"
 
 kr_outbox_item kr_outbox_pose_item(kr_topic topic, uint64_t frame, double timestamp,
@@ -98,18 +99,12 @@ void kr_outbox_close(kr_outbox *box)
 
 int kr_outbox_take_within(kr_outbox *box, kr_outbox_item *out, double timeout_s)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    double whole = floor(timeout_s);
-    until.tv_sec += (time_t)whole;
-    until.tv_nsec += (long)((timeout_s - whole) * 1e9);
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = kr_deadline_after(CLOCK_REALTIME, timeout_s);
     pthread_mutex_lock(&box->lock);
     int rc = 0;
-    while (box->count == 0 && !box->closed && rc == 0) rc = pthread_cond_timedwait(&box->ready, &box->lock, &until);
+    while (box->count == 0 && !box->closed && !box->woken && rc == 0)
+        rc = pthread_cond_timedwait(&box->ready, &box->lock, &until);
+    box->woken = false;
     int got = box->count > 0 ? 1 : box->closed ? -1 : 0;
     if (got == 1) {
         *out = box->items[box->head];
@@ -118,4 +113,12 @@ int kr_outbox_take_within(kr_outbox *box, kr_outbox_item *out, double timeout_s)
     }
     pthread_mutex_unlock(&box->lock);
     return got;
+}
+
+void kr_outbox_wake(kr_outbox *box)
+{
+    pthread_mutex_lock(&box->lock);
+    box->woken = true;
+    pthread_cond_broadcast(&box->ready);
+    pthread_mutex_unlock(&box->lock);
 }

@@ -23,6 +23,7 @@ typedef struct {
     kr_outbox_item *items;
     size_t head, count, capacity;
     bool closed;
+    bool woken; /* kr_outbox_wake: a waiting take returns with nothing */
 } kr_outbox;
 
 /* A `pose`, `refine` or `final` item: topic, frame, timestamp and pose set,
@@ -39,5 +40,9 @@ bool kr_outbox_take(kr_outbox *box, kr_outbox_item *out);
  * and drained (the publisher thread's loop, which also has timed work). */
 int kr_outbox_take_within(kr_outbox *box, kr_outbox_item *out, double timeout_s);
 void kr_outbox_close(kr_outbox *box);
+/* Makes the publisher thread's wait (kr_outbox_take_within) return now,
+ * with or without an item: other threads have timed work for it (a mesh
+ * to send). */
+void kr_outbox_wake(kr_outbox *box);
 
 #endif

@@ -16,6 +16,7 @@
 #include "pipeline/fuser.h"
 #include "pipeline/mesher.h"
 #include "pipeline/depth_feed.h"
+#include "pipeline/mesh_feed.h"
 #include "pipeline/model_feed.h"
 #include "pipeline/live_refine.h"
 #include "pipeline/lost_fill.h"
@@ -34,6 +35,7 @@ struct kr_pipeline {
     kr_queue *queue;
     kr_outbox outbox;
     kr_depth_feed depth_feed; /* the `depth` topic: tracker offers, publisher sends */
+    kr_mesh_feed mesh_feed;   /* the `mesh` topic: the surface's thread offers, publisher sends */
     kr_intrinsics intrinsics;
     kr_pyramid pyramid;
     /* CUDA backend: fusion runs on its own thread (fuser) from a second
@@ -99,6 +101,7 @@ void kr_pipeline_config_default(kr_pipeline_config *cfg)
     cfg->model_period_s = 1.0;
     cfg->model_points = 100000;
     cfg->depth_period_s = 0.5;
+    cfg->mesh_period_s = 2.0;
     cfg->fill_frames = 300;
     kr_live_refine_config_default(&cfg->refine);
 }
@@ -119,9 +122,10 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     if (cfg->queue_capacity < 1 || cfg->rebuild_every < 1 || cfg->rate < 0)
         return kr_error(KR_ERR_INVALID_ARG,
                         "pipeline: queue capacity and rebuild interval must be >= 1, rate >= 0");
-    if (!(cfg->depth_period_s >= 0))
-        return kr_error(KR_ERR_INVALID_ARG, "pipeline: depth period %g s must be >= 0",
-                        cfg->depth_period_s);
+    if (!(cfg->depth_period_s >= 0) || !(cfg->mesh_period_s >= 0))
+        return kr_error(KR_ERR_INVALID_ARG,
+                        "pipeline: depth period %g s and mesh period %g s must be >= 0",
+                        cfg->depth_period_s, cfg->mesh_period_s);
     if (!(cfg->model_period_s >= 0) || cfg->model_points < 0)
         return kr_error(KR_ERR_INVALID_ARG,
                         "pipeline: model period %g s and model points %d must be >= 0",
@@ -136,6 +140,7 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
     pthread_mutex_init(&p->stats_lock, NULL);
     pthread_mutex_init(&p->pace_lock, NULL);
     kr_depth_feed_init(&p->depth_feed, cfg->depth_period_s);
+    kr_mesh_feed_init(&p->mesh_feed, cfg->mesh_period_s, &p->outbox);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -174,7 +179,7 @@ kr_status kr_pipeline_create(kr_pipeline **out, const kr_pipeline_config *cfg)
                                                  kr_device_backend(p->device) == KR_BACKEND_CUDA);
     if (fuse_thread && (s = kr_fuser_create(&p->fuser, p->model)) != KR_OK) goto fail;
     if (cfg->mesh_path && *cfg->mesh_path &&
-        (s = kr_mesher_create(&p->mesher, &cfg->surface, p->device)) != KR_OK)
+        (s = kr_mesher_create(&p->mesher, &cfg->surface, p->device, &p->mesh_feed)) != KR_OK)
         goto fail;
     if ((s = kr_publisher_create(&p->publisher, &cfg->publish)) != KR_OK) goto fail;
     kr_queue_config qcfg;
@@ -228,12 +233,13 @@ void kr_pipeline_destroy(kr_pipeline **pp)
     kr_lost_keep_free(&p->lost_keep);
     kr_trajectory_free(&p->final);
     kr_recover_cache_free(&p->recover_cache);
+    kr_mesher_destroy(&p->mesher); /* its thread wakes the outbox's reader */
+    kr_mesh_feed_free(&p->mesh_feed);
     kr_outbox_destroy(&p->outbox);
     kr_depth_feed_free(&p->depth_feed);
     kr_queue_destroy(&p->queue);
     kr_publisher_destroy(&p->publisher);
     kr_fuser_destroy(&p->fuser); /* before the model it writes */
-    kr_mesher_destroy(&p->mesher);
     kr_model_destroy(&p->model);
     kr_pyramid_free(&p->pyramid);
     kr_pyramid_free(&p->fuse_pyramid);
@@ -385,6 +391,8 @@ static void *publisher_main(void *arg)
             kr_log(KR_LOG_WARN, "model not published: %s (%s)", kr_strerror(fs), kr_last_error());
         if ((fs = kr_depth_feed_tick(&p->depth_feed, p->publisher)) != KR_OK)
             kr_log(KR_LOG_WARN, "depth not published: %s (%s)", kr_strerror(fs), kr_last_error());
+        if (p->mesher && (fs = kr_mesh_feed_tick(&p->mesh_feed, p->publisher)) != KR_OK)
+            kr_log(KR_LOG_WARN, "surface not published: %s (%s)", kr_strerror(fs), kr_last_error());
         int got = kr_outbox_take_within(&p->outbox, &item, kr_model_feed_wait_s(&feed));
         if (got < 0) break;
         if (got == 0) continue;
@@ -854,6 +862,11 @@ static void save_mesh(kr_pipeline *p)
     p->stats.mesh_skipped = m.mesh_skipped;
     p->stats.mesh_vertices = m.mesh_vertices;
     p->stats.mesh_faces = m.mesh_faces;
+    /* The surface thread has stopped: its feed's counters are still. */
+    p->stats.mesh_refreshes = p->mesh_feed.refreshes;
+    p->stats.mesh_refresh_s =
+        p->mesh_feed.refreshes ? p->mesh_feed.refresh_s / (double)p->mesh_feed.refreshes : 0;
+    p->stats.mesh_refresh_faces = p->mesh_feed.last_faces;
     pthread_mutex_unlock(&p->stats_lock);
     if (s != KR_OK) output_failed(p, &p->stats.mesh_save_failed, s);
 }

@@ -20,6 +20,7 @@
 #include "kinreg/kdtree.h"
 #include "kinreg/preprocess.h"
 #include "kinreg/surface.h"
+#include "kinreg/transport.h"
 #include "scene_distance.h"
 
 KR_TEST(surface, cases_cut_the_edges_whose_corners_disagree)
@@ -523,23 +524,107 @@ KR_TEST(surface, mesh_command)
     CHECK(access(path, F_OK) != 0);
 }
 
+/* The mesh topic's refreshes as a subscriber puts them together: the
+ * vertices of the newest whole snapshot, its frame and its triangles. */
+typedef struct {
+    float *xyz;
+    size_t n, cap;
+    uint64_t snapshot, frame;
+    uint32_t faces, chunks_got;
+    bool started;
+} mesh_refresh;
+
+static bool refresh_add(mesh_refresh *r, const kr_mesh_msg *m)
+{
+    if (!r->started || m->snapshot != r->snapshot) {
+        *r = (mesh_refresh){r->xyz, 0, r->cap, m->snapshot, m->frame, 0, 0, true};
+    }
+    if (r->n + m->vertices > r->cap) {
+        size_t cap = 2 * (r->n + m->vertices);
+        float *x = realloc(r->xyz, 3 * cap * sizeof *x);
+        if (!x) return false;
+        r->xyz = x;
+        r->cap = cap;
+    }
+    for (uint32_t i = 0; i < m->vertices; i++, r->n++) {
+        float n[3];
+        uint8_t rgba[4];
+        kr_wire_mesh_vertex(m, i, r->xyz + 3 * r->n, n, rgba);
+    }
+    r->faces += m->faces;
+    return ++r->chunks_got == m->chunks;
+}
+
 /* kinreg run --mesh: the tracked frames' surface, in the tracker's world
  * (the first frame's camera), lies on the scene once moved by the first
- * true pose — within the tracking error, a few millimetres here. */
-KR_TEST(surface, run_writes_the_tracked_surface)
+ * true pose — within the tracking error, a few millimetres here — in the
+ * file and in the `mesh` topic's refreshes, whose last is the file's mesh
+ * (the same frames, the same triangles) and arrives before the run's last
+ * status. */
+KR_TEST(surface, run_publishes_and_writes_the_tracked_surface)
 {
-    char out[8192], args[2048], path[512];
-    snprintf(path, sizeof path, "%s/run.ply", kr_test_tmpdir());
-    snprintf(args, sizeof args, "run synthetic --duration 1 -b cpu --mesh %s --mesh-voxel 0.01 -q",
-             path);
-    CHECK_EQ(kr_test_run_tool(NULL, args, out, sizeof out), 0);
-    CHECK_MSG(strstr(out, "mesh written to"), "%s", out);
+    const char *tmp = kr_test_tmpdir();
+    char out[8192], cmd[4096], path[512], endpoint[600];
+    snprintf(path, sizeof path, "%s/run.ply", tmp);
+    snprintf(endpoint, sizeof endpoint, "ipc://%s/surface.ipc", tmp);
+    kr_subscriber *sub = NULL;
+    REQUIRE_OK(
+        kr_subscriber_create(&sub, endpoint, (1u << KR_TOPIC_MESH) | (1u << KR_TOPIC_STATUS)));
+    snprintf(cmd, sizeof cmd,
+             "'%s' run synthetic --duration 1 -b cpu --mesh '%s' --mesh-voxel 0.01 "
+             "--mesh-period 0.3 -q -p '%s' --wait-subscriber 60 > '%s/run.out' 2>&1; "
+             "echo $? > '%s/run.rc' &",
+             kr_test_tool(), path, endpoint, tmp, tmp);
+    REQUIRE(kr_test_shell(cmd, out, sizeof out) == 0);
+    mesh_refresh building = {0}, last = {0};
+    int refreshes = 0;
+    bool stopped = false;
+    for (;;) {
+        kr_message m;
+        if (kr_subscriber_receive(sub, 120000, &m) != KR_OK) break;
+        if (m.topic == KR_TOPIC_STATUS &&
+            (m.status.event == KR_EVENT_STOPPED || m.status.event == KR_EVENT_ERROR)) {
+            stopped = m.status.event == KR_EVENT_STOPPED;
+            break;
+        }
+        if (m.topic != KR_TOPIC_MESH) continue;
+        if (refresh_add(&building, &m.mesh)) {
+            mesh_refresh t = last;
+            last = building;
+            building = t;
+            building.started = false;
+            refreshes++;
+        }
+    }
+    kr_subscriber_destroy(&sub);
+    snprintf(cmd, sizeof cmd,
+             "for i in $(seq 600); do [ -s '%s/run.rc' ] && exit $(cat '%s/run.rc'); sleep 0.1; "
+             "done; exit 99",
+             tmp, tmp);
+    CHECK_EQ(kr_test_shell(cmd, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "cat '%s/run.out'", tmp);
+    kr_test_shell(cmd, out, sizeof out);
+    CHECK(stopped);
+    unsigned long vertices = 0, triangles = 0, frames = 0;
+    const char *written = strstr(out, "mesh written to");
+    CHECK_MSG(written && sscanf(strchr(written, '(') ? strchr(written, '(') : "",
+                                "(%lu vertices, %lu triangles from %lu frames", &vertices,
+                                &triangles, &frames) == 3,
+              "%s", out);
+    CHECK_MSG(refreshes >= 1, "no whole mesh arrived; output: %s", out);
+    CHECK_EQ(last.frame, frames);
+    CHECK_EQ(last.faces, triangles);
+
     kr_ply_points ply;
     if (kr_ply_read(path, &ply) != KR_OK) {
         kr_test_fail(__FILE__, __LINE__, "no mesh: %s; output: %s", kr_last_error(), out);
+        free(building.xyz);
+        free(last.xyz);
         return;
     }
+    kr_ply_points sent = {.n = last.n, .xyz = last.xyz};
     to_scene(&ply);
+    to_scene(&sent);
     kr_synth_scene scene;
     double fuse_s;
     size_t n_seen = 0;
@@ -549,7 +634,15 @@ KR_TEST(surface, run_writes_the_tracked_surface)
     print_score("kinreg run --mesh", &r, n_seen, 0.01f);
     CHECK(r.median < 0.004);
     CHECK(r.cover > 0.9); /* frames the surface thread skipped may leave a little unseen */
+    mesh_score t = score_vertices(&scene, sent.xyz, sent.n, seen, n_seen, 0.01f);
+    print_score("its last mesh refresh", &t, n_seen, 0.01f);
+    CHECK(t.median < 0.004);
+    CHECK(t.cover > 0.9);
+    printf("    %d whole refreshes; the last after %lu frames, %u triangles\n", refreshes,
+           (unsigned long)last.frame, last.faces);
     free(seen);
+    free(building.xyz);
+    free(last.xyz);
     kr_ply_points_free(&ply);
 }
 

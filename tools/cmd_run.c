@@ -204,6 +204,12 @@ int kr_cmd_run(int argc, char **argv)
                 "%llu skipped while the surface was busy)\n",
                 cfg.mesh_path, stats.mesh_vertices, stats.mesh_faces,
                 (unsigned long long)stats.mesh_frames, (unsigned long long)stats.mesh_skipped);
+    if (stats.mesh_refreshes)
+        fprintf(stderr,
+                "kinreg run: the surface meshed for viewers %llu times (the last %zu triangles; "
+                "%.0f ms each to mesh and pack)\n",
+                (unsigned long long)stats.mesh_refreshes, stats.mesh_refresh_faces,
+                1e3 * stats.mesh_refresh_s);
     if (cfg.trajectory_refined_path && s == KR_OK)
         fprintf(stderr, "kinreg run: refined trajectory written to %s\n",
                 cfg.trajectory_refined_path);

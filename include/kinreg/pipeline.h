@@ -182,6 +182,11 @@ typedef struct {
     uint64_t mesh_frames, mesh_skipped;
     size_t mesh_vertices, mesh_faces;
     bool mesh_save_failed;
+    /* The `mesh` topic: surfaces sent to viewers, the mean seconds the
+     * surface thread took to mesh and pack one, and the last one's size. */
+    uint64_t mesh_refreshes;
+    double mesh_refresh_s;
+    size_t mesh_refresh_faces;
 } kr_pipeline_stats;
 
 typedef void (*kr_frame_callback)(const kr_frame_result *result, const kr_pipeline_stats *stats, void *user);
@@ -270,6 +275,9 @@ typedef struct {
     kr_surface_config surface;     /* its volume (kr_surface_config_default) */
     int mesh_decimate;             /* the mesh at this many times the voxel (voxels averaged,
                                       kr_surface_extract_coarse); default 1: the full mesh */
+    double mesh_period_s;          /* seconds between `mesh` refreshes for viewers (default 2;
+                                      0 = none); made on the surface's thread only while
+                                      someone subscribes to `mesh` */
     kr_live_refine_config refine;  /* the live refiner (default off) */
     const char *trajectory_refined_path; /* TUM file of every frame's refined pose, written when
                                             the run ends (Ctrl-C included): later refinements

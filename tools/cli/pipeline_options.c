@@ -218,6 +218,12 @@ KR_OPTION_TABLE(kr_synthetic_option_table, SYNTHETIC_OPTIONS, kr_source_config, 
     OPT(MESH_DECIMATE, (0, "mesh-decimate", "N", KR_WHOLE(1, 64, "a factor", NULL)),               \
         cfg->mesh_decimate = (int)v,                                                               \
         KR_HELP_IF(OUTPUTS, "a coarser mesh: N times the surface's voxel (default 1)"))            \
+    OPT(MESH_PERIOD, (0, "mesh-period", "SEC", KR_REAL(0, 86400, "seconds", "0 = never")),         \
+        cfg->mesh_period_s = v,                                                                    \
+        KR_HELP_IF(OUTPUTS,                                                                        \
+                   "with --mesh, publish the surface for viewers every SEC seconds,\n"             \
+                   "only while one subscribes to `mesh` (default %g; 0 = never)",                  \
+                   def()->mesh_period_s))                                                          \
     OPT(PUBLISH, ('p', "publish", "ENDPOINT", KR_TEXT), cfg->publish.endpoint = arg,               \
         KR_HELP_IF(OUTPUTS, "ZeroMQ PUB endpoint, e.g. tcp://*:5555 (default: none)"))             \
     OPT(WAIT_SUBSCRIBER, (0, "wait-subscriber", "SEC", KR_REAL(0, 86400, "seconds", NULL)),        \
