@@ -1,8 +1,8 @@
 /* The Python package in python/: `pip install ./python` into a fresh virtual
  * environment, `import kinreg`, and the installed `kinreg-sub` decodes a live
  * stream from `kinreg run` pose for pose as the run wrote it; its wheel
- * builds; kinreg.arrays turns model chunks and poses that the C library
- * encoded into the numbers they came from. Skips when no python3 can make a
+ * builds; kinreg.arrays turns model chunks, mesh chunks and poses that the
+ * C library encoded into the numbers they came from. Skips when no python3 can make a
  * virtual environment with pip (or has no numpy, for kinreg.arrays). */
 #include "kr_test.h"
 
@@ -333,6 +333,82 @@ KR_TEST(python, arrays_give_back_the_model_points_and_pose_matrices_that_were_se
             else
                 CHECK_NEAR(C[i][k], (double)(float)cov[i][a < b ? a : b][a < b ? b : a], 1e-12);
         }
+}
+
+/* kinreg.arrays.MeshSnapshots puts a mesh the C library packed back
+ * together from its chunks, given in reverse order: every triangle's
+ * corners within half a quantum of the mesh's, their colours exact. */
+KR_TEST(python, mesh_snapshots_give_back_every_triangle_that_was_sent)
+{
+    char cmd[4096];
+    if (sh("python3 -c 'import numpy'") != 0)
+        SKIP("no python3 with numpy (Debian: apt install python3-numpy)");
+    /* A wavy 140 x 140 grid: 38 642 triangles, several chunks. */
+    enum { SIDE = 140, NV = SIDE * SIDE, NF = 2 * (SIDE - 1) * (SIDE - 1) };
+    static float xyz[NV][3], nrm[NV][3];
+    static uint8_t rgb[NV][3];
+    static uint32_t tri[NF][3];
+    for (int i = 0; i < NV; i++) {
+        float u = (float)(i % SIDE) / (SIDE - 1), v = (float)(i / SIDE) / (SIDE - 1);
+        xyz[i][0] = 2 * u;
+        xyz[i][1] = v;
+        xyz[i][2] = 0.2f * sinf(7 * u + 3 * v);
+        nrm[i][2] = 1;
+        for (int k = 0; k < 3; k++)
+            rgb[i][k] = (uint8_t)(i * (2 * k + 1));
+    }
+    for (int y = 0, f = 0; y + 1 < SIDE; y++)
+        for (int x = 0; x + 1 < SIDE; x++, f += 2) {
+            uint32_t a = (uint32_t)(y * SIDE + x);
+            uint32_t t[2][3] = {{a, a + 1, a + SIDE + 1}, {a, a + SIDE + 1, a + SIDE}};
+            memcpy(tri[f], t, sizeof t);
+        }
+    kr_wire_mesh_packed p;
+    REQUIRE_OK(kr_wire_pack_mesh(&xyz[0][0], &nrm[0][0], &rgb[0][0], NV, &tri[0][0], NF, 9, &p));
+    REQUIRE(p.chunks >= 3);
+    for (int c = 0; c < p.chunks; c++) {
+        char name[32];
+        snprintf(name, sizeof name, "mesh%d.bin", c);
+        REQUIRE(write_payload(name, p.bytes + p.offsets[c], p.offsets[c + 1] - p.offsets[c]));
+    }
+    const int chunks = p.chunks;
+    kr_wire_mesh_packed_free(&p);
+    const char *dir = kr_test_tmpdir();
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && PYTHONPATH='%s/python' python3 -c '\n"
+             "import numpy as np, kinreg, kinreg.arrays as A\n"
+             "snaps = A.MeshSnapshots()\n"
+             "for c in reversed(range(%d)):\n"
+             "    with open(\"mesh%%d.bin\" %% c, \"rb\") as f: got = "
+             "snaps.add(kinreg.decode(\"mesh\", f.read()))\n"
+             "v, rgba, faces = got[\"vertices\"], got[\"rgba\"], got[\"faces\"]\n"
+             "print(\"frame\", snaps.frame, \"faces\", len(faces), \"alpha\", set(rgba[:, "
+             "3].tolist()))\n"
+             "np.savetxt(\"corners.txt\", np.hstack([v[faces[:, k], :3] for k in range(3)]), "
+             "fmt=\"%%.9g\")\n"
+             "np.savetxt(\"colours.txt\", np.hstack([rgba[faces[:, k], :3] for k in range(3)]), "
+             "fmt=\"%%d\")\n"
+             "'",
+             dir, KINREG_SOURCE_DIR, chunks);
+    int rc = sh(cmd);
+    CHECK_MSG(rc == 0, "%s", out);
+    if (rc != 0) return;
+    char want[64];
+    snprintf(want, sizeof want, "frame 9 faces %d alpha {255}", NF);
+    CHECK_CONTAINS(out, want);
+    static double corners[NF][9], colours[NF][9];
+    REQUIRE(read_numbers(dir, "corners.txt", NF * 9, &corners[0][0]));
+    REQUIRE(read_numbers(dir, "colours.txt", NF * 9, &colours[0][0]));
+    const double half = 0.5 * 2.0 / 65535 + 1e-6; /* the box is 2 m along x */
+    int far = 0, unlike = 0;
+    for (int f = 0; f < NF; f++)
+        for (int k = 0; k < 3; k++)
+            for (int a = 0; a < 3; a++) {
+                far += fabs(corners[f][3 * k + a] - xyz[tri[f][k]][a]) > half;
+                unlike += colours[f][3 * k + a] != rgb[tri[f][k]][a];
+            }
+    CHECK_EQ(far, 0);
+    CHECK_EQ(unlike, 0);
 }
 
 KR_TEST(python, bad_endpoint_is_one_line_not_a_traceback)

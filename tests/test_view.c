@@ -251,14 +251,16 @@ KR_TEST(view, page_in_headless_chromium_shows_the_stream)
     char shot[512];
     snprintf(shot, sizeof shot, "%s/view_test.png", KINREG_BINARY_DIR);
     unlink(shot);
-    /* A replay at recorded speed with the view on any free port, and a
-     * subscriber recording the same stream (poses and model headers). */
+    /* A replay at recorded speed with the view on any free port and the
+     * surface built (coarse, so it costs the 2-core machine little), and a
+     * subscriber recording the same stream (poses, model and mesh headers). */
     snprintf(cmd, sizeof cmd,
              "cd '%s' || exit 1; timeout 330 '%s' run synthetic --duration 300 --rate 1 -q "
              "--progress 0 -p "
              "ipc://%s/view.sock "
-             "--model-period 0.5 --view 127.0.0.1:0 > run.log 2>&1 & echo $! > '%s/run.pid'; "
-             "timeout 330 '%s' sub --format json --topics pose,status,model --follow "
+             "--model-period 0.5 --mesh view.ply --mesh-voxel 0.02 --mesh-period 1 "
+             "--view 127.0.0.1:0 > run.log 2>&1 & echo $! > '%s/run.pid'; "
+             "timeout 330 '%s' sub --format json --topics pose,status,model,mesh --follow "
              "ipc://%s/view.sock > "
              "'%s/sub.jsonl' "
              "2> '%s/sub.err' & echo $! > '%s/sub.pid'",
@@ -274,8 +276,8 @@ KR_TEST(view, page_in_headless_chromium_shows_the_stream)
     if (rc == 0) sscanf(out, "%127s", url);
     CHECK_MSG(rc == 0 && url[0], "the view did not start: %s", out);
     if (url[0]) {
-        /* ?still=60: the page stops listening after 60 poses and a whole
-         * model, so the headless browser sees the network go quiet, runs
+        /* ?still=60&mesh: the page stops listening after 60 poses, a whole
+         * model and a whole surface, so the headless browser sees the network go quiet, runs
          * its timers on and then dumps the DOM and takes the screenshot.
          * That takes Chromium about 10 s on an idle 2-core machine and went
          * past 60 s under ASan beside two other jobs: it gets 240 s, and the
@@ -284,7 +286,7 @@ KR_TEST(view, page_in_headless_chromium_shows_the_stream)
                  "timeout 240 '%s' --headless --no-sandbox --disable-dev-shm-usage "
                  "--enable-unsafe-swiftshader "
                  "--virtual-time-budget=2000 --window-size=1280,800 --screenshot='%s' --dump-dom "
-                 "'%s?still=60&follow' "
+                 "'%s?still=60&follow&mesh' "
                  "> '%s/dom.html' 2> '%s/chromium.log'",
                  browser, shot, url, tmp, tmp);
         rc = kr_test_shell(cmd, out, sizeof out);
@@ -364,6 +366,18 @@ KR_TEST(view, page_in_headless_chromium_shows_the_stream)
                  "\"snapshot\":%.0f,\"frame\":%.0f,\"total_points\":%.0f,\"first_point\":0,",
                  json_number(state, "model_snapshot"), json_number(state, "model_frame"), points);
         CHECK_MSG(line_with(sub, needle) != NULL, "the stream has no model chunk with %s", needle);
+        /* And the surface, drawn instead of the model's points: a refresh
+         * the stream carried, every one of its triangles put together from
+         * the chunks. */
+        double faces = json_number(state, "mesh_faces");
+        CHECK_GE(json_number(state, "mesh_snapshots"), 1);
+        CHECK_GT(faces, 1000);
+        CHECK(json_true(state, "mesh_shown"));
+        CHECK(json_true(state, "mesh_coloured")); /* the synthetic scene has colours */
+        snprintf(needle, sizeof needle,
+                 "\"snapshot\":%.0f,\"frame\":%.0f,\"total_faces\":%.0f,\"first_face\":0,",
+                 json_number(state, "mesh_snapshot"), json_number(state, "mesh_frame"), faces);
+        CHECK_MSG(line_with(sub, needle) != NULL, "the stream has no mesh chunk with %s", needle);
     }
     struct stat st;
     CHECK_MSG(stat(shot, &st) == 0 && st.st_size > 20000, "no screenshot at %s", shot);

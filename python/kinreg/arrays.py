@@ -15,11 +15,13 @@ except ImportError as e:  # pragma: no cover - depends on the installation
     raise ImportError('kinreg.arrays needs numpy: pip install "kinreg[numpy]" '
                       "(Debian: apt install python3-numpy)") from e
 
-from .wire import MODEL_POINT_SIZE, FormatError, Message
+from .wire import MESH_VERTEX_SIZE, MODEL_POINT_SIZE, FormatError, Message
 
 # One packed model point: three u16 position quanta, two u8 normal bytes.
 _MODEL_POINT = np.dtype([("q", "<u2", (3,)), ("n", "u1", (2,))])
 assert _MODEL_POINT.itemsize == MODEL_POINT_SIZE
+_MESH_VERTEX = np.dtype([("q", "<u2", (3,)), ("n", "u1", (2,)), ("rgba", "u1", (4,))])
+assert _MESH_VERTEX.itemsize == MESH_VERTEX_SIZE
 
 
 def quaternion_matrix(q) -> np.ndarray:
@@ -90,13 +92,9 @@ def pose_arrays(messages: Iterable[Message]) -> Dict[str, np.ndarray]:
     }
 
 
-def model_points(chunk: Message) -> np.ndarray:
-    """A model chunk's points (count x 6, float32): position in the world
-    frame (m) and unit normal. Positions are within scale / 2 of the sent
-    ones, normals within about a degree (docs/PROTOCOL.md)."""
-    if chunk.get("topic") != "model":
-        raise FormatError(f"model_points needs a model chunk, not a {chunk.get('topic')} message")
-    packed = np.frombuffer(chunk["points"], dtype=_MODEL_POINT, count=chunk["count"])
+def _unpack_points(packed: np.ndarray, chunk: Message) -> np.ndarray:
+    """Quantised positions and octahedral normals (a model point's first 8
+    bytes, a mesh vertex's too) -> len x 6 float32."""
     origin = np.asarray(chunk["origin"], dtype=np.float32)
     out = np.empty((len(packed), 6), dtype=np.float32)
     out[:, :3] = origin + np.float32(chunk["scale"]) * packed["q"].astype(np.float32)
@@ -113,6 +111,65 @@ def model_points(chunk: Message) -> np.ndarray:
     n = np.stack([u, v, z], axis=1)
     out[:, 3:] = n / np.linalg.norm(n, axis=1, keepdims=True)
     return out
+
+
+def model_points(chunk: Message) -> np.ndarray:
+    """A model chunk's points (count x 6, float32): position in the world
+    frame (m) and unit normal. Positions are within scale / 2 of the sent
+    ones, normals within about a degree (docs/PROTOCOL.md)."""
+    if chunk.get("topic") != "model":
+        raise FormatError(f"model_points needs a model chunk, not a {chunk.get('topic')} message")
+    return _unpack_points(np.frombuffer(chunk["points"], dtype=_MODEL_POINT, count=chunk["count"]),
+                          chunk)
+
+
+def mesh_chunk(chunk: Message) -> Dict[str, np.ndarray]:
+    """A mesh chunk's own vertices and triangles: "vertices" (n x 6 float32,
+    position and unit normal, as model_points), "rgba" (n x 4 uint8; a = 255
+    where a colour was measured, 0 where none) and "faces" (m x 3 int64,
+    indices into this chunk's vertices)."""
+    if chunk.get("topic") != "mesh":
+        raise FormatError(f"mesh_chunk needs a mesh chunk, not a {chunk.get('topic')} message")
+    packed = np.frombuffer(chunk["vertex_bytes"], dtype=_MESH_VERTEX, count=chunk["vertices"])
+    faces = np.frombuffer(chunk["face_bytes"], dtype="<u2", count=3 * chunk["faces"])
+    return {"vertices": _unpack_points(packed, chunk), "rgba": packed["rgba"].copy(),
+            "faces": faces.astype(np.int64).reshape(-1, 3)}
+
+
+class MeshSnapshots:
+    """Puts the `mesh` topic's chunks together into whole meshes.
+
+    add(chunk) returns the snapshot as a dict of arrays, as mesh_chunk's with
+    every chunk's vertices one after another and the triangles' indices
+    moved with them (a vertex on a chunk border appears once per chunk),
+    once its last chunk arrives, else None. A chunk of a newer snapshot
+    first drops the incomplete one (counted in .dropped); .frame is the
+    number of frames fused into the last mesh returned.
+    """
+
+    def __init__(self) -> None:
+        self.frame: Optional[int] = None
+        self.dropped = 0
+        self._snapshot: Optional[int] = None
+        self._parts: Dict[int, Dict[str, np.ndarray]] = {}
+
+    def add(self, chunk: Message) -> Optional[Dict[str, np.ndarray]]:
+        snap = chunk["snapshot"]
+        if self._snapshot is not None and snap < self._snapshot:
+            return None
+        if snap != self._snapshot:
+            if self._parts:
+                self.dropped += 1
+            self._snapshot, self._parts = snap, {}
+        self._parts[chunk["chunk"]] = mesh_chunk(chunk)
+        if len(self._parts) < chunk["chunks"]:
+            return None
+        parts = [self._parts[i] for i in range(chunk["chunks"])]
+        starts = np.cumsum([0] + [len(p["vertices"]) for p in parts[:-1]])
+        self._snapshot, self._parts, self.frame = snap + 1, {}, chunk["frame"]
+        return {"vertices": np.concatenate([p["vertices"] for p in parts]),
+                "rgba": np.concatenate([p["rgba"] for p in parts]),
+                "faces": np.concatenate([p["faces"] + s for p, s in zip(parts, starts)])}
 
 
 class ModelSnapshots:

@@ -7,7 +7,7 @@ import sys
 from typing import List, Optional
 
 from .connect import add_curve_options, check_curve_options, open_subscriber
-from .wire import DEPTH_JSON_FIELDS, MODEL_JSON_FIELDS, TOPICS, json_safe
+from .wire import DEPTH_JSON_FIELDS, MESH_JSON_FIELDS, MODEL_JSON_FIELDS, TOPICS, json_safe
 
 
 def terminal_text(text: str) -> str:
@@ -100,13 +100,18 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
                     print(f"gap: {msg['gap']} {topic} message{'s' if msg['gap'] != 1 else ''} "
                           f"missed before seq {msg['seq']}", file=sys.stderr)
                 if args.format == "json":
-                    header = {"model": MODEL_JSON_FIELDS, "depth": DEPTH_JSON_FIELDS}.get(topic)
+                    header = {"model": MODEL_JSON_FIELDS, "depth": DEPTH_JSON_FIELDS,
+                              "mesh": MESH_JSON_FIELDS}.get(topic)
                     fields = msg if header is None else {k: msg[k] for k in header + ("gap",)}
                     print(json.dumps({k: json_safe(v) for k, v in fields.items()}, separators=(",", ":")))
                 elif topic == "model":
                     print(f"model: snapshot {msg['snapshot']} of frame {msg['frame']}, chunk "
                           f"{msg['chunk'] + 1}/{msg['chunks']}, {msg['count']} of "
                           f"{msg['total_points']} points", file=sys.stderr)
+                elif topic == "mesh":
+                    print(f"mesh: snapshot {msg['snapshot']} after {msg['frame']} frames, chunk "
+                          f"{msg['chunk'] + 1}/{msg['chunks']}, {msg['faces']} of "
+                          f"{msg['total_faces']} triangles", file=sys.stderr)
                 elif topic == "depth":
                     print(f"depth: frame {msg['frame']}, {msg['width']}x{msg['height']} samples "
                           f"(every {msg['step']} pixels)", file=sys.stderr)

@@ -46,10 +46,18 @@ DEPTH = struct.Struct("<4sHHQQdHHHH")
 DEPTH_MAGIC = b"KRDP"
 DEPTH_MAX_SAMPLES = 65536
 assert DEPTH.size == 40
+# mesh chunk header (64 bytes, version 5 on): magic, version, kind, seq,
+# snapshot, frame, total faces, first face, vertices, faces, chunk, chunks,
+# origin, scale; then vertices x 12 bytes and faces x 3 u16.
+MESH = struct.Struct("<4sHHQQQIIHHHH3ff")
+MESH_MAGIC = b"KRMS"
+MESH_VERTEX_SIZE = 12
+MESH_FACE_SIZE = 6
+assert MESH.size == 64
 
-# Topic names and their kind codes. `model` and `depth` are only sent to
+# Topic names and their kind codes. `model`, `depth` and `mesh` are only sent to
 # subscribers that ask for them by name (docs/PROTOCOL.md).
-TOPICS = {"pose": 1, "status": 2, "refine": 3, "model": 4, "final": 5, "depth": 6}
+TOPICS = {"pose": 1, "status": 2, "refine": 3, "model": 4, "final": 5, "depth": 6, "mesh": 7}
 STATES = ["good", "poor", "lost"]
 METHODS = ["newton", "emicp", "softassign", "refine", "predicted", "interpolated"]
 EVENTS = ["started", "progress", "stalled", "stopped", "error", "lost", "recovered"]
@@ -212,11 +220,62 @@ def decode_depth(payload: bytes) -> Message:
 DEPTH_JSON_FIELDS = ("topic", "seq", "frame", "timestamp", "width", "height", "step", "valid")
 
 
+def decode_mesh(payload: bytes) -> Message:
+    """mesh chunk payload -> dict: its header fields (those `kinreg sub
+    --format json` prints, and "origin"), "vertex_bytes" and "face_bytes"
+    (kinreg.arrays.mesh_chunk and MeshSnapshots decode them)."""
+    if len(payload) < MESH.size:
+        raise FormatError(f"mesh payload has {len(payload)} bytes, expected at least {MESH.size}")
+    (magic, version, kind, seq, snapshot, frame, total, first, nv, nf, chunk, chunks, ox, oy, oz,
+     scale) = MESH.unpack_from(payload)
+    if magic != MESH_MAGIC:
+        raise FormatError(f"mesh payload has magic {magic!r}, expected {MESH_MAGIC!r}")
+    if not 5 <= version <= WIRE_VERSION:  # the mesh topic exists from version 5 on
+        raise FormatError(f"mesh payload has wire version {version}, this decoder reads 5 to "
+                          f"{WIRE_VERSION}")
+    if kind != TOPICS["mesh"]:
+        raise FormatError(f"mesh payload has kind {kind}, expected 7 (mesh)")
+    size = MESH.size + MESH_VERTEX_SIZE * nv + MESH_FACE_SIZE * nf
+    if len(payload) != size:
+        raise FormatError(f"mesh payload has {len(payload)} bytes, expected {size} for {nv} "
+                          f"vertices and {nf} triangles")
+    if chunk >= chunks or first + nf > total or not (math.isfinite(scale) and scale > 0):
+        raise FormatError(f"mesh chunk {chunk} of {chunks} (triangles {first}..+{nf} of {total}, "
+                          f"scale {scale:g}) does not fit its snapshot")
+    at = MESH.size + MESH_VERTEX_SIZE * nv
+    face_bytes = bytes(payload[at:])
+    if nf and max(struct.unpack(f"<{3 * nf}H", face_bytes)) >= nv:
+        raise FormatError(f"mesh chunk {chunk}: a triangle names a vertex past its {nv}")
+    return {
+        "topic": "mesh",
+        "seq": seq,
+        "snapshot": snapshot,
+        "frame": frame,
+        "total_faces": total,
+        "first_face": first,
+        "vertices": nv,
+        "faces": nf,
+        "chunk": chunk,
+        "chunks": chunks,
+        "origin": [ox, oy, oz],  # m, the snapshot's bounding-box minimum
+        "scale": scale,          # m per position quantum
+        "vertex_bytes": bytes(payload[MESH.size:at]),
+        "face_bytes": face_bytes,
+    }
+
+
+# The fields of a mesh chunk that `kinreg sub --format json` prints.
+MESH_JSON_FIELDS = ("topic", "seq", "snapshot", "frame", "total_faces", "first_face", "vertices",
+                    "faces", "chunk", "chunks", "scale")
+
+
 def decode(topic: str, payload: bytes) -> Message:
-    """Decode a message by its topic frame ("pose", "refine", "final", "status", "model" or
-    "depth")."""
+    """Decode a message by its topic frame ("pose", "refine", "final", "status", "model",
+    "depth" or "mesh")."""
     if topic not in TOPICS:
         raise FormatError(f"message on unknown topic {topic!r}")
+    if topic == "mesh":
+        return decode_mesh(payload)
     if topic == "model":
         return decode_model(payload)
     if topic == "depth":

@@ -3,6 +3,7 @@
 //   status        JSON likewise
 //   model         base64 of one model record chunk, exactly as on the wire
 //                 (docs/PROTOCOL.md, "Model record")
+//   mesh          base64 of one mesh record chunk likewise ("Mesh record")
 //   history       [[frame, x, y, z, state, refine], ...]: the trajectory so far
 //   hub           {"clients", "dropped" (this page), "dropped_all"}
 // The page keeps its own state as JSON in #kinreg-state, for tests and for
@@ -24,10 +25,13 @@ const state = {
   model_snapshots: 0, model_incomplete: 0, viewers: 0, dropped: 0, webgl: false, three: false,
   model_colours: null, plot_axes: false, follow: false, follow_moves: 0,
   depth_frames: 0, depth_frame: null, depth_size: null, depth_valid: null, depth_range_m: null,
+  mesh_snapshots: 0, mesh_snapshot: null, mesh_frame: null, mesh_faces: 0, mesh_vertices: 0,
+  mesh_incomplete: 0, mesh_coloured: false, mesh_shown: false,
 };
 
 // ---- 3-D scene ---------------------------------------------------------------
 let renderer = null, scene, camera, controls, world, trajectory, frustum, modelPoints, refined;
+let surface = null; // the mesh topic's surface, once one has arrived
 let fitted = false;
 
 function buildScene() {
@@ -98,6 +102,24 @@ function buildScene() {
   modelPoints = new THREE.Points(mg, new THREE.PointsMaterial({size: 0.012, vertexColors: THREE.VertexColors}));
   modelPoints.frustumCulled = false;
   world.add(modelPoints);
+
+  // The surface (mesh topic): lit from above the first camera, both sides
+  // drawn (a scan is seen from inside and outside).
+  scene.add(new THREE.HemisphereLight(0xffffff, 0x30343a, 0.9));
+  const sun = new THREE.DirectionalLight(0xffffff, 0.5);
+  sun.position.set(0.5, 1, -0.8);
+  scene.add(sun);
+  surface = new THREE.Mesh(new THREE.BufferGeometry(),
+                           new THREE.MeshLambertMaterial({vertexColors: THREE.VertexColors,
+                                                          side: THREE.DoubleSide}));
+  surface.frustumCulled = false;
+  surface.visible = false;
+  world.add(surface);
+  const surfaceBox = document.getElementById("show-surface");
+  surfaceBox.addEventListener("change", () => {
+    showSurface = surfaceBox.checked;
+    placeSurface();
+  });
 
   controls.addEventListener("change", () => { if (state.stopped) renderer.render(scene, camera); });
   const followBox = document.getElementById("follow");
@@ -257,6 +279,102 @@ function showModel(s) {
     ordered = s.colors[k + 2] >= s.colors[k + 1] && s.colors[k + 1] >= s.colors[k];
   state.model_colours = ordered ? "height" : "mixed";
   if (!fitted && s.total > 0) fitView(s.positions);
+}
+
+// ---- the surface (mesh snapshots) ---------------------------------------------
+// Chunks stand alone (their own vertices and triangles); a snapshot is shown
+// once all of its chunks are here, replacing the one before.
+let pendingMesh = null, showSurface = true;
+
+function decodeMeshChunk(b64) {
+  const bin = atob(b64), bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  const dv = new DataView(bytes.buffer);
+  if (bytes.length < 64 || bin.slice(0, 4) !== "KRMS" || dv.getUint16(6, true) !== 7) return null;
+  const h = {
+    snapshot: u64(dv, 16), frame: u64(dv, 24), total: dv.getUint32(32, true),
+    vertices: dv.getUint16(40, true), faces: dv.getUint16(42, true), chunks: dv.getUint16(46, true),
+    origin: [dv.getFloat32(48, true), dv.getFloat32(52, true), dv.getFloat32(56, true)],
+    scale: dv.getFloat32(60, true), dv: dv,
+  };
+  if (bytes.length !== 64 + 12 * h.vertices + 6 * h.faces) return null;
+  return h;
+}
+
+function onMesh(b64) {
+  const h = decodeMeshChunk(b64);
+  if (!h) return;
+  if (!pendingMesh || pendingMesh.snapshot !== h.snapshot) {
+    if (pendingMesh) state.mesh_incomplete++; // a chunk was lost: wait for the next refresh
+    pendingMesh = {snapshot: h.snapshot, frame: h.frame, total: h.total, chunks: h.chunks, got: 0,
+                   parts: [], vertices: 0, faces: 0, coloured: false};
+  }
+  // The chunk's vertices: position, normal, and the measured colour where
+  // there is one (a = 255), else the model's height ramp.
+  const n = [0, 0, 0], pos = new Float32Array(3 * h.vertices), nrm = new Float32Array(3 * h.vertices),
+        col = new Float32Array(3 * h.vertices);
+  for (let i = 0; i < h.vertices; i++) {
+    const o = 64 + 12 * i, k = 3 * i;
+    for (let a = 0; a < 3; a++) pos[k + a] = h.origin[a] + h.scale * h.dv.getUint16(o + 2 * a, true);
+    unpackNormal(h.dv.getUint8(o + 6), h.dv.getUint8(o + 7), n);
+    nrm.set(n, k);
+    if (h.dv.getUint8(o + 11) === 255) {
+      for (let a = 0; a < 3; a++) col[k + a] = h.dv.getUint8(o + 8 + a) / 255;
+      pendingMesh.coloured = true;
+    } else {
+      heightColour(pos[k + 1], n, col, k);
+    }
+  }
+  const idx = new Uint32Array(3 * h.faces), f0 = 64 + 12 * h.vertices;
+  for (let i = 0; i < 3 * h.faces; i++) idx[i] = h.dv.getUint16(f0 + 2 * i, true);
+  pendingMesh.parts.push({pos: pos, nrm: nrm, col: col, idx: idx});
+  pendingMesh.vertices += h.vertices;
+  pendingMesh.faces += h.faces;
+  pendingMesh.got++;
+  if (pendingMesh.got === pendingMesh.chunks) showMesh(pendingMesh);
+}
+
+function showMesh(m) {
+  pendingMesh = null;
+  state.mesh_snapshots++;
+  state.mesh_snapshot = m.snapshot;
+  state.mesh_frame = m.frame;
+  state.mesh_faces = m.faces;
+  state.mesh_vertices = m.vertices;
+  state.mesh_coloured = m.coloured;
+  if (!surface) return;
+  // One geometry: the chunks' vertices one after another, their indices
+  // moved along with them.
+  const pos = new Float32Array(3 * m.vertices), nrm = new Float32Array(3 * m.vertices),
+        col = new Float32Array(3 * m.vertices), idx = new Uint32Array(3 * m.faces);
+  let v = 0, f = 0;
+  for (const p of m.parts) {
+    pos.set(p.pos, 3 * v);
+    nrm.set(p.nrm, 3 * v);
+    col.set(p.col, 3 * v);
+    for (let i = 0; i < p.idx.length; i++) idx[f + i] = p.idx[i] + v;
+    v += p.pos.length / 3;
+    f += p.idx.length;
+  }
+  const g = new THREE.BufferGeometry();
+  g.setAttribute("position", new THREE.BufferAttribute(pos, 3));
+  g.setAttribute("normal", new THREE.BufferAttribute(nrm, 3));
+  g.setAttribute("color", new THREE.BufferAttribute(col, 3));
+  g.setIndex(new THREE.BufferAttribute(idx, 1));
+  surface.geometry.dispose();
+  surface.geometry = g;
+  document.getElementById("surface-row").style.display = "";
+  placeSurface();
+  if (!fitted && m.vertices > 0) fitView(pos);
+  if (state.stopped) renderer.render(scene, camera);
+}
+
+// While the surface is shown, the model's points are not: they lie on it.
+function placeSurface() {
+  state.mesh_shown = showSurface && state.mesh_snapshots > 0;
+  surface.visible = state.mesh_shown;
+  modelPoints.visible = !state.mesh_shown;
+  if (state.stopped) renderer.render(scene, camera);
 }
 
 // The first model: orbit around its centre, seen from a little above and
@@ -425,6 +543,7 @@ function refresh() {
   text("c-lost", state.frames_lost);
   text("c-recoveries", state.losses + " (" + state.recoveries + ")");
   text("c-model", state.model_points + " / " + state.model_points_total);
+  text("c-mesh", state.mesh_faces + " (" + state.mesh_snapshots + ")");
   text("c-refined", state.refines);
   text("c-gaps", state.gaps + " / " + state.viewers + (state.dropped ? " (" + state.dropped + " dropped)" : ""));
   drawPlot();
@@ -474,8 +593,12 @@ const still = Number(new URLSearchParams(location.search).get("still")) || 0;
 state.still = still;
 state.stopped = false;
 
+// "&mesh": and one whole surface.
+const stillMesh = new URLSearchParams(location.search).has("mesh");
+
 function maybeStill(es) {
   if (!still || state.poses < still || state.model_snapshots < 1) return;
+  if (stillMesh && state.mesh_snapshots < 1) return;
   // A depth frame too, unless the stream has none (a sender before version 4).
   if (state.depth_frames < 1 && state.poses < 2 * still) return;
   es.close();
@@ -500,6 +623,7 @@ function connect() {
   es.addEventListener("status", e => onStatus(JSON.parse(e.data)));
   es.addEventListener("model", e => { onModel(e.data); maybeStill(es); });
   es.addEventListener("depth", e => { onDepth(e.data); maybeStill(es); });
+  es.addEventListener("mesh", e => { onMesh(e.data); maybeStill(es); });
   es.addEventListener("history", e => onHistory(JSON.parse(e.data)));
   es.addEventListener("hub", e => {
     const h = JSON.parse(e.data);

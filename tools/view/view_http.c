@@ -160,6 +160,18 @@ static void forward(kr_view *v, const kr_message *m, char *buf, size_t cap)
         kr_view_hub_broadcast(v->hub, "depth", buf, n);
         break;
     }
+    case KR_TOPIC_MESH: {
+        /* And a chunk of the surface, which the page draws as triangles. */
+        static uint8_t record[KR_WIRE_MAX_MESSAGE];
+        size_t h = kr_wire_encode_mesh_header(&m->mesh, record);
+        size_t vn = (size_t)m->mesh.vertices * KR_WIRE_MESH_VERTEX_SIZE;
+        size_t fn = (size_t)m->mesh.faces * KR_WIRE_MESH_FACE_SIZE;
+        memcpy(record + h, m->mesh.vertex_bytes, vn);
+        memcpy(record + h + vn, m->mesh.face_bytes, fn);
+        n = kr_view_base64(record, h + vn + fn, buf);
+        kr_view_hub_broadcast(v->hub, "mesh", buf, n);
+        break;
+    }
     case KR_TOPIC_FINAL: /* not subscribed: the view follows the live stream */
         break;
     }
@@ -476,7 +488,7 @@ int kr_view_start(kr_view **out, const kr_view_config *cfg, const char *who)
     if (kr_subscriber_create(&v->sub, cfg->endpoint,
                              (1u << KR_TOPIC_POSE) | (1u << KR_TOPIC_STATUS) |
                                  (1u << KR_TOPIC_REFINE) | (1u << KR_TOPIC_MODEL) |
-                                     (1u << KR_TOPIC_DEPTH)) != KR_OK) {
+                                 (1u << KR_TOPIC_DEPTH) | (1u << KR_TOPIC_MESH)) != KR_OK) {
         fprintf(stderr, "%s: %s\n", who, kr_last_error());
         rc = 2;
         goto fail;
