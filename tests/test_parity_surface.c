@@ -3,8 +3,8 @@
  * at the same poses. Both run the same per-voxel and per-cube math
  * (surface_kernels.h, surface_mesh_kernels.h; the CUDA file never fuses
  * products into multiply-adds, IEEE division and sqrt), so the voxels must
- * agree bit for bit, and so must the meshes: the same vertices in the same
- * order, the same colours, the same triangles. Skips cleanly without a CUDA
+ * agree bit for bit, and so must the meshes, the coarse ones too: the same
+ * vertices in the same order, the same colours, the same triangles. Skips cleanly without a CUDA
  * device (CTest label gpu). */
 #include "kr_test.h"
 #include "parity.h"
@@ -96,6 +96,24 @@ static void same_surface(float voxel, int frames)
     }
     kr_mesh_free(&a);
     kr_mesh_free(&b);
+    /* The coarse meshes too: the device averages its own voxels (factors
+     * that divide the block) as the host averages its. */
+    for (int factor = 2; factor <= 4; factor *= 2) {
+        kr_mesh ca = {0}, cb = {0};
+        CHECK_OK(kr_surface_extract_coarse(host, factor, &ca));
+        CHECK_OK(kr_surface_extract_coarse(dev, factor, &cb));
+        printf("    coarse x%d: %zu and %zu vertices, %zu and %zu triangles\n", factor,
+               ca.n_vertices, cb.n_vertices, ca.n_faces, cb.n_faces);
+        CHECK(ca.n_vertices == cb.n_vertices && ca.n_faces == cb.n_faces && ca.n_faces > 100);
+        if (ca.n_vertices == cb.n_vertices && ca.n_faces == cb.n_faces) {
+            CHECK(!memcmp(ca.xyz, cb.xyz, 3 * ca.n_vertices * sizeof *ca.xyz));
+            CHECK(!memcmp(ca.normals, cb.normals, 3 * ca.n_vertices * sizeof *ca.normals));
+            CHECK(!memcmp(ca.faces, cb.faces, 3 * ca.n_faces * sizeof *ca.faces));
+            CHECK(ca.rgb && cb.rgb && !memcmp(ca.rgb, cb.rgb, 3 * ca.n_vertices));
+        }
+        kr_mesh_free(&ca);
+        kr_mesh_free(&cb);
+    }
     kr_surface_destroy(&host);
     kr_surface_destroy(&dev);
 }

@@ -8,12 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fusion/surface/surface_coarse_kernels.h"
 #include "fusion/surface/surface_internal.h"
-#include "fusion/surface/surface_mesh_kernels.h"
 
-typedef struct {
-    float dw, w, rgb[3], cw;
-} coarse_sum;
+typedef kr_surface_coarse_sum coarse_sum;
 
 /* The fine voxels of blocks [first, first + n), wherever they live. */
 static const kr_surface_voxel *fine_blocks(const kr_surface *s, size_t first, size_t n,
@@ -71,17 +69,63 @@ static kr_status accumulate(const kr_surface *s, kr_surface *c, int factor, coar
                 int l[3];
                 for (int k = 0; k < 3; k++)
                     l[k] = gc[k] - cb[k] * KR_SURFACE_BLOCK;
-                coarse_sum *sum = *sums + (size_t)at * KR_SURFACE_BLOCK_VOXELS +
-                                  (l[2] * KR_SURFACE_BLOCK + l[1]) * KR_SURFACE_BLOCK + l[0];
-                sum->dw += vx[i].d * vx[i].w;
-                sum->w += vx[i].w;
-                for (int k = 0; k < 3; k++)
-                    sum->rgb[k] += (float)vx[i].rgb[k] * vx[i].colour_w;
-                sum->cw += vx[i].colour_w;
+                kr_surface_coarse_add(*sums + (size_t)at * KR_SURFACE_BLOCK_VOXELS +
+                                          (l[2] * KR_SURFACE_BLOCK + l[1]) * KR_SURFACE_BLOCK +
+                                          l[0],
+                                      &vx[i]);
             }
         }
     }
     free(buf);
+    return st;
+}
+
+/* On the device, when the factor divides the block's side (so each coarse
+ * voxel lies in one fine block): the host lists each coarse block's fine
+ * blocks (factor³ of them, -1 where none), the device averages, and the
+ * coarse volume is meshed there too; nothing but the mesh comes down. */
+static kr_status coarse_on_device(const kr_surface *s, kr_surface *c, int factor)
+{
+    const size_t per = (size_t)factor * factor * factor;
+    /* Coarse blocks are made for fine blocks with a seen voxel, in their
+     * order, as accumulate() makes them: the same blocks, the same indices. */
+    uint8_t *seen = malloc(s->n_blocks ? s->n_blocks : 1);
+    if (!seen) return kr_error(KR_ERR_NOMEM, "coarse mesh: out of memory");
+    kr_status st = kr_surface_cuda_seen(s->gpu, s->n_blocks, seen);
+    /* The coarse volume on the device from the start: no host voxels. */
+    if (st == KR_OK) st = kr_surface_cuda_create_like(s->gpu, &c->gpu);
+    int32_t *fine_of = NULL;
+    size_t cap = 0;
+    for (size_t b = 0; b < s->n_blocks && st == KR_OK; b++) {
+        if (!seen[b]) continue;
+        int32_t cb[3], sub[3];
+        for (int k = 0; k < 3; k++) {
+            cb[k] = kr_surface_floor_div(s->coords[b][k], factor);
+            sub[k] = s->coords[b][k] - cb[k] * factor;
+        }
+        long at = kr_surface_find_or_add(c, cb);
+        if (at == -2) st = kr_error(KR_ERR_NOMEM, "coarse mesh: out of memory");
+        if (at < 0) continue;
+        if (((size_t)at + 1) * per > cap) {
+            size_t grown = cap ? 2 * cap : 1 << 16;
+            while (grown < ((size_t)at + 1) * per)
+                grown *= 2;
+            int32_t *p = realloc(fine_of, grown * sizeof *p);
+            if (!p) {
+                st = kr_error(KR_ERR_NOMEM, "coarse mesh: out of memory");
+                break;
+            }
+            memset(p + cap, 0xff, (grown - cap) * sizeof *p); /* -1: no fine block */
+            fine_of = p;
+            cap = grown;
+        }
+        fine_of[(size_t)at * per + (size_t)((sub[2] * factor + sub[1]) * factor + sub[0])] =
+            (int32_t)b;
+    }
+    if (st == KR_OK && c->n_blocks)
+        st = kr_surface_cuda_coarse(c->gpu, s->gpu, &c->coords[0][0], c->n_blocks, fine_of, factor);
+    free(fine_of);
+    free(seen);
     return st;
 }
 
@@ -97,24 +141,19 @@ kr_status kr_surface_extract_coarse(const kr_surface *s, int factor, kr_mesh *ou
     kr_surface *c = NULL;
     kr_status st = kr_surface_create(&c, &cfg);
     if (st != KR_OK) return st;
-    coarse_sum *sums = NULL;
-    size_t cap = 0;
-    st = accumulate(s, c, factor, &sums, &cap);
-    for (size_t b = 0; st == KR_OK && b < c->n_blocks; b++) {
-        kr_surface_voxel *vx = kr_surface_block_voxels(c, b);
-        const coarse_sum *sum = sums + b * KR_SURFACE_BLOCK_VOXELS;
-        for (int i = 0; i < KR_SURFACE_BLOCK_VOXELS; i++) {
-            if (!(sum[i].w > 0.0f)) continue;
-            vx[i].d = sum[i].dw / sum[i].w;
-            vx[i].w = sum[i].w;
-            if (sum[i].cw > 0.0f) {
-                for (int k = 0; k < 3; k++)
-                    vx[i].rgb[k] = (uint8_t)(sum[i].rgb[k] / sum[i].cw + 0.5f);
-                vx[i].colour_w = 1;
-            }
+    if (s->gpu && KR_SURFACE_BLOCK % factor == 0) {
+        st = coarse_on_device(s, c, factor);
+    } else {
+        coarse_sum *sums = NULL;
+        size_t cap = 0;
+        st = accumulate(s, c, factor, &sums, &cap);
+        for (size_t b = 0; st == KR_OK && b < c->n_blocks; b++) {
+            kr_surface_voxel *vx = kr_surface_block_voxels(c, b);
+            for (int i = 0; i < KR_SURFACE_BLOCK_VOXELS; i++)
+                kr_surface_coarse_voxel(sums + b * KR_SURFACE_BLOCK_VOXELS + i, &vx[i]);
         }
+        free(sums);
     }
-    free(sums);
     c->coloured = s->coloured;
     if (st == KR_OK) st = kr_surface_extract(c, out);
     kr_surface_destroy(&c);

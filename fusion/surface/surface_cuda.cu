@@ -12,6 +12,7 @@
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
 
+#include "fusion/surface/surface_coarse_kernels.h"
 #include "fusion/surface/surface_cuda.h"
 #include "gpu/context.cuh"
 
@@ -35,7 +36,7 @@ struct kr_surface_cuda {
     size_t cap_points;
     unsigned long long *keys[2];
     size_t cap_keys[2];
-    int *unique_n;
+    unsigned *counter; /* keys listed, then unique (as int) */
     uint8_t *rgb;
     size_t cap_rgb;
     uint32_t *touched;
@@ -49,6 +50,10 @@ struct kr_surface_cuda {
     size_t scan_bytes;
     kr_surface_corner *corners;
     size_t cap_corners;
+    uint8_t *seen; /* per block: a voxel seen (kr_surface_cuda_seen) */
+    size_t cap_seen;
+    int32_t *fine_of; /* a coarse volume's fine blocks (kr_surface_cuda_coarse) */
+    size_t cap_fine_of;
 };
 
 /* A device buffer of at least n elements of `size` bytes; kept when large
@@ -101,9 +106,9 @@ extern "C" void kr_surface_cuda_destroy(kr_surface_cuda **dp)
     kr_surface_cuda *d = *dp;
     if (d->ctx && kr_gpu_enter(d->ctx) == KR_OK) {
         cudaStreamSynchronize(d->ctx->stream);
-        void *bufs[] = {d->points, d->keys[0], d->keys[1],   d->unique_n, d->pool,  d->coords,
-                        d->chunk,  d->depth,   d->rgb,       d->touched,  d->slots, d->table,
-                        d->counts, d->offsets, d->scan_temp, d->corners};
+        void *bufs[] = {d->points, d->keys[0], d->keys[1],   d->counter, d->pool,  d->coords,
+                        d->chunk,  d->depth,   d->rgb,       d->touched, d->slots, d->table,
+                        d->counts, d->offsets, d->scan_temp, d->corners, d->seen,  d->fine_of};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
             cudaFree(bufs[i]);
     }
@@ -145,11 +150,14 @@ __global__ void depth_kernel(const float *__restrict__ points, size_t n, float m
     if (i < n) depth[i] = kr_surface_depth_of(points + 3 * i, max_depth);
 }
 
-/* One thread per sampled point: its band's keys in its own
- * KR_SURFACE_BAND_MAX_STEPS + 1 slots (the unused ones ~0, sorted last and
- * dropped). */
+/* One thread per sampled point: its band's keys, appended to `keys` (a
+ * sample in the same block as the one before it is not listed again; the
+ * sort that follows makes the order the threads' atomics gave irrelevant).
+ * A band of S samples lists at most S keys, so keys needs room for every
+ * point's KR_SURFACE_BAND_MAX_STEPS + 1. */
 __global__ void band_kernel(kr_surface_frame f, const float *__restrict__ points, int width,
-                            int height, const float *__restrict__ Rwc_twc, unsigned long long *keys)
+                            int height, const float *__restrict__ Rwc_twc, unsigned long long *keys,
+                            unsigned *listed)
 {
     int cols = (width + KR_SURFACE_BAND_STRIDE - 1) / KR_SURFACE_BAND_STRIDE;
     int rows = (height + KR_SURFACE_BAND_STRIDE - 1) / KR_SURFACE_BAND_STRIDE;
@@ -157,10 +165,24 @@ __global__ void band_kernel(kr_surface_frame f, const float *__restrict__ points
     if (i >= cols * rows) return;
     int u = i % cols * KR_SURFACE_BAND_STRIDE, v = i / cols * KR_SURFACE_BAND_STRIDE;
     const float *p = points + 3 * ((size_t)v * width + u);
-    unsigned long long *out = keys + (size_t)i * (KR_SURFACE_BAND_MAX_STEPS + 1);
     kr_surface_band band = kr_surface_band_of(&f, Rwc_twc, p);
-    for (int j = 0; j < KR_SURFACE_BAND_MAX_STEPS + 1; j++)
-        out[j] = j < band.samples ? kr_surface_band_key(&f, &band, Rwc_twc + 9, j) : ~0ull;
+    /* Counted first, then written: the keys are a few flops each, cheaper
+     * than holding 65 of them per thread. */
+    unsigned n = 0;
+    unsigned long long prev = ~0ull;
+    for (int j = 0; j < band.samples; j++) {
+        unsigned long long key = kr_surface_band_key(&f, &band, Rwc_twc + 9, j);
+        n += key != prev;
+        prev = key;
+    }
+    if (!n) return;
+    unsigned long long *out = keys + atomicAdd(listed, n);
+    prev = ~0ull;
+    for (int j = 0; j < band.samples; j++) {
+        unsigned long long key = kr_surface_band_key(&f, &band, Rwc_twc + 9, j);
+        if (key != prev) *out++ = key;
+        prev = key;
+    }
 }
 
 extern "C" kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_frame *f,
@@ -180,7 +202,7 @@ extern "C" kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_f
     if (s == KR_OK) s = grow((void **)&d->depth, &d->cap_depth, n_pixels, sizeof(float), 0, st);
     for (int k = 0; k < 2 && s == KR_OK; k++)
         s = grow((void **)&d->keys[k], &d->cap_keys[k], slots, sizeof(unsigned long long), 0, st);
-    if (s == KR_OK && !d->unique_n) s = KR_CUDA_STATUS(cudaMalloc(&d->unique_n, sizeof(int)));
+    if (s == KR_OK && !d->counter) s = KR_CUDA_STATUS(cudaMalloc(&d->counter, sizeof *d->counter));
     if (s != KR_OK) return s;
     /* The pose rides after the points: one upload. */
     float *pose = d->points + 3 * n_pixels;
@@ -194,29 +216,30 @@ extern "C" kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_f
     depth_kernel<<<(unsigned)((n_pixels + threads - 1) / threads), threads, 0, st>>>(
         d->points, n_pixels, f->max_depth, d->depth);
     KR_CUDA_CHECK(cudaGetLastError());
+    KR_CUDA_CHECK(cudaMemsetAsync(d->counter, 0, sizeof *d->counter, st));
     band_kernel<<<(unsigned)((cells + threads - 1) / threads), threads, 0, st>>>(
-        *f, d->points, width, height, pose, d->keys[0]);
+        *f, d->points, width, height, pose, d->keys[0], d->counter);
     KR_CUDA_CHECK(cudaGetLastError());
+    unsigned listed = 0;
+    KR_CUDA_CHECK(cudaMemcpyAsync(&listed, d->counter, sizeof listed, cudaMemcpyDeviceToHost, st));
+    KR_CUDA_CHECK(cudaStreamSynchronize(st));
+    /* The listed keys sorted (21 bits a coordinate: 63 of them) and made
+     * unique: what the CPU engine's sort_unique gives. */
     size_t sort_bytes = 0, unique_bytes = 0;
     KR_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(NULL, sort_bytes, d->keys[0], d->keys[1],
-                                                 (int)slots, 0, 64, st));
-    KR_CUDA_CHECK(cub::DeviceSelect::Unique(NULL, unique_bytes, d->keys[1], d->keys[0], d->unique_n,
-                                            (int)slots, st));
+                                                 (int)listed, 0, 63, st));
+    KR_CUDA_CHECK(cub::DeviceSelect::Unique(NULL, unique_bytes, d->keys[1], d->keys[0],
+                                            (int *)d->counter, (int)listed, st));
     size_t bytes = sort_bytes > unique_bytes ? sort_bytes : unique_bytes;
     if ((s = grow(&d->scan_temp, &d->scan_bytes, bytes, 1, 0, st)) != KR_OK) return s;
     KR_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(d->scan_temp, sort_bytes, d->keys[0], d->keys[1],
-                                                 (int)slots, 0, 64, st));
+                                                 (int)listed, 0, 63, st));
     KR_CUDA_CHECK(cub::DeviceSelect::Unique(d->scan_temp, unique_bytes, d->keys[1], d->keys[0],
-                                            d->unique_n, (int)slots, st));
+                                            (int *)d->counter, (int)listed, st));
     int unique = 0;
-    KR_CUDA_CHECK(cudaMemcpyAsync(&unique, d->unique_n, sizeof unique, cudaMemcpyDeviceToHost, st));
+    KR_CUDA_CHECK(cudaMemcpyAsync(&unique, d->counter, sizeof unique, cudaMemcpyDeviceToHost, st));
     KR_CUDA_CHECK(cudaStreamSynchronize(st));
-    /* The unused slots' ~0 sorts last: one key at most, dropped. */
-    unsigned long long last = 0;
-    if (unique > 0)
-        KR_CUDA_CHECK(
-            cudaMemcpy(&last, d->keys[0] + unique - 1, sizeof last, cudaMemcpyDeviceToHost));
-    size_t m = (size_t)unique - (unique > 0 && last == ~0ull ? 1 : 0);
+    size_t m = (size_t)unique;
     uint64_t *host = (uint64_t *)malloc((m ? m : 1) * sizeof *host);
     if (!host) return kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
     if (m) {
@@ -484,6 +507,92 @@ extern "C" kr_status kr_surface_cuda_mesh(kr_surface_cuda *d, const uint32_t *sl
         return KR_OK;
     }
     return weld(d, total, colour, out);
+}
+
+extern "C" kr_status kr_surface_cuda_create_like(const kr_surface_cuda *like, kr_surface_cuda **out)
+{
+    return kr_surface_cuda_create(like->ctx, out);
+}
+
+/* Whether each block has a seen voxel: one CUDA block per volume block. */
+__global__ void seen_kernel(const kr_surface_voxel *__restrict__ pool, uint8_t *seen)
+{
+    size_t b = blockIdx.x;
+    int any = __syncthreads_or(pool[b * KR_SURFACE_BLOCK_VOXELS + threadIdx.x].w > 0.0f);
+    if (threadIdx.x == 0) seen[b] = (uint8_t)any;
+}
+
+extern "C" kr_status kr_surface_cuda_seen(kr_surface_cuda *d, size_t n_blocks, uint8_t *seen)
+{
+    KR_CUDA_CHECK_ENTER(d);
+    cudaStream_t st = d->ctx->stream;
+    if (n_blocks > d->n_blocks)
+        return kr_error(KR_ERR_INVALID_ARG, "surface: %zu blocks asked, %zu on the device",
+                        n_blocks, d->n_blocks);
+    if (!n_blocks) return KR_OK;
+    kr_status s = grow((void **)&d->seen, &d->cap_seen, n_blocks, 1, 0, st);
+    if (s != KR_OK) return s;
+    seen_kernel<<<(unsigned)n_blocks, KR_SURFACE_BLOCK_VOXELS, 0, st>>>(d->pool, d->seen);
+    KR_CUDA_CHECK(cudaGetLastError());
+    KR_CUDA_CHECK(cudaMemcpyAsync(seen, d->seen, n_blocks, cudaMemcpyDeviceToHost, st));
+    KR_CUDA_CHECK(cudaStreamSynchronize(st));
+    return KR_OK;
+}
+
+/* One CUDA block per coarse block, one thread per coarse voxel: the
+ * factor³ fine voxels it covers, all in one fine block, summed in that
+ * block's order (kr_surface_coarse_add), as the CPU engine sums them. */
+__global__ void coarse_kernel(const kr_surface_voxel *__restrict__ fine,
+                              const int32_t *__restrict__ fine_of, int factor,
+                              kr_surface_voxel *coarse)
+{
+    size_t c = blockIdx.x;
+    int i = threadIdx.x, span = KR_SURFACE_BLOCK / factor;
+    int l[3] = {i % KR_SURFACE_BLOCK, i / KR_SURFACE_BLOCK % KR_SURFACE_BLOCK,
+                i / (KR_SURFACE_BLOCK * KR_SURFACE_BLOCK)};
+    int sub[3], base[3];
+    for (int k = 0; k < 3; k++) {
+        sub[k] = l[k] / span;
+        base[k] = l[k] % span * factor;
+    }
+    int32_t b = fine_of[c * (size_t)(factor * factor * factor) +
+                        (size_t)((sub[2] * factor + sub[1]) * factor + sub[0])];
+    kr_surface_voxel out = {};
+    if (b >= 0) {
+        const kr_surface_voxel *vx = fine + (size_t)b * KR_SURFACE_BLOCK_VOXELS;
+        kr_surface_coarse_sum sum = {};
+        for (int z = base[2]; z < base[2] + factor; z++)
+            for (int y = base[1]; y < base[1] + factor; y++)
+                for (int x = base[0]; x < base[0] + factor; x++)
+                    kr_surface_coarse_add(&sum,
+                                          vx + (z * KR_SURFACE_BLOCK + y) * KR_SURFACE_BLOCK + x);
+        kr_surface_coarse_voxel(&sum, &out);
+    }
+    coarse[c * KR_SURFACE_BLOCK_VOXELS + i] = out;
+}
+
+extern "C" kr_status kr_surface_cuda_coarse(kr_surface_cuda *d, const kr_surface_cuda *fine,
+                                            const int32_t *coords, size_t n_blocks,
+                                            const int32_t *fine_of, int factor)
+{
+    if (factor < 1 || KR_SURFACE_BLOCK % factor != 0)
+        return kr_error(KR_ERR_INVALID_ARG, "surface: a coarse factor of %d does not divide %d",
+                        factor, KR_SURFACE_BLOCK);
+    /* The fine voxels are complete: every fusion ends synchronised. */
+    KR_CUDA_CHECK_ENTER(d);
+    cudaStream_t st = d->ctx->stream;
+    kr_status s = take_blocks(d, coords, n_blocks);
+    size_t per = (size_t)factor * factor * factor;
+    if (s == KR_OK)
+        s = grow((void **)&d->fine_of, &d->cap_fine_of, n_blocks * per, sizeof(int32_t), 0, st);
+    if (s != KR_OK || !n_blocks) return s;
+    KR_CUDA_CHECK(cudaMemcpyAsync(d->fine_of, fine_of, n_blocks * per * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, st));
+    coarse_kernel<<<(unsigned)n_blocks, KR_SURFACE_BLOCK_VOXELS, 0, st>>>(fine->pool, d->fine_of,
+                                                                          factor, d->pool);
+    KR_CUDA_CHECK(cudaGetLastError());
+    KR_CUDA_CHECK(cudaStreamSynchronize(st));
+    return KR_OK;
 }
 
 extern "C" kr_status kr_surface_cuda_download_range(kr_surface_cuda *d, size_t first, size_t n,

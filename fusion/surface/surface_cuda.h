@@ -53,6 +53,21 @@ kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, si
 kr_status kr_surface_cuda_mesh(kr_surface_cuda *d, const uint32_t *slots, size_t n_slots,
                                size_t n_blocks, float voxel, bool colour, kr_mesh *out);
 
+/* An empty volume on the device of `like`. */
+kr_status kr_surface_cuda_create_like(const kr_surface_cuda *like, kr_surface_cuda **out);
+
+/* seen[b] = 1 where block b of the first n_blocks has a seen voxel, else 0. */
+kr_status kr_surface_cuda_seen(kr_surface_cuda *d, size_t n_blocks, uint8_t *seen);
+
+/* Fills the empty volume d (blocks at `coords`, n_blocks of them, as the
+ * host lists them) with the voxels of `fine` averaged factor³ at a time
+ * (surface_coarse_kernels.h); fine_of lists each coarse block's factor³
+ * fine blocks, x fastest, -1 where none. The factor must divide
+ * KR_SURFACE_BLOCK, so each coarse voxel lies in one fine block. */
+kr_status kr_surface_cuda_coarse(kr_surface_cuda *d, const kr_surface_cuda *fine,
+                                 const int32_t *coords, size_t n_blocks, const int32_t *fine_of,
+                                 int factor);
+
 /* Blocks [first, first + n)'s voxels, into out (n · KR_SURFACE_BLOCK_VOXELS). */
 kr_status kr_surface_cuda_download_range(kr_surface_cuda *d, size_t first, size_t n,
                                          kr_surface_voxel *out);

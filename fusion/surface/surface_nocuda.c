@@ -49,3 +49,31 @@ kr_status kr_surface_cuda_download_range(kr_surface_cuda *d, size_t first, size_
     (void)d, (void)first, (void)n, (void)out;
     return no_cuda();
 }
+
+kr_status kr_surface_cuda_create_like(const kr_surface_cuda *like, kr_surface_cuda **out)
+{
+    (void)like;
+    (void)out;
+    return no_cuda();
+}
+
+kr_status kr_surface_cuda_seen(kr_surface_cuda *d, size_t n_blocks, uint8_t *seen)
+{
+    (void)d;
+    (void)n_blocks;
+    (void)seen;
+    return no_cuda();
+}
+
+kr_status kr_surface_cuda_coarse(kr_surface_cuda *d, const kr_surface_cuda *fine,
+                                 const int32_t *coords, size_t n_blocks, const int32_t *fine_of,
+                                 int factor)
+{
+    (void)d;
+    (void)fine;
+    (void)coords;
+    (void)n_blocks;
+    (void)fine_of;
+    (void)factor;
+    return no_cuda();
+}
