@@ -87,9 +87,11 @@ void kr_mesh_feed_flush(kr_mesh_feed *f, double timeout_s)
 kr_status kr_mesh_feed_tick(kr_mesh_feed *f, kr_publisher *pub)
 {
     if (f->period_s <= 0) return KR_OK;
-    /* The subscriptions a few times a period, not at every message sent. */
+    /* The subscriptions at every message sent until a viewer has come (a
+     * short replay ends before a period has passed), then a few times a
+     * period, to see it go. */
     double now = kr_now();
-    if (now >= f->next_check) {
+    if (!atomic_load(&f->wanted) || now >= f->next_check) {
         f->next_check = now + fmin(f->period_s, 0.5);
         atomic_store(&f->wanted, kr_publisher_has_subscriber(pub, KR_TOPIC_MESH));
     }

@@ -17,6 +17,7 @@
 #include "core/ply.h"
 #include "fusion/surface/mc_cases.h"
 #include "fusion/surface/surface_internal.h"
+#include "gpu/engine.h"
 #include "kinreg/kdtree.h"
 #include "kinreg/preprocess.h"
 #include "kinreg/surface.h"
@@ -234,6 +235,8 @@ static size_t synthetic_frames(double seconds, float near, kr_surface *s, float 
     kr_pyramid pyr = {0};
     size_t n_seen = 0;
     kr_frame frame;
+    void *pinned = NULL;
+    size_t pinned_bytes = 0;
     *fuse_s = 0;
     while (kr_source_read(src, &frame) == KR_OK) {
         const kr_pose *pose = &gt->poses[frame.index];
@@ -241,8 +244,22 @@ static size_t synthetic_frames(double seconds, float near, kr_surface *s, float 
         uint8_t *rgb = frame.rgb;
         frame.rgb = NULL;
         kr_frame_release(&frame);
+        /* On a device the cloud comes from page-locked memory, as the
+         * surface thread of kinreg run hands it over (pipeline/mesher.c). */
+        kr_cloud cloud = pyr.level[0];
+        size_t bytes = 3 * (size_t)cloud.width * cloud.height * sizeof(float);
+        if (st == KR_OK && s && s->gpu && bytes > pinned_bytes) {
+            kr_gpu_host_free(pinned);
+            pinned = NULL;
+            pinned_bytes = 0;
+            if ((st = kr_gpu_host_alloc(&pinned, bytes)) == KR_OK) pinned_bytes = bytes;
+        }
+        if (st == KR_OK && s && s->gpu) {
+            memcpy(pinned, cloud.points, bytes);
+            cloud.points = pinned;
+        }
         double t0 = kr_now();
-        if (st == KR_OK && s) st = kr_surface_integrate(s, &pyr.level[0], rgb, pose);
+        if (st == KR_OK && s) st = kr_surface_integrate(s, &cloud, rgb, pose);
         *fuse_s += kr_now() - t0;
         free(rgb);
         if (st != KR_OK) {
@@ -263,6 +280,7 @@ static size_t synthetic_frames(double seconds, float near, kr_surface *s, float 
         }
     }
     kr_pyramid_free(&pyr);
+    kr_gpu_host_free(pinned);
     kr_device_destroy(&dev);
     kr_source_destroy(&src);
     return n_seen;
