@@ -244,22 +244,25 @@ static size_t synthetic_frames(double seconds, float near, kr_surface *s, float 
         uint8_t *rgb = frame.rgb;
         frame.rgb = NULL;
         kr_frame_release(&frame);
-        /* On a device the cloud comes from page-locked memory, as the
-         * surface thread of kinreg run hands it over (pipeline/mesher.c). */
+        /* On a device the cloud and its colour come from page-locked
+         * memory, as the surface thread of kinreg run hands them over
+         * (pipeline/mesher.c). */
         kr_cloud cloud = pyr.level[0];
-        size_t bytes = 3 * (size_t)cloud.width * cloud.height * sizeof(float);
+        size_t pixels = (size_t)cloud.width * cloud.height, bytes = 15 * pixels;
         if (st == KR_OK && s && s->gpu && bytes > pinned_bytes) {
             kr_gpu_host_free(pinned);
             pinned = NULL;
             pinned_bytes = 0;
             if ((st = kr_gpu_host_alloc(&pinned, bytes)) == KR_OK) pinned_bytes = bytes;
         }
+        uint8_t *colour = rgb;
         if (st == KR_OK && s && s->gpu) {
-            memcpy(pinned, cloud.points, bytes);
+            memcpy(pinned, cloud.points, 12 * pixels);
             cloud.points = pinned;
+            if (rgb) colour = memcpy((uint8_t *)pinned + 12 * pixels, rgb, 3 * pixels);
         }
         double t0 = kr_now();
-        if (st == KR_OK && s) st = kr_surface_integrate(s, &cloud, rgb, pose);
+        if (st == KR_OK && s) st = kr_surface_integrate(s, &cloud, colour, pose);
         *fuse_s += kr_now() - t0;
         free(rgb);
         if (st != KR_OK) {
@@ -415,7 +418,7 @@ KR_TEST(surface, synthetic_scene_meshes_on_what_was_seen)
     if (st != KR_OK) free(seen);
     REQUIRE_OK(st);
     mesh_score r = score_vertices(&scene, m.xyz, m.n_vertices, seen, n_seen, voxel);
-    printf("    %llu frames at %.0f mm voxels: %zu blocks, fusing %.1f ms a frame, meshing %.0f "
+    printf("    %llu frames at %.0f mm voxels: %zu blocks, fusing %.2f ms a frame, meshing %.0f "
            "ms; %zu vertices, %zu triangles\n",
            (unsigned long long)ss.frames, voxel * 1e3, ss.blocks, 1e3 * fuse_s / (double)ss.frames,
            1e3 * mesh_s, m.n_vertices, m.n_faces);

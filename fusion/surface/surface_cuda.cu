@@ -1,5 +1,13 @@
 /* The surface's voxels on a CUDA device (fusion/surface/surface_cuda.h).
  *
+ * A frame: its cloud goes up (page-locked from the surface thread: one
+ * DMA), one thread per sampled point lists its band's blocks once each
+ * (a hash set per frame) and looks them up in the device's copy of the
+ * block hash; one copy down brings the counts and the keys of new blocks,
+ * and the host's answer (their indices, the grown hash) goes up with the
+ * fusion. Two round trips a frame: 0.23-0.36 ms for a 640x480 frame on an
+ * H200 (docs/BENCHMARKS.md, issue 34).
+ *
  * Fusion: one CUDA block per touched volume block, one thread per voxel,
  * each calling the per-voxel math the CPU engine calls. Meshing: one thread
  * per cube counts its triangle corners, a scan gives each cube its place,
@@ -36,7 +44,14 @@ struct kr_surface_cuda {
     size_t cap_points;
     unsigned long long *keys[2];
     size_t cap_keys[2];
-    unsigned *counter; /* keys listed, then unique (as int) */
+    unsigned long long *down; /* the band's counts (4 unsigned), then its unknown keys */
+    size_t cap_down;
+    size_t n_touched;        /* the touched blocks the band found (d->touched) */
+    size_t n_slots;          /* the host's hash as last copied here (d->slots) */
+    unsigned long long *set; /* the frame's band keys as a hash set; cap_set a power of two */
+    size_t cap_set;
+    void *stage; /* page-locked, cap_stage bytes (staged()) */
+    size_t cap_stage;
     uint8_t *rgb;
     size_t cap_rgb;
     uint32_t *touched;
@@ -106,24 +121,47 @@ extern "C" void kr_surface_cuda_destroy(kr_surface_cuda **dp)
     kr_surface_cuda *d = *dp;
     if (d->ctx && kr_gpu_enter(d->ctx) == KR_OK) {
         cudaStreamSynchronize(d->ctx->stream);
-        void *bufs[] = {d->points, d->keys[0], d->keys[1],   d->counter, d->pool,  d->coords,
+        void *bufs[] = {d->points, d->keys[0], d->keys[1],   d->down,    d->pool,  d->coords,
                         d->chunk,  d->depth,   d->rgb,       d->touched, d->slots, d->table,
                         d->counts, d->offsets, d->scan_temp, d->corners, d->seen,  d->fine_of};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
             cudaFree(bufs[i]);
     }
+    if (d->stage) cudaFreeHost(d->stage);
     kr_gpu_context_destroy(&d->ctx);
     free(d);
     *dp = NULL;
 }
 
+/* Page-locked room for a call's small uploads (new blocks' coordinates,
+ * the touched list, the pose): one DMA each, where a pageable copy is
+ * staged by the driver at tens of microseconds apiece. Every call that
+ * fills it ends synchronised before the next can. */
+static kr_status staged(kr_surface_cuda *d, size_t bytes, uint8_t **out)
+{
+    if (bytes > d->cap_stage) {
+        size_t c = d->cap_stage ? d->cap_stage : 4096;
+        while (c < bytes)
+            c *= 2;
+        void *p = NULL;
+        KR_CUDA_CHECK(cudaMallocHost(&p, c));
+        cudaFreeHost(d->stage);
+        d->stage = p;
+        d->cap_stage = c;
+    }
+    *out = (uint8_t *)d->stage;
+    return KR_OK;
+}
+
 /* Grows the pool to n_blocks (new voxels unseen) and takes the new blocks'
- * coordinates. */
-static kr_status take_blocks(kr_surface_cuda *d, const int32_t *coords, size_t n_blocks)
+ * coordinates, through `stage` (room for them). */
+static kr_status take_blocks(kr_surface_cuda *d, const int32_t *coords, size_t n_blocks,
+                             uint8_t *stage)
 {
     cudaStream_t st = d->ctx->stream;
     size_t had = d->n_blocks, cap = d->cap_blocks;
     if (n_blocks <= had) return KR_OK;
+    kr_surface_voxel *pool = d->pool;
     kr_status s = grow((void **)&d->pool, &d->cap_blocks, n_blocks,
                        KR_SURFACE_BLOCK_VOXELS * sizeof(kr_surface_voxel), had, st);
     if (s != KR_OK) return s;
@@ -134,12 +172,23 @@ static kr_status take_blocks(kr_surface_cuda *d, const int32_t *coords, size_t n
     KR_CUDA_CHECK(
         cudaMemsetAsync(d->pool + had * KR_SURFACE_BLOCK_VOXELS, 0,
                         (n_blocks - had) * KR_SURFACE_BLOCK_VOXELS * sizeof(kr_surface_voxel), st));
-    KR_CUDA_CHECK(cudaMemcpyAsync(d->coords + 3 * had, coords + 3 * had,
-                                  (n_blocks - had) * 3 * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                  st));
-    KR_CUDA_CHECK(cudaMemcpyAsync(d->chunk, &d->pool, sizeof d->pool, cudaMemcpyHostToDevice, st));
+    size_t bytes = (n_blocks - had) * 3 * sizeof(int32_t);
+    memcpy(stage, coords + 3 * had, bytes);
+    KR_CUDA_CHECK(cudaMemcpyAsync(d->coords + 3 * had, stage, bytes, cudaMemcpyHostToDevice, st));
+    if (d->pool != pool) { /* the view's one chunk moved */
+        memcpy(stage + bytes, &d->pool, sizeof d->pool);
+        KR_CUDA_CHECK(
+            cudaMemcpyAsync(d->chunk, stage + bytes, sizeof d->pool, cudaMemcpyHostToDevice, st));
+    }
     d->n_blocks = n_blocks;
     return KR_OK;
+}
+
+/* Room take_blocks needs in the stage for n_blocks. */
+static size_t take_bytes(const kr_surface_cuda *d, size_t n_blocks)
+{
+    return (n_blocks > d->n_blocks ? n_blocks - d->n_blocks : 0) * 3 * sizeof(int32_t) +
+           sizeof(void *);
 }
 
 /* The frame's depth (kr_surface_frame.depth), one thread a pixel. */
@@ -150,14 +199,32 @@ __global__ void depth_kernel(const float *__restrict__ points, size_t n, float m
     if (i < n) depth[i] = kr_surface_depth_of(points + 3 * i, max_depth);
 }
 
-/* One thread per sampled point: its band's keys, appended to `keys` (a
- * sample in the same block as the one before it is not listed again; the
- * sort that follows makes the order the threads' atomics gave irrelevant).
- * A band of S samples lists at most S keys, so keys needs room for every
- * point's KR_SURFACE_BAND_MAX_STEPS + 1. */
+/* One thread per sampled point: its band's keys, appended to `keys` once
+ * each. A key goes into the frame's hash set first (open addressing,
+ * `mask` + 1 slots, empty = ~0) and is listed only by the thread that put
+ * it there, so the list holds the frame's few thousand blocks, not its
+ * hundreds of thousands of samples. A key that finds no slot within
+ * KR_SURFACE_SET_PROBES is listed anyway and flags the overflow: the list
+ * then has repeats, and a sort makes it unique (kr_surface_cuda_band). */
+#define KR_SURFACE_SET_PROBES 64
+enum { COUNT_LISTED, COUNT_OVERFLOW, COUNT_KNOWN, COUNT_UNKNOWN, COUNTS };
+
+__device__ static bool first_in_set(unsigned long long *set, size_t mask, unsigned long long key,
+                                    unsigned *counts)
+{
+    size_t h = (size_t)((key ^ key >> 21 ^ key >> 42) * 0x9E3779B97F4A7C15ull >> 20) & mask;
+    for (int probe = 0; probe < KR_SURFACE_SET_PROBES; probe++, h = (h + 1) & mask) {
+        unsigned long long old = atomicCAS(set + h, ~0ull, key);
+        if (old == ~0ull) return true;
+        if (old == key) return false;
+    }
+    counts[COUNT_OVERFLOW] = 1;
+    return true;
+}
+
 __global__ void band_kernel(kr_surface_frame f, const float *__restrict__ points, int width,
-                            int height, const float *__restrict__ Rwc_twc, unsigned long long *keys,
-                            unsigned *listed)
+                            int height, const float *__restrict__ Rwc_twc, unsigned long long *set,
+                            size_t mask, unsigned long long *keys, unsigned *counts)
 {
     int cols = (width + KR_SURFACE_BAND_STRIDE - 1) / KR_SURFACE_BAND_STRIDE;
     int rows = (height + KR_SURFACE_BAND_STRIDE - 1) / KR_SURFACE_BAND_STRIDE;
@@ -166,33 +233,44 @@ __global__ void band_kernel(kr_surface_frame f, const float *__restrict__ points
     int u = i % cols * KR_SURFACE_BAND_STRIDE, v = i / cols * KR_SURFACE_BAND_STRIDE;
     const float *p = points + 3 * ((size_t)v * width + u);
     kr_surface_band band = kr_surface_band_of(&f, Rwc_twc, p);
-    /* Counted first, then written: the keys are a few flops each, cheaper
-     * than holding 65 of them per thread. */
-    unsigned n = 0;
     unsigned long long prev = ~0ull;
     for (int j = 0; j < band.samples; j++) {
         unsigned long long key = kr_surface_band_key(&f, &band, Rwc_twc + 9, j);
-        n += key != prev;
-        prev = key;
-    }
-    if (!n) return;
-    unsigned long long *out = keys + atomicAdd(listed, n);
-    prev = ~0ull;
-    for (int j = 0; j < band.samples; j++) {
-        unsigned long long key = kr_surface_band_key(&f, &band, Rwc_twc + 9, j);
-        if (key != prev) *out++ = key;
+        if (key != prev && first_in_set(set, mask, key, counts))
+            keys[atomicAdd(counts + COUNT_LISTED, 1u)] = key;
         prev = key;
     }
 }
 
+/* Each listed key's block in the device's copy of the host's hash: found,
+ * it joins the frame's touched blocks; not, its key goes back to the host.
+ * The number of keys is read on the device (no round trip before). */
+__global__ void lookup_kernel(kr_surface_view v, const unsigned long long *__restrict__ keys,
+                              unsigned *counts, uint32_t *touched, unsigned long long *unknown)
+{
+    unsigned n = counts[COUNT_LISTED];
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        int32_t c[3];
+        kr_surface_key_block(keys[i], c);
+        long b = kr_surface_view_find(&v, c);
+        if (b >= 0)
+            touched[atomicAdd(counts + COUNT_KNOWN, 1u)] = (uint32_t)b;
+        else
+            unknown[atomicAdd(counts + COUNT_UNKNOWN, 1u)] = keys[i];
+    }
+}
+
+/* Keys that come back with the counts, in one copy; more take a second. */
+#define KR_SURFACE_UNKNOWN_FIRST 8192
+
 extern "C" kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_frame *f,
                                           const float *points, size_t n_pixels, const float Rwc[9],
-                                          const float twc[3], uint64_t **keys, size_t *n)
+                                          const float twc[3], uint64_t **unknown, size_t *n_unknown)
 {
     KR_CUDA_CHECK_ENTER(d);
     cudaStream_t st = d->ctx->stream;
-    *keys = NULL;
-    *n = 0;
+    *unknown = NULL;
+    *n_unknown = 0;
     int width = f->k.width, height = f->k.height;
     size_t cells = (size_t)((width + KR_SURFACE_BAND_STRIDE - 1) / KR_SURFACE_BAND_STRIDE) *
                    ((height + KR_SURFACE_BAND_STRIDE - 1) / KR_SURFACE_BAND_STRIDE);
@@ -202,55 +280,77 @@ extern "C" kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_f
     if (s == KR_OK) s = grow((void **)&d->depth, &d->cap_depth, n_pixels, sizeof(float), 0, st);
     for (int k = 0; k < 2 && s == KR_OK; k++)
         s = grow((void **)&d->keys[k], &d->cap_keys[k], slots, sizeof(unsigned long long), 0, st);
-    if (s == KR_OK && !d->counter) s = KR_CUDA_STATUS(cudaMalloc(&d->counter, sizeof *d->counter));
+    if (s == KR_OK) s = grow((void **)&d->touched, &d->cap_touched, slots, sizeof(uint32_t), 0, st);
+    /* The set: four slots a sampled point (a power of two), so it stays at
+     * most a quarter full while the points' bands touch a block each. */
+    if (s == KR_OK) s = grow((void **)&d->set, &d->cap_set, 4 * cells, sizeof *d->set, 0, st);
+    /* The counts, then the unknown keys: what comes down, in one copy
+     * when there are at most KR_SURFACE_UNKNOWN_FIRST of them. */
+    if (s == KR_OK)
+        s = grow((void **)&d->down, &d->cap_down, 2 + slots, sizeof(unsigned long long), 0, st);
+    unsigned *counter = (unsigned *)d->down;
+    unsigned long long *unknown_keys = d->down + 2;
+    uint8_t *stage = NULL;
+    const size_t down = (2 + KR_SURFACE_UNKNOWN_FIRST) * sizeof(unsigned long long);
+    if (s == KR_OK) s = staged(d, down > 12 * sizeof(float) ? down : 12 * sizeof(float), &stage);
     if (s != KR_OK) return s;
-    /* The pose rides after the points: one upload. */
+    /* The pose rides after the points. */
     float *pose = d->points + 3 * n_pixels;
     KR_CUDA_CHECK(cudaMemcpyAsync(d->points, points, 3 * n_pixels * sizeof(float),
                                   cudaMemcpyHostToDevice, st));
-    float rt[12];
-    memcpy(rt, Rwc, 9 * sizeof(float));
-    memcpy(rt + 9, twc, 3 * sizeof(float));
-    KR_CUDA_CHECK(cudaMemcpyAsync(pose, rt, sizeof rt, cudaMemcpyHostToDevice, st));
+    memcpy(stage, Rwc, 9 * sizeof(float));
+    memcpy(stage + 9 * sizeof(float), twc, 3 * sizeof(float));
+    KR_CUDA_CHECK(cudaMemcpyAsync(pose, stage, 12 * sizeof(float), cudaMemcpyHostToDevice, st));
     unsigned threads = 256;
     depth_kernel<<<(unsigned)((n_pixels + threads - 1) / threads), threads, 0, st>>>(
         d->points, n_pixels, f->max_depth, d->depth);
     KR_CUDA_CHECK(cudaGetLastError());
-    KR_CUDA_CHECK(cudaMemsetAsync(d->counter, 0, sizeof *d->counter, st));
+    KR_CUDA_CHECK(cudaMemsetAsync(counter, 0, COUNTS * sizeof *counter, st));
+    KR_CUDA_CHECK(cudaMemsetAsync(d->set, 0xff, d->cap_set * sizeof *d->set, st));
     band_kernel<<<(unsigned)((cells + threads - 1) / threads), threads, 0, st>>>(
-        *f, d->points, width, height, pose, d->keys[0], d->counter);
+        *f, d->points, width, height, pose, d->set, d->cap_set - 1, d->keys[0], counter);
     KR_CUDA_CHECK(cudaGetLastError());
-    unsigned listed = 0;
-    KR_CUDA_CHECK(cudaMemcpyAsync(&listed, d->counter, sizeof listed, cudaMemcpyDeviceToHost, st));
-    KR_CUDA_CHECK(cudaStreamSynchronize(st));
-    /* The listed keys sorted (21 bits a coordinate: 63 of them) and made
-     * unique: what the CPU engine's sort_unique gives. */
-    size_t sort_bytes = 0, unique_bytes = 0;
-    KR_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(NULL, sort_bytes, d->keys[0], d->keys[1],
-                                                 (int)listed, 0, 63, st));
-    KR_CUDA_CHECK(cub::DeviceSelect::Unique(NULL, unique_bytes, d->keys[1], d->keys[0],
-                                            (int *)d->counter, (int)listed, st));
-    size_t bytes = sort_bytes > unique_bytes ? sort_bytes : unique_bytes;
-    if ((s = grow(&d->scan_temp, &d->scan_bytes, bytes, 1, 0, st)) != KR_OK) return s;
-    KR_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(d->scan_temp, sort_bytes, d->keys[0], d->keys[1],
-                                                 (int)listed, 0, 63, st));
-    KR_CUDA_CHECK(cub::DeviceSelect::Unique(d->scan_temp, unique_bytes, d->keys[1], d->keys[0],
-                                            (int *)d->counter, (int)listed, st));
-    int unique = 0;
-    KR_CUDA_CHECK(cudaMemcpyAsync(&unique, d->counter, sizeof unique, cudaMemcpyDeviceToHost, st));
-    KR_CUDA_CHECK(cudaStreamSynchronize(st));
-    size_t m = (size_t)unique;
+    kr_surface_view v = {d->slots, d->n_slots, d->coords, d->chunk, d->cap_blocks, f->voxel};
+    unsigned *counts = (unsigned *)stage;
+    for (int pass = 0;; pass++) {
+        lookup_kernel<<<264, threads, 0, st>>>(v, d->keys[0], counter, d->touched, unknown_keys);
+        KR_CUDA_CHECK(cudaGetLastError());
+        KR_CUDA_CHECK(cudaMemcpyAsync(stage, d->down, down, cudaMemcpyDeviceToHost, st));
+        KR_CUDA_CHECK(cudaStreamSynchronize(st));
+        if (!counts[COUNT_OVERFLOW] || pass) break;
+        /* The set overflowed (more blocks than it holds): the list has
+         * repeats. Sorted and made unique, it is looked up again. */
+        unsigned listed = counts[COUNT_LISTED];
+        size_t sort_bytes = 0, unique_bytes = 0;
+        KR_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(NULL, sort_bytes, d->keys[0], d->keys[1],
+                                                     (int)listed, 0, 63, st));
+        KR_CUDA_CHECK(cub::DeviceSelect::Unique(NULL, unique_bytes, d->keys[1], d->keys[0],
+                                                (int *)counter + COUNT_LISTED, (int)listed, st));
+        size_t bytes = sort_bytes > unique_bytes ? sort_bytes : unique_bytes;
+        if ((s = grow(&d->scan_temp, &d->scan_bytes, bytes, 1, 0, st)) != KR_OK) return s;
+        KR_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(d->scan_temp, sort_bytes, d->keys[0],
+                                                     d->keys[1], (int)listed, 0, 63, st));
+        KR_CUDA_CHECK(cub::DeviceSelect::Unique(d->scan_temp, unique_bytes, d->keys[1], d->keys[0],
+                                                (int *)counter + COUNT_LISTED, (int)listed, st));
+        KR_CUDA_CHECK(cudaMemsetAsync(counter + COUNT_OVERFLOW, 0,
+                                      (COUNTS - COUNT_OVERFLOW) * sizeof *counter, st));
+    }
+    d->n_touched = counts[COUNT_KNOWN];
+    size_t m = counts[COUNT_UNKNOWN];
     uint64_t *host = (uint64_t *)malloc((m ? m : 1) * sizeof *host);
     if (!host) return kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
-    if (m) {
-        s = KR_CUDA_STATUS(cudaMemcpy(host, d->keys[0], m * sizeof *host, cudaMemcpyDeviceToHost));
+    size_t first = m < KR_SURFACE_UNKNOWN_FIRST ? m : KR_SURFACE_UNKNOWN_FIRST;
+    memcpy(host, stage + 2 * sizeof(unsigned long long), first * sizeof *host);
+    if (m > first) {
+        s = KR_CUDA_STATUS(cudaMemcpy(host + first, unknown_keys + first,
+                                      (m - first) * sizeof *host, cudaMemcpyDeviceToHost));
         if (s != KR_OK) {
             free(host);
             return s;
         }
     }
-    *keys = host;
-    *n = m;
+    *unknown = host;
+    *n_unknown = m;
     return KR_OK;
 }
 
@@ -269,27 +369,51 @@ __global__ void fuse_kernel(kr_surface_frame f, const int32_t *__restrict__ coor
 
 extern "C" kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f,
                                           size_t n_pixels, const int32_t *coords, size_t n_blocks,
-                                          const uint32_t *touched, size_t n_touched)
+                                          const uint32_t *slots, size_t n_slots,
+                                          const uint32_t *added, size_t n_added)
 {
     KR_CUDA_CHECK_ENTER(d);
     cudaStream_t st = d->ctx->stream;
-    kr_status s = take_blocks(d, coords, n_blocks);
+    /* The new blocks, the hash that now holds them (whole: a few hundred
+     * kilobytes, when it changed) and the added blocks' indices go up
+     * through the stage. */
+    bool rehashed = n_slots != d->n_slots || n_blocks != d->n_blocks;
+    size_t take = take_bytes(d, n_blocks), hash = rehashed ? n_slots * sizeof(uint32_t) : 0,
+           list = n_added * sizeof(uint32_t);
+    uint8_t *stage = NULL;
+    kr_status s = staged(d, take + hash + list, &stage);
+    if (s == KR_OK) s = take_blocks(d, coords, n_blocks, stage);
     if (s == KR_OK && f->rgb) s = grow((void **)&d->rgb, &d->cap_rgb, 3 * n_pixels, 1, 0, st);
     if (s == KR_OK)
-        s = grow((void **)&d->touched, &d->cap_touched, n_touched, sizeof(uint32_t), 0, st);
+        s = grow((void **)&d->touched, &d->cap_touched, d->n_touched + n_added, sizeof(uint32_t),
+                 d->n_touched, st);
+    if (s == KR_OK && rehashed)
+        s = grow((void **)&d->slots, &d->cap_slots, n_slots, sizeof(uint32_t), 0, st);
     if (s != KR_OK) return s;
-    if (n_touched == 0) return KR_OK;
-    KR_CUDA_CHECK(cudaMemcpyAsync(d->touched, touched, n_touched * sizeof(uint32_t),
-                                  cudaMemcpyHostToDevice, st));
-    if (f->rgb)
-        KR_CUDA_CHECK(cudaMemcpyAsync(d->rgb, f->rgb, 3 * n_pixels, cudaMemcpyHostToDevice, st));
-    kr_surface_frame df = *f;
-    df.depth = d->depth; /* made by kr_surface_cuda_band */
-    df.rgb = f->rgb ? d->rgb : NULL;
-    fuse_kernel<<<(unsigned)n_touched, KR_SURFACE_BLOCK_VOXELS, 0, st>>>(df, d->coords, d->touched,
-                                                                         d->pool);
-    KR_CUDA_CHECK(cudaGetLastError());
-    /* The host's cloud and list may change once this returns. */
+    if (rehashed) {
+        memcpy(stage + take, slots, hash);
+        KR_CUDA_CHECK(cudaMemcpyAsync(d->slots, stage + take, hash, cudaMemcpyHostToDevice, st));
+        d->n_slots = n_slots;
+    }
+    if (n_added) {
+        memcpy(stage + take + hash, added, list);
+        KR_CUDA_CHECK(cudaMemcpyAsync(d->touched + d->n_touched, stage + take + hash, list,
+                                      cudaMemcpyHostToDevice, st));
+    }
+    size_t n = d->n_touched + n_added;
+    d->n_touched = 0; /* the next frame's band finds its own */
+    if (n) {
+        if (f->rgb)
+            KR_CUDA_CHECK(
+                cudaMemcpyAsync(d->rgb, f->rgb, 3 * n_pixels, cudaMemcpyHostToDevice, st));
+        kr_surface_frame df = *f;
+        df.depth = d->depth; /* made by kr_surface_cuda_band */
+        df.rgb = f->rgb ? d->rgb : NULL;
+        fuse_kernel<<<(unsigned)n, KR_SURFACE_BLOCK_VOXELS, 0, st>>>(df, d->coords, d->touched,
+                                                                     d->pool);
+        KR_CUDA_CHECK(cudaGetLastError());
+    }
+    /* The host's cloud, colour and lists may change once this returns. */
     KR_CUDA_CHECK(cudaStreamSynchronize(st));
     return KR_OK;
 }
@@ -333,6 +457,7 @@ static kr_status corners(kr_surface_cuda *d, const uint32_t *slots, size_t n_slo
     if (s != KR_OK) return s;
     KR_CUDA_CHECK(
         cudaMemcpyAsync(d->slots, slots, n_slots * sizeof(uint32_t), cudaMemcpyHostToDevice, st));
+    d->n_slots = n_slots;
     kr_surface_view v = {d->slots, n_slots, d->coords, d->chunk, d->cap_blocks, voxel};
     unsigned threads = 128, grid = (unsigned)((n_cubes + threads - 1) / threads);
     cube_kernel<<<grid, threads, 0, st>>>(v, d->table, n_cubes, d->counts, NULL, NULL);
@@ -581,7 +706,9 @@ extern "C" kr_status kr_surface_cuda_coarse(kr_surface_cuda *d, const kr_surface
     /* The fine voxels are complete: every fusion ends synchronised. */
     KR_CUDA_CHECK_ENTER(d);
     cudaStream_t st = d->ctx->stream;
-    kr_status s = take_blocks(d, coords, n_blocks);
+    uint8_t *stage = NULL;
+    kr_status s = staged(d, take_bytes(d, n_blocks), &stage);
+    if (s == KR_OK) s = take_blocks(d, coords, n_blocks, stage);
     size_t per = (size_t)factor * factor * factor;
     if (s == KR_OK)
         s = grow((void **)&d->fine_of, &d->cap_fine_of, n_blocks * per, sizeof(int32_t), 0, st);

@@ -1,12 +1,12 @@
 /* The surface volume's voxels on a CUDA device (fusion/surface/surface_cuda.cu),
- * the twin of the CPU engine's: the device walks a frame's bands and sorts
- * their block keys, the host keeps the block hash and inserts them
- * (surface_integrate.c); the device holds every block's voxels in one pool
- * and runs the per-voxel fusion and the per-cube marching cubes with the
- * same math (surface_kernels.h,
- * surface_mesh_kernels.h, compiled with -fmad=false): the same frames give
- * the same voxels and the same mesh bit for bit. Plain C; in builds without
- * CUDA surface_nocuda.c answers KR_ERR_NO_DEVICE. */
+ * the twin of the CPU engine's: the device walks a frame's bands and looks
+ * their blocks up in its copy of the block hash; the host keeps the hash,
+ * adds the blocks the device did not know in key order, as the CPU engine
+ * does (surface_integrate.c), and copies the hash back; the device holds every block's voxels in
+ * one pool and runs the per-voxel fusion and the per-cube marching cubes with the same math
+ * (surface_kernels.h, surface_mesh_kernels.h, compiled with -fmad=false): the same frames give the
+ * same voxels and the same mesh bit for bit. Plain C; in builds without CUDA surface_nocuda.c
+ * answers KR_ERR_NO_DEVICE. */
 #ifndef KINREG_FUSION_SURFACE_CUDA_H
 #define KINREG_FUSION_SURFACE_CUDA_H
 
@@ -29,22 +29,26 @@ kr_status kr_surface_cuda_create(const kr_gpu_context *like, kr_surface_cuda **o
 void kr_surface_cuda_destroy(kr_surface_cuda **d);
 
 /* The frame's band blocks (kr_surface_band_key over every
- * KR_SURFACE_BAND_STRIDE-th point of the n_pixels points, host memory) as
- * sorted unique keys in a malloc'd host array *keys of *n, as the CPU
- * engine lists them; the device keeps the frame's depth for the fusion
- * that follows. */
+ * KR_SURFACE_BAND_STRIDE-th point of the n_pixels points, host memory):
+ * those the device's copy of the host's block hash holds become the
+ * frame's touched blocks, on the device; the keys of the others come back,
+ * each once, unsorted, in a malloc'd host array *unknown of *n_unknown, for
+ * the host to add. The device keeps the frame's depth for the fusion that
+ * follows. */
 kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_frame *f, const float *points,
                                size_t n_pixels, const float Rwc[9], const float twc[3],
-                               uint64_t **keys, size_t *n);
+                               uint64_t **unknown, size_t *n_unknown);
 
-/* Fuses one frame into the touched blocks, with the depth the band step
- * left on the device. `f` is the frame as on the host (its colour host
- * memory, n_pixels pixels); coords holds all n_blocks
- * blocks' coordinates (the device grows its pool and takes the new ones,
- * their voxels unseen). */
+/* Fuses one frame into its touched blocks: those kr_surface_cuda_band
+ * found and the n_added blocks `added` (the host's indices for the keys it
+ * did not know), with the depth the band left on the device. `f` is the
+ * frame as on the host (its colour host memory, n_pixels pixels); coords
+ * holds all n_blocks blocks' coordinates and slots the host's hash of them
+ * (the device grows its pool, takes the new blocks, their voxels unseen,
+ * and copies the hash when it changed). */
 kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, size_t n_pixels,
-                               const int32_t *coords, size_t n_blocks, const uint32_t *touched,
-                               size_t n_touched);
+                               const int32_t *coords, size_t n_blocks, const uint32_t *slots,
+                               size_t n_slots, const uint32_t *added, size_t n_added);
 
 /* The volume's mesh, made on the device as the CPU engine makes it (every
  * cube's corners in block and voxel order, welded by a stable sort by

@@ -2,15 +2,18 @@
  *
  * First the blocks the frame's surface passes through are found, allocated
  * when new: each measured point's ray is walked across its truncation band
- * in steps of half a block, so every block within the band of a surface the
- * frame saw is listed (on the CUDA engine the device walks the bands and
- * sorts the keys; the host inserts them in the same order). Then every voxel of those blocks is
- * fused (surface_kernels.h): those behind the measured surface are untouched, those in front are
- * pulled towards free space. As in voxel hashing (Nießner et al. 2013) and Open3D's scalable
- * volume, blocks outside every band are left alone: the cost follows the surface seen, not the
- * volume in view, and free space is carved within the band (where a moved object's old surface lies
- * when it is still in front of the new one). Blocks are independent, so the
- * second pass runs one block per OpenMP iteration. */
+ * in steps of half a block, so every block within the band of a surface
+ * the frame saw is listed. (On the CUDA engine the device walks the bands
+ * and looks the blocks up in its copy of the hash; only the keys of blocks
+ * it does not know come to the host, which adds them in key order as the
+ * CPU engine does.) Then every voxel of those blocks is fused
+ * (surface_kernels.h): those behind the measured surface are untouched,
+ * those in front are pulled towards free space. As in voxel hashing
+ * (Nießner et al. 2013) and Open3D's scalable volume, blocks outside every
+ * band are left alone: the cost follows the surface seen, not the volume in
+ * view, and free space is carved within the band (where a moved object's
+ * old surface lies when it is still in front of the new one). Blocks are
+ * independent, so the second pass runs one block per OpenMP iteration. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -36,12 +39,6 @@ static void frame_of(const kr_surface *s, const kr_cloud *cloud, const kr_pose *
     f->truncation_voxels = s->cfg.truncation_voxels;
     f->max_weight = s->cfg.max_weight;
     f->max_depth = s->cfg.max_depth;
-}
-
-static void key_block(uint64_t key, int32_t c[3])
-{
-    for (int k = 2; k >= 0; k--, key >>= 21)
-        c[k] = (int32_t)(key & 0x1FFFFF) - 2 * KR_SURFACE_BLOCK_LIMIT;
 }
 
 typedef struct {
@@ -155,10 +152,28 @@ static kr_status host_band_keys(const kr_surface_frame *f, const kr_cloud *cloud
     return KR_OK;
 }
 
+/* Adds the blocks of n unique keys in key order, listing their indices in
+ * s->touched (a block the cap refuses is left out). */
+static kr_status add_keys(kr_surface *s, const uint64_t *keys, size_t n)
+{
+    s->n_touched = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t c[3];
+        kr_surface_key_block(keys[i], c);
+        long b = kr_surface_find_or_add(s, c);
+        if (b == -2) return kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
+        if (b >= 0) s->touched[s->n_touched++] = (uint32_t)b;
+    }
+    return KR_OK;
+}
+
 /* Lists (allocating) the blocks within the truncation band of every measured
- * point, once each, in the order of their keys — the same order on both
- * engines, so the same blocks get the same indices (and the meshes the same
- * faces in the same order). */
+ * point, once each, in the order of their keys, so that both engines give
+ * the same blocks the same indices (and the meshes the same faces in the
+ * same order). On the CPU engine s->touched lists them all; on the CUDA
+ * engine the device finds the blocks it knows from its copy of the hash,
+ * and s->touched lists the ones added here, from the keys it did not know
+ * (sorted: new blocks are numbered in key order on both engines). */
 static kr_status allocate(kr_surface *s, const kr_surface_frame *f, const kr_cloud *cloud,
                           const kr_pose *pose)
 {
@@ -168,18 +183,20 @@ static kr_status allocate(kr_surface *s, const kr_surface_frame *f, const kr_clo
     for (int i = 0; i < 3; i++)
         twc[i] = (float)pose->t[i];
     key_list keys = {0};
-    kr_status st = s->gpu ? kr_surface_cuda_band(s->gpu, f, cloud->points,
-                                                 (size_t)cloud->width * (size_t)cloud->height, Rwc,
-                                                 twc, &keys.keys, &keys.n)
-                          : host_band_keys(f, cloud, Rwc, twc, &keys);
-    s->n_touched = 0;
-    for (size_t i = 0; i < keys.n && st == KR_OK; i++) {
-        int32_t c[3];
-        key_block(keys.keys[i], c);
-        long b = kr_surface_find_or_add(s, c);
-        if (b == -2) st = kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
-        if (b >= 0) s->touched[s->n_touched++] = (uint32_t)b;
+    kr_status st;
+    if (s->gpu) {
+        st = kr_surface_cuda_band(s->gpu, f, cloud->points,
+                                  (size_t)cloud->width * (size_t)cloud->height, Rwc, twc,
+                                  &keys.keys, &keys.n);
+        uint64_t *tmp = st == KR_OK && keys.n ? malloc(keys.n * sizeof *tmp) : NULL;
+        if (st == KR_OK && keys.n && !tmp)
+            st = kr_error(KR_ERR_NOMEM, "surface volume: out of memory");
+        if (tmp) keys.n = sort_unique(keys.keys, tmp, keys.n);
+        free(tmp);
+    } else {
+        st = host_band_keys(f, cloud, Rwc, twc, &keys);
     }
+    if (st == KR_OK) st = add_keys(s, keys.keys, keys.n);
     free(keys.keys);
     if (s->refused && !s->warned_full) {
         s->warned_full = true;
@@ -238,7 +255,7 @@ kr_status kr_surface_integrate(kr_surface *s, const kr_cloud *cloud, const uint8
     if (st != KR_OK) return st;
     if (s->gpu) {
         st = kr_surface_cuda_fuse(s->gpu, &f, pixels, s->n_blocks ? &s->coords[0][0] : NULL,
-                                  s->n_blocks, s->touched, s->n_touched);
+                                  s->n_blocks, s->slots, s->n_slots, s->touched, s->n_touched);
         if (st != KR_OK) return st;
     } else {
         const long n = (long)s->n_touched;

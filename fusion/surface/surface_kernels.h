@@ -122,6 +122,13 @@ static inline KR_HD uint64_t kr_surface_block_key(const float pw[3], float block
     return key;
 }
 
+/* The block of a key (kr_surface_block_key's inverse). */
+static inline KR_HD void kr_surface_key_block(uint64_t key, int32_t c[3])
+{
+    for (int k = 2; k >= 0; k--, key >>= 21)
+        c[k] = (int32_t)(key & 0x1FFFFF) - 2 * KR_SURFACE_KEY_LIMIT;
+}
+
 /* One measured point's band: its samples (steps + 1, at most
  * KR_SURFACE_BAND_MAX_STEPS + 1; 0 for no measurement), and what every
  * sample needs — the ray's rotated direction R_wc·p, its length and the

@@ -22,17 +22,19 @@ void kr_surface_cuda_destroy(kr_surface_cuda **d)
 
 kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_frame *f, const float *points,
                                size_t n_pixels, const float Rwc[9], const float twc[3],
-                               uint64_t **keys, size_t *n)
+                               uint64_t **unknown, size_t *n_unknown)
 {
-    (void)d, (void)f, (void)points, (void)n_pixels, (void)Rwc, (void)twc, (void)keys, (void)n;
+    (void)d, (void)f, (void)points, (void)n_pixels, (void)Rwc, (void)twc, (void)unknown,
+        (void)n_unknown;
     return no_cuda();
 }
 
 kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, size_t n_pixels,
-                               const int32_t *coords, size_t n_blocks, const uint32_t *touched,
-                               size_t n_touched)
+                               const int32_t *coords, size_t n_blocks, const uint32_t *slots,
+                               size_t n_slots, const uint32_t *added, size_t n_added)
 {
-    (void)d, (void)f, (void)n_pixels, (void)coords, (void)n_blocks, (void)touched, (void)n_touched;
+    (void)d, (void)f, (void)n_pixels, (void)coords, (void)n_blocks, (void)slots, (void)n_slots,
+        (void)added, (void)n_added;
     return no_cuda();
 }
 
@@ -52,16 +54,13 @@ kr_status kr_surface_cuda_download_range(kr_surface_cuda *d, size_t first, size_
 
 kr_status kr_surface_cuda_create_like(const kr_surface_cuda *like, kr_surface_cuda **out)
 {
-    (void)like;
-    (void)out;
+    (void)like, (void)out;
     return no_cuda();
 }
 
 kr_status kr_surface_cuda_seen(kr_surface_cuda *d, size_t n_blocks, uint8_t *seen)
 {
-    (void)d;
-    (void)n_blocks;
-    (void)seen;
+    (void)d, (void)n_blocks, (void)seen;
     return no_cuda();
 }
 
@@ -69,11 +68,6 @@ kr_status kr_surface_cuda_coarse(kr_surface_cuda *d, const kr_surface_cuda *fine
                                  const int32_t *coords, size_t n_blocks, const int32_t *fine_of,
                                  int factor)
 {
-    (void)d;
-    (void)fine;
-    (void)coords;
-    (void)n_blocks;
-    (void)fine_of;
-    (void)factor;
+    (void)d, (void)fine, (void)coords, (void)n_blocks, (void)fine_of, (void)factor;
     return no_cuda();
 }
