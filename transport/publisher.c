@@ -16,7 +16,7 @@
 #include "kinreg/transport.h"
 
 #include "publisher_guard.h"
-#include "wire_mesh.h"
+#include "wire_internal.h"
 
 #include "kinreg/frame.h"
 
@@ -515,29 +515,13 @@ kr_status kr_publisher_send_model(kr_publisher *pub, const float *points, const 
     if (!pub->sock || n == 0) return KR_OK;
     if (!pub->chunk && !(pub->chunk = malloc(kr_wire_model_size(KR_WIRE_MODEL_CHUNK_POINTS))))
         return kr_error(KR_ERR_NOMEM, "cannot allocate the model chunk buffer");
-    /* One grid for the snapshot: the bounding box, cut into 65535 steps along
-     * its longest side (non-finite points are clamped by the packer). */
-    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-    for (size_t i = 0; i < n; i++)
-        for (int k = 0; k < 3; k++) {
-            float v = points[3 * i + k];
-            if (!isfinite(v)) continue;
-            if (v < lo[k]) lo[k] = v;
-            if (v > hi[k]) hi[k] = v;
-        }
-    float extent = 0;
-    for (int k = 0; k < 3; k++) {
-        if (lo[k] > hi[k]) lo[k] = hi[k] = 0; /* no finite coordinate */
-        if (hi[k] - lo[k] > extent) extent = hi[k] - lo[k];
-    }
     kr_model_msg m;
     memset(&m, 0, sizeof m);
+    kr_wire_grid_of(points, n, m.origin, &m.scale);
     m.snapshot = pub->model_snapshots++;
     m.frame = frame;
     m.total_points = (uint32_t)n;
     m.chunks = (uint16_t)((n + KR_WIRE_MODEL_CHUNK_POINTS - 1) / KR_WIRE_MODEL_CHUNK_POINTS);
-    memcpy(m.origin, lo, sizeof m.origin);
-    m.scale = extent > 0 ? extent / 65535.f : 1e-6f;
     for (uint32_t first = 0; first < n; first += KR_WIRE_MODEL_CHUNK_POINTS, m.chunk++) {
         m.first_point = first;
         m.count = (uint32_t)(n - first < KR_WIRE_MODEL_CHUNK_POINTS ? n - first : KR_WIRE_MODEL_CHUNK_POINTS);

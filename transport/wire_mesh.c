@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "le.h"
-#include "wire_mesh.h"
+#include "wire_internal.h"
 
 enum {
     MESH_SEQ = 8,
@@ -143,25 +143,6 @@ static kr_status emit(chunk_out *o, chunk_in *c, const float *xyz, const float *
     return KR_OK;
 }
 
-static void bounds(const float *xyz, size_t n, float origin[3], float *scale)
-{
-    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-    for (size_t i = 0; i < n; i++)
-        for (int k = 0; k < 3; k++) {
-            float v = xyz[3 * i + k];
-            if (!isfinite(v)) continue;
-            if (v < lo[k]) lo[k] = v;
-            if (v > hi[k]) hi[k] = v;
-        }
-    float extent = 0;
-    for (int k = 0; k < 3; k++) {
-        if (lo[k] > hi[k]) lo[k] = hi[k] = 0; /* no finite coordinate */
-        if (hi[k] - lo[k] > extent) extent = hi[k] - lo[k];
-    }
-    memcpy(origin, lo, sizeof lo);
-    *scale = extent > 0 ? extent / 65535.f : 1e-6f;
-}
-
 kr_status kr_wire_pack_mesh(const float *xyz, const float *normals, const uint8_t *rgb,
                             size_t n_vertices, const uint32_t *faces, size_t n_faces,
                             uint64_t frame, kr_wire_mesh_packed *out)
@@ -190,7 +171,7 @@ kr_status kr_wire_pack_mesh(const float *xyz, const float *normals, const uint8_
     memset(&m, 0, sizeof m);
     m.frame = frame;
     m.total_faces = (uint32_t)n_faces;
-    bounds(xyz, n_vertices, m.origin, &m.scale);
+    kr_wire_grid_of(xyz, n_vertices, m.origin, &m.scale);
     for (size_t f = 0; f < n_faces && st == KR_OK; f++) {
         const uint32_t *t = faces + 3 * f;
         size_t fresh = 0;

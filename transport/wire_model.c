@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "le.h"
+#include "wire_internal.h"
 
 enum {
     MODEL_SEQ = 8,
@@ -52,6 +53,25 @@ size_t kr_wire_encode_model_header(const kr_model_msg *m, uint8_t *buf)
         kr_le_put_f32(buf + MODEL_ORIGIN + 4 * i, m->origin[i]);
     kr_le_put_f32(buf + MODEL_SCALE, m->scale);
     return MODEL_POINTS;
+}
+
+void kr_wire_grid_of(const float *xyz, size_t n, float origin[3], float *scale)
+{
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++) {
+            float v = xyz[3 * i + k];
+            if (!isfinite(v)) continue;
+            if (v < lo[k]) lo[k] = v;
+            if (v > hi[k]) hi[k] = v;
+        }
+    float extent = 0;
+    for (int k = 0; k < 3; k++) {
+        if (lo[k] > hi[k]) lo[k] = hi[k] = 0; /* no finite coordinate */
+        if (hi[k] - lo[k] > extent) extent = hi[k] - lo[k];
+    }
+    memcpy(origin, lo, sizeof lo);
+    *scale = extent > 0 ? extent / 65535.f : 1e-6f;
 }
 
 static uint16_t quantise(float v, float origin, float scale)
