@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,6 +39,16 @@ int kr_test_shell(const char *cmd, char *out, size_t size);
 /* Runs `ENV kinreg ARGS` through the shell (ENV: "VAR=value ..." or NULL)
  * with stdout and stderr captured in `out`; returns the exit code. */
 int kr_test_run_tool(const char *env, const char *args, char *out, size_t size);
+
+/* A little-endian unsigned integer of `bytes` bytes at p, read by hand (the
+ * wire tests' independent reading of the documented offsets). */
+static inline uint64_t kr_le(const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
 
 /* Deterministic test randomness: uniform in [0, 1) from a 32-bit LCG state,
  * and standard normal by Box–Muller. Seeded per test, so failures repeat. */

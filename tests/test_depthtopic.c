@@ -11,14 +11,6 @@
 #include "kinreg/source.h"
 #include "kinreg/transport.h"
 
-static uint64_t le(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 KR_TEST(depthtopic, record_bytes_at_documented_offsets_and_back)
 {
     uint16_t mm[6] = {0, 1000, 65535, 4321, 7, 300};
@@ -39,17 +31,17 @@ KR_TEST(depthtopic, record_bytes_at_documented_offsets_and_back)
     REQUIRE(kr_wire_encode_depth(&m, b) == 40 + 12);
     CHECK_EQ(kr_wire_depth_size(3, 2), 52);
     CHECK(memcmp(b, "KRDP", 4) == 0);
-    CHECK_EQ(le(b + 4, 2), KR_WIRE_VERSION);
-    CHECK_EQ(le(b + 6, 2), 6); /* kind: depth */
-    CHECK(le(b + 8, 8) == 0x0102030405060708ull);
-    CHECK_EQ(le(b + 16, 8), 77);
-    CHECK(le(b + 24, 8) == 0x3FF8000000000000ull); /* 1.5 */
-    CHECK_EQ(le(b + 32, 2), 3);
-    CHECK_EQ(le(b + 34, 2), 2);
-    CHECK_EQ(le(b + 36, 2), 4);
-    CHECK_EQ(le(b + 38, 2), 0);
+    CHECK_EQ(kr_le(b + 4, 2), KR_WIRE_VERSION);
+    CHECK_EQ(kr_le(b + 6, 2), 6); /* kind: depth */
+    CHECK(kr_le(b + 8, 8) == 0x0102030405060708ull);
+    CHECK_EQ(kr_le(b + 16, 8), 77);
+    CHECK(kr_le(b + 24, 8) == 0x3FF8000000000000ull); /* 1.5 */
+    CHECK_EQ(kr_le(b + 32, 2), 3);
+    CHECK_EQ(kr_le(b + 34, 2), 2);
+    CHECK_EQ(kr_le(b + 36, 2), 4);
+    CHECK_EQ(kr_le(b + 38, 2), 0);
     for (int i = 0; i < 6; i++)
-        CHECK_EQ(le(b + 40 + 2 * i, 2), mm[i]);
+        CHECK_EQ(kr_le(b + 40 + 2 * i, 2), mm[i]);
 
     kr_depth_msg out;
     REQUIRE_OK(kr_wire_decode_depth(b, 52, &out));

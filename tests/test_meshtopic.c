@@ -15,14 +15,6 @@
 #include "kinreg/frame.h"
 #include "kinreg/transport.h"
 
-static uint64_t le(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 KR_TEST(meshtopic, chunk_bytes_at_documented_offsets)
 {
     /* One triangle, its corners 1 m apart along x, y and z from the origin. */
@@ -40,29 +32,29 @@ KR_TEST(meshtopic, chunk_bytes_at_documented_offsets)
     CHECK_EQ(n, 64 + 3 * 12 + 6);
     CHECK_EQ(kr_wire_mesh_size(3, 1), n);
     CHECK(memcmp(b, "KRMS", 4) == 0);
-    CHECK_EQ(le(b + 4, 2), KR_WIRE_VERSION);
-    CHECK_EQ(le(b + 6, 2), 7); /* kind: mesh */
-    CHECK_EQ(le(b + 24, 8), 42);
-    CHECK_EQ(le(b + 32, 4), 1); /* total faces */
-    CHECK_EQ(le(b + 36, 4), 0); /* first face */
-    CHECK_EQ(le(b + 40, 2), 3); /* vertices */
-    CHECK_EQ(le(b + 42, 2), 1); /* faces */
-    CHECK_EQ(le(b + 44, 2), 0); /* chunk */
-    CHECK_EQ(le(b + 46, 2), 1); /* chunks */
+    CHECK_EQ(kr_le(b + 4, 2), KR_WIRE_VERSION);
+    CHECK_EQ(kr_le(b + 6, 2), 7); /* kind: mesh */
+    CHECK_EQ(kr_le(b + 24, 8), 42);
+    CHECK_EQ(kr_le(b + 32, 4), 1); /* total faces */
+    CHECK_EQ(kr_le(b + 36, 4), 0); /* first face */
+    CHECK_EQ(kr_le(b + 40, 2), 3); /* vertices */
+    CHECK_EQ(kr_le(b + 42, 2), 1); /* faces */
+    CHECK_EQ(kr_le(b + 44, 2), 0); /* chunk */
+    CHECK_EQ(kr_le(b + 46, 2), 1); /* chunks */
     float origin[4];
     memcpy(origin, b + 48, 16); /* the test machine is little-endian, as the wire */
     CHECK(origin[0] == 0 && origin[1] == 0 && origin[2] == 0);
     CHECK_NEAR(origin[3], 1.0 / 65535, 1e-12); /* 1 m across 65535 quanta */
     /* Vertex 1: x at the last quantum, +z normal as (128, 128), then colour, a = 255. */
     const uint8_t *v1 = b + 64 + 12;
-    CHECK_EQ(le(v1, 2), 65535);
-    CHECK_EQ(le(v1 + 2, 2), 0);
-    CHECK_EQ(le(v1 + 4, 2), 0);
+    CHECK_EQ(kr_le(v1, 2), 65535);
+    CHECK_EQ(kr_le(v1 + 2, 2), 0);
+    CHECK_EQ(kr_le(v1 + 4, 2), 0);
     CHECK_EQ(v1[6], 128);
     CHECK_EQ(v1[7], 128);
     CHECK(v1[8] == 40 && v1[9] == 50 && v1[10] == 60 && v1[11] == 255);
     const uint8_t *f = b + 64 + 36;
-    CHECK(le(f, 2) == 0 && le(f + 2, 2) == 1 && le(f + 4, 2) == 2);
+    CHECK(kr_le(f, 2) == 0 && kr_le(f + 2, 2) == 1 && kr_le(f + 4, 2) == 2);
     /* Without colours the four bytes are 0: no colour measured. */
     kr_wire_mesh_packed q;
     REQUIRE_OK(kr_wire_pack_mesh(xyz, nrm, NULL, 3, tri, 1, 42, &q));
