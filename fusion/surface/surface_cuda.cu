@@ -47,6 +47,7 @@ struct kr_surface_cuda {
     unsigned long long *down; /* the band's counts (4 unsigned), then its unknown keys */
     size_t cap_down;
     size_t n_touched;        /* the touched blocks the band found (d->touched) */
+    cudaEvent_t counted;     /* the band's counts are on the host */
     size_t n_slots;          /* the host's hash as last copied here (d->slots) */
     unsigned long long *set; /* the frame's band keys as a hash set; cap_set a power of two */
     size_t cap_set;
@@ -105,6 +106,8 @@ extern "C" kr_status kr_surface_cuda_create(const kr_gpu_context *like, kr_surfa
     if (s == KR_OK) s = KR_CUDA_STATUS(cudaMalloc(&d->chunk, sizeof *d->chunk));
     if (s == KR_OK) s = KR_CUDA_STATUS(cudaMalloc(&d->table, sizeof *d->table));
     if (s == KR_OK)
+        s = KR_CUDA_STATUS(cudaEventCreateWithFlags(&d->counted, cudaEventDisableTiming));
+    if (s == KR_OK)
         s = KR_CUDA_STATUS(
             cudaMemcpy(d->table, kr_mc_table_get(), sizeof *d->table, cudaMemcpyHostToDevice));
     if (s != KR_OK) {
@@ -128,6 +131,7 @@ extern "C" void kr_surface_cuda_destroy(kr_surface_cuda **dp)
             cudaFree(bufs[i]);
     }
     if (d->stage) cudaFreeHost(d->stage);
+    if (d->counted) cudaEventDestroy(d->counted);
     kr_gpu_context_destroy(&d->ctx);
     free(d);
     *dp = NULL;
@@ -260,6 +264,45 @@ __global__ void lookup_kernel(kr_surface_view v, const unsigned long long *__res
     }
 }
 
+/* One CUDA block per touched volume block, one thread per voxel, over
+ * touched[0 .. n), gridDim.x blocks at a time. With `counts` n is the
+ * lookup's count of known blocks, read on the device (no round trip
+ * before), or 0 while the set overflowed (its list may name a block
+ * twice: kr_surface_cuda_band looks up again). */
+__global__ void fuse_kernel(kr_surface_frame f, const int32_t *__restrict__ coords,
+                            const uint32_t *__restrict__ touched, const unsigned *counts,
+                            unsigned n, kr_surface_voxel *pool)
+{
+    if (counts) n = counts[COUNT_OVERFLOW] ? 0 : counts[COUNT_KNOWN];
+    int i = threadIdx.x;
+    for (unsigned t = blockIdx.x; t < n; t += gridDim.x) {
+        size_t b = touched[t];
+        kr_surface_block_frame bf;
+        kr_surface_block_in_camera(&f, coords + 3 * b, &bf);
+        float pc[3];
+        kr_surface_voxel_in_camera(&bf, i % KR_SURFACE_BLOCK,
+                                   i / KR_SURFACE_BLOCK % KR_SURFACE_BLOCK,
+                                   i / (KR_SURFACE_BLOCK * KR_SURFACE_BLOCK), pc);
+        kr_surface_fuse_voxel(&f, pc, pool + b * KR_SURFACE_BLOCK_VOXELS + i);
+    }
+}
+
+/* The frame as the device's kernels read it: its depth and colour there. */
+static kr_surface_frame device_frame(const kr_surface_cuda *d, const kr_surface_frame *f)
+{
+    kr_surface_frame df = *f;
+    df.depth = d->depth;
+    df.rgb = f->rgb ? d->rgb : NULL;
+    return df;
+}
+
+/* CUDA blocks for fusing up to n volume blocks: one each up to a few per
+ * multiprocessor, then each loops. */
+static unsigned fuse_grid(size_t n)
+{
+    return (unsigned)(n == 0 ? 1 : n < 2048 ? n : 2048);
+}
+
 /* Keys that come back with the counts, in one copy; more take a second. */
 #define KR_SURFACE_UNKNOWN_FIRST 8192
 
@@ -301,6 +344,10 @@ extern "C" kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_f
     memcpy(stage, Rwc, 9 * sizeof(float));
     memcpy(stage + 9 * sizeof(float), twc, 3 * sizeof(float));
     KR_CUDA_CHECK(cudaMemcpyAsync(pose, stage, 12 * sizeof(float), cudaMemcpyHostToDevice, st));
+    if (f->rgb) {
+        if ((s = grow((void **)&d->rgb, &d->cap_rgb, 3 * n_pixels, 1, 0, st)) != KR_OK) return s;
+        KR_CUDA_CHECK(cudaMemcpyAsync(d->rgb, f->rgb, 3 * n_pixels, cudaMemcpyHostToDevice, st));
+    }
     unsigned threads = 256;
     depth_kernel<<<(unsigned)((n_pixels + threads - 1) / threads), threads, 0, st>>>(
         d->points, n_pixels, f->max_depth, d->depth);
@@ -316,7 +363,13 @@ extern "C" kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_f
         lookup_kernel<<<264, threads, 0, st>>>(v, d->keys[0], counter, d->touched, unknown_keys);
         KR_CUDA_CHECK(cudaGetLastError());
         KR_CUDA_CHECK(cudaMemcpyAsync(stage, d->down, down, cudaMemcpyDeviceToHost, st));
-        KR_CUDA_CHECK(cudaStreamSynchronize(st));
+        KR_CUDA_CHECK(cudaEventRecord(d->counted, st));
+        /* The known blocks are fused while the host reads the counts and
+         * adds the unknown blocks (kr_surface_cuda_fuse fuses those). */
+        fuse_kernel<<<fuse_grid(d->cap_touched), KR_SURFACE_BLOCK_VOXELS, 0, st>>>(
+            device_frame(d, f), d->coords, d->touched, counter, 0, d->pool);
+        KR_CUDA_CHECK(cudaGetLastError());
+        KR_CUDA_CHECK(cudaEventSynchronize(d->counted));
         if (!counts[COUNT_OVERFLOW] || pass) break;
         /* The set overflowed (more blocks than it holds): the list has
          * repeats. Sorted and made unique, it is looked up again. */
@@ -354,21 +407,8 @@ extern "C" kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_f
     return KR_OK;
 }
 
-__global__ void fuse_kernel(kr_surface_frame f, const int32_t *__restrict__ coords,
-                            const uint32_t *__restrict__ touched, kr_surface_voxel *pool)
-{
-    size_t b = touched[blockIdx.x];
-    int i = threadIdx.x;
-    kr_surface_block_frame bf;
-    kr_surface_block_in_camera(&f, coords + 3 * b, &bf);
-    float pc[3];
-    kr_surface_voxel_in_camera(&bf, i % KR_SURFACE_BLOCK, i / KR_SURFACE_BLOCK % KR_SURFACE_BLOCK,
-                               i / (KR_SURFACE_BLOCK * KR_SURFACE_BLOCK), pc);
-    kr_surface_fuse_voxel(&f, pc, pool + b * KR_SURFACE_BLOCK_VOXELS + i);
-}
-
 extern "C" kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f,
-                                          size_t n_pixels, const int32_t *coords, size_t n_blocks,
+                                          const int32_t *coords, size_t n_blocks,
                                           const uint32_t *slots, size_t n_slots,
                                           const uint32_t *added, size_t n_added)
 {
@@ -383,7 +423,6 @@ extern "C" kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_f
     uint8_t *stage = NULL;
     kr_status s = staged(d, take + hash + list, &stage);
     if (s == KR_OK) s = take_blocks(d, coords, n_blocks, stage);
-    if (s == KR_OK && f->rgb) s = grow((void **)&d->rgb, &d->cap_rgb, 3 * n_pixels, 1, 0, st);
     if (s == KR_OK)
         s = grow((void **)&d->touched, &d->cap_touched, d->n_touched + n_added, sizeof(uint32_t),
                  d->n_touched, st);
@@ -400,19 +439,13 @@ extern "C" kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_f
         KR_CUDA_CHECK(cudaMemcpyAsync(d->touched + d->n_touched, stage + take + hash, list,
                                       cudaMemcpyHostToDevice, st));
     }
-    size_t n = d->n_touched + n_added;
+    /* The known blocks are being fused since the band's lookup. */
+    if (n_added)
+        fuse_kernel<<<fuse_grid(n_added), KR_SURFACE_BLOCK_VOXELS, 0, st>>>(
+            device_frame(d, f), d->coords, d->touched + d->n_touched, NULL, (unsigned)n_added,
+            d->pool);
+    KR_CUDA_CHECK(cudaGetLastError());
     d->n_touched = 0; /* the next frame's band finds its own */
-    if (n) {
-        if (f->rgb)
-            KR_CUDA_CHECK(
-                cudaMemcpyAsync(d->rgb, f->rgb, 3 * n_pixels, cudaMemcpyHostToDevice, st));
-        kr_surface_frame df = *f;
-        df.depth = d->depth; /* made by kr_surface_cuda_band */
-        df.rgb = f->rgb ? d->rgb : NULL;
-        fuse_kernel<<<(unsigned)n, KR_SURFACE_BLOCK_VOXELS, 0, st>>>(df, d->coords, d->touched,
-                                                                     d->pool);
-        KR_CUDA_CHECK(cudaGetLastError());
-    }
     /* The host's cloud, colour and lists may change once this returns. */
     KR_CUDA_CHECK(cudaStreamSynchronize(st));
     return KR_OK;

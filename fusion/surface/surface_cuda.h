@@ -30,25 +30,26 @@ void kr_surface_cuda_destroy(kr_surface_cuda **d);
 
 /* The frame's band blocks (kr_surface_band_key over every
  * KR_SURFACE_BAND_STRIDE-th point of the n_pixels points, host memory):
- * those the device's copy of the host's block hash holds become the
- * frame's touched blocks, on the device; the keys of the others come back,
- * each once, unsorted, in a malloc'd host array *unknown of *n_unknown, for
- * the host to add. The device keeps the frame's depth for the fusion that
- * follows. */
+ * those the device's copy of the host's block hash holds are fused from
+ * here on (with the frame's depth and its colour, f->rgb, taken up here);
+ * the keys of the others come back, each once, unsorted, in a malloc'd
+ * host array *unknown of *n_unknown, for the host to add and
+ * kr_surface_cuda_fuse to fuse. (So a frame whose new blocks cannot be
+ * added, out of memory, is fused into the blocks seen before.) */
 kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_frame *f, const float *points,
                                size_t n_pixels, const float Rwc[9], const float twc[3],
                                uint64_t **unknown, size_t *n_unknown);
 
-/* Fuses one frame into its touched blocks: those kr_surface_cuda_band
- * found and the n_added blocks `added` (the host's indices for the keys it
- * did not know), with the depth the band left on the device. `f` is the
- * frame as on the host (its colour host memory, n_pixels pixels); coords
- * holds all n_blocks blocks' coordinates and slots the host's hash of them
- * (the device grows its pool, takes the new blocks, their voxels unseen,
- * and copies the hash when it changed). */
-kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, size_t n_pixels,
-                               const int32_t *coords, size_t n_blocks, const uint32_t *slots,
-                               size_t n_slots, const uint32_t *added, size_t n_added);
+/* Completes one frame's fusion: the blocks kr_surface_cuda_band found are
+ * being fused since its lookup (with the depth and colour it took up);
+ * this fuses the n_added blocks `added` (the host's indices for the keys
+ * it did not know) and waits for both. coords holds all n_blocks blocks'
+ * coordinates and slots the host's hash of them (the device grows its
+ * pool, takes the new blocks, their voxels unseen, and copies the hash
+ * when it changed). */
+kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, const int32_t *coords,
+                               size_t n_blocks, const uint32_t *slots, size_t n_slots,
+                               const uint32_t *added, size_t n_added);
 
 /* The volume's mesh, made on the device as the CPU engine makes it (every
  * cube's corners in block and voxel order, welded by a stable sort by

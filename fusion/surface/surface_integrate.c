@@ -254,8 +254,8 @@ kr_status kr_surface_integrate(kr_surface *s, const kr_cloud *cloud, const uint8
     kr_status st = allocate(s, &f, cloud, pose);
     if (st != KR_OK) return st;
     if (s->gpu) {
-        st = kr_surface_cuda_fuse(s->gpu, &f, pixels, s->n_blocks ? &s->coords[0][0] : NULL,
-                                  s->n_blocks, s->slots, s->n_slots, s->touched, s->n_touched);
+        st = kr_surface_cuda_fuse(s->gpu, &f, s->n_blocks ? &s->coords[0][0] : NULL, s->n_blocks,
+                                  s->slots, s->n_slots, s->touched, s->n_touched);
         if (st != KR_OK) return st;
     } else {
         const long n = (long)s->n_touched;

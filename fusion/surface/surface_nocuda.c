@@ -29,12 +29,12 @@ kr_status kr_surface_cuda_band(kr_surface_cuda *d, const kr_surface_frame *f, co
     return no_cuda();
 }
 
-kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, size_t n_pixels,
-                               const int32_t *coords, size_t n_blocks, const uint32_t *slots,
-                               size_t n_slots, const uint32_t *added, size_t n_added)
+kr_status kr_surface_cuda_fuse(kr_surface_cuda *d, const kr_surface_frame *f, const int32_t *coords,
+                               size_t n_blocks, const uint32_t *slots, size_t n_slots,
+                               const uint32_t *added, size_t n_added)
 {
-    (void)d, (void)f, (void)n_pixels, (void)coords, (void)n_blocks, (void)slots, (void)n_slots,
-        (void)added, (void)n_added;
+    (void)d, (void)f, (void)coords, (void)n_blocks, (void)slots, (void)n_slots, (void)added,
+        (void)n_added;
     return no_cuda();
 }
 
