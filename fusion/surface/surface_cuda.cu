@@ -5,8 +5,8 @@
  * (a hash set per frame) and looks them up in the device's copy of the
  * block hash; one copy down brings the counts and the keys of new blocks,
  * and the host's answer (their indices, the grown hash) goes up with the
- * fusion. Two round trips a frame: 0.23-0.36 ms for a 640x480 frame on an
- * H200 (docs/BENCHMARKS.md, issue 34).
+ * fusion. The known blocks are fused while the host works: 0.23-0.32 ms
+ * a 640x480 frame on an H200 (docs/BENCHMARKS.md, issue 34).
  *
  * Fusion: one CUDA block per touched volume block, one thread per voxel,
  * each calling the per-voxel math the CPU engine calls. Meshing: one thread
