@@ -5,6 +5,7 @@
  * clustering folds thin parts into fins that share an edge three and more
  * times), the coarse mesh is a marching-cubes mesh like the fine one:
  * welded, consistently oriented, with edges shared by two triangles. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,20 +81,38 @@ static kr_status accumulate(const kr_surface *s, kr_surface *c, int factor, coar
     return st;
 }
 
-/* On the device, when the factor divides the block's side (so each coarse
- * voxel lies in one fine block): the host lists each coarse block's fine
- * blocks (factor³ of them, -1 where none), the device averages, and the
- * coarse volume is meshed there too; nothing but the mesh comes down. */
-static kr_status coarse_on_device(const kr_surface *s, kr_surface *c, int factor)
+/* Whether each block has a seen voxel. */
+static kr_status blocks_seen(const kr_surface *s, uint8_t *seen)
+{
+    if (s->gpu) return kr_surface_cuda_seen(s->gpu, s->n_blocks, seen);
+    const long n = (long)s->n_blocks;
+#pragma omp parallel for schedule(static)
+    for (long b = 0; b < n; b++) {
+        const kr_surface_voxel *vx = kr_surface_block_voxels(s, (size_t)b);
+        bool any = false;
+        for (int i = 0; i < KR_SURFACE_BLOCK_VOXELS && !any; i++)
+            any = vx[i].w > 0.0f;
+        seen[b] = any;
+    }
+    return KR_OK;
+}
+
+/* When the factor divides the block's side, each coarse voxel lies in one
+ * fine block: the host lists each coarse block's fine blocks (factor³ of
+ * them, -1 where none) and every coarse voxel gathers its own
+ * (kr_surface_coarse_of) — in parallel on the CPU, one thread each on the
+ * device, where the coarse volume is then meshed too and nothing but the
+ * mesh comes down. Coarse blocks are made for fine blocks with a seen
+ * voxel, in their order, as accumulate() makes them: the same blocks, the
+ * same indices, the same sums. */
+static kr_status coarse_by_block(const kr_surface *s, kr_surface *c, int factor)
 {
     const size_t per = (size_t)factor * factor * factor;
-    /* Coarse blocks are made for fine blocks with a seen voxel, in their
-     * order, as accumulate() makes them: the same blocks, the same indices. */
     uint8_t *seen = malloc(s->n_blocks ? s->n_blocks : 1);
     if (!seen) return kr_error(KR_ERR_NOMEM, "coarse mesh: out of memory");
-    kr_status st = kr_surface_cuda_seen(s->gpu, s->n_blocks, seen);
-    /* The coarse volume on the device from the start: no host voxels. */
-    if (st == KR_OK) st = kr_surface_cuda_create_like(s->gpu, &c->gpu);
+    kr_status st = blocks_seen(s, seen);
+    /* On a device the coarse volume lives there from the start. */
+    if (st == KR_OK && s->gpu) st = kr_surface_cuda_create_like(s->gpu, &c->gpu);
     int32_t *fine_of = NULL;
     size_t cap = 0;
     for (size_t b = 0; b < s->n_blocks && st == KR_OK; b++) {
@@ -122,8 +141,18 @@ static kr_status coarse_on_device(const kr_surface *s, kr_surface *c, int factor
         fine_of[(size_t)at * per + (size_t)((sub[2] * factor + sub[1]) * factor + sub[0])] =
             (int32_t)b;
     }
-    if (st == KR_OK && c->n_blocks)
+    if (st == KR_OK && c->n_blocks && s->gpu) {
         st = kr_surface_cuda_coarse(c->gpu, s->gpu, &c->coords[0][0], c->n_blocks, fine_of, factor);
+    } else if (st == KR_OK) {
+        const kr_surface_view fine = kr_surface_host_view(s);
+        const long n = (long)c->n_blocks;
+#pragma omp parallel for schedule(static)
+        for (long cb = 0; cb < n; cb++) {
+            kr_surface_voxel *vx = kr_surface_block_voxels(c, (size_t)cb);
+            for (int i = 0; i < KR_SURFACE_BLOCK_VOXELS; i++)
+                kr_surface_coarse_of(&fine, fine_of + (size_t)cb * per, factor, i, vx + i);
+        }
+    }
     free(fine_of);
     free(seen);
     return st;
@@ -141,8 +170,8 @@ kr_status kr_surface_extract_coarse(const kr_surface *s, int factor, kr_mesh *ou
     kr_surface *c = NULL;
     kr_status st = kr_surface_create(&c, &cfg);
     if (st != KR_OK) return st;
-    if (s->gpu && KR_SURFACE_BLOCK % factor == 0) {
-        st = coarse_on_device(s, c, factor);
+    if (KR_SURFACE_BLOCK % factor == 0) {
+        st = coarse_by_block(s, c, factor);
     } else {
         coarse_sum *sums = NULL;
         size_t cap = 0;

@@ -697,36 +697,16 @@ extern "C" kr_status kr_surface_cuda_seen(kr_surface_cuda *d, size_t n_blocks, u
     return KR_OK;
 }
 
-/* One CUDA block per coarse block, one thread per coarse voxel: the
- * factor³ fine voxels it covers, all in one fine block, summed in that
- * block's order (kr_surface_coarse_add), as the CPU engine sums them. */
-__global__ void coarse_kernel(const kr_surface_voxel *__restrict__ fine,
-                              const int32_t *__restrict__ fine_of, int factor,
+/* One CUDA block per coarse block, one thread per coarse voxel
+ * (kr_surface_coarse_of, as the CPU engine computes it). */
+__global__ void coarse_kernel(kr_surface_view fine, const int32_t *__restrict__ fine_of, int factor,
                               kr_surface_voxel *coarse)
 {
     size_t c = blockIdx.x;
-    int i = threadIdx.x, span = KR_SURFACE_BLOCK / factor;
-    int l[3] = {i % KR_SURFACE_BLOCK, i / KR_SURFACE_BLOCK % KR_SURFACE_BLOCK,
-                i / (KR_SURFACE_BLOCK * KR_SURFACE_BLOCK)};
-    int sub[3], base[3];
-    for (int k = 0; k < 3; k++) {
-        sub[k] = l[k] / span;
-        base[k] = l[k] % span * factor;
-    }
-    int32_t b = fine_of[c * (size_t)(factor * factor * factor) +
-                        (size_t)((sub[2] * factor + sub[1]) * factor + sub[0])];
-    kr_surface_voxel out = {};
-    if (b >= 0) {
-        const kr_surface_voxel *vx = fine + (size_t)b * KR_SURFACE_BLOCK_VOXELS;
-        kr_surface_coarse_sum sum = {};
-        for (int z = base[2]; z < base[2] + factor; z++)
-            for (int y = base[1]; y < base[1] + factor; y++)
-                for (int x = base[0]; x < base[0] + factor; x++)
-                    kr_surface_coarse_add(&sum,
-                                          vx + (z * KR_SURFACE_BLOCK + y) * KR_SURFACE_BLOCK + x);
-        kr_surface_coarse_voxel(&sum, &out);
-    }
-    coarse[c * KR_SURFACE_BLOCK_VOXELS + i] = out;
+    kr_surface_voxel out;
+    kr_surface_coarse_of(&fine, fine_of + c * (size_t)(factor * factor * factor), factor,
+                         threadIdx.x, &out);
+    coarse[c * KR_SURFACE_BLOCK_VOXELS + threadIdx.x] = out;
 }
 
 extern "C" kr_status kr_surface_cuda_coarse(kr_surface_cuda *d, const kr_surface_cuda *fine,
@@ -748,8 +728,9 @@ extern "C" kr_status kr_surface_cuda_coarse(kr_surface_cuda *d, const kr_surface
     if (s != KR_OK || !n_blocks) return s;
     KR_CUDA_CHECK(cudaMemcpyAsync(d->fine_of, fine_of, n_blocks * per * sizeof(int32_t),
                                   cudaMemcpyHostToDevice, st));
-    coarse_kernel<<<(unsigned)n_blocks, KR_SURFACE_BLOCK_VOXELS, 0, st>>>(fine->pool, d->fine_of,
-                                                                          factor, d->pool);
+    kr_surface_view v = {NULL, 0, fine->coords, fine->chunk, fine->cap_blocks, 0.0f};
+    coarse_kernel<<<(unsigned)n_blocks, KR_SURFACE_BLOCK_VOXELS, 0, st>>>(v, d->fine_of, factor,
+                                                                          d->pool);
     KR_CUDA_CHECK(cudaGetLastError());
     KR_CUDA_CHECK(cudaStreamSynchronize(st));
     return KR_OK;
