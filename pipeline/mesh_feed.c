@@ -15,7 +15,7 @@ void kr_mesh_feed_init(kr_mesh_feed *f, double period_s, kr_outbox *wake)
     pthread_cond_init(&f->sent_cond, NULL);
     f->period_s = period_s;
     f->wake = wake;
-    f->factor = 1;
+    f->per_block = 40;
     atomic_init(&f->wanted, false);
 }
 
@@ -27,14 +27,17 @@ void kr_mesh_feed_free(kr_mesh_feed *f)
     pthread_mutex_destroy(&f->lock);
 }
 
-/* The next refresh's coarseness from this one's size: double it while the
- * mesh is over budget (a factor of 2 has about a quarter of the triangles),
- * halve it when the finer mesh would fit in half the budget. */
-static int next_factor(int factor, size_t faces)
+/* A refresh's coarseness: the finest power of two (at most 16) whose mesh
+ * should fit the budget. A surface has about `per_block` triangles a block
+ * at its own voxel (30-40 for a room; learnt from the last refresh) and a
+ * factor f about 1/f² of them, so a scan's first refresh is already made
+ * at the factor its size asks for. */
+static int factor_for(size_t blocks, double per_block)
 {
-    if (faces > KR_MESH_FEED_FACES && factor < 16) return 2 * factor;
-    if (factor > 1 && 4 * faces < KR_MESH_FEED_FACES / 2) return factor / 2;
-    return factor;
+    int f = 1;
+    while (f < 16 && (double)blocks * per_block / ((double)f * f) > KR_MESH_FEED_FACES)
+        f *= 2;
+    return f;
 }
 
 void kr_mesh_feed_offer(kr_mesh_feed *f, const kr_surface *surface, uint64_t frames, bool force)
@@ -47,12 +50,14 @@ void kr_mesh_feed_offer(kr_mesh_feed *f, const kr_surface *surface, uint64_t fra
     kr_mesh mesh = {0};
     kr_wire_mesh_packed packed = {0};
     double start = kr_now();
-    kr_status s = kr_surface_extract_coarse(surface, f->factor, &mesh);
+    size_t blocks = kr_surface_stats_get(surface).blocks;
+    int factor = factor_for(blocks, f->per_block);
+    kr_status s = kr_surface_extract_coarse(surface, factor, &mesh);
     if (s == KR_OK)
         s = kr_wire_pack_mesh(mesh.xyz, mesh.normals, mesh.rgb, mesh.n_vertices, mesh.faces,
                               mesh.n_faces, frames, &packed);
     if (s == KR_OK) {
-        f->factor = next_factor(f->factor, mesh.n_faces);
+        if (blocks) f->per_block = (double)mesh.n_faces * factor * factor / (double)blocks;
         f->refreshes++;
         f->refresh_s += kr_now() - start;
         f->last_faces = mesh.n_faces;

@@ -8,8 +8,9 @@
  * the surface thread frames (it skips what arrives meanwhile) and never the
  * tracker one. A viewer wants a refresh, not every triangle: the mesh is
  * made at the coarseness that keeps it near KR_MESH_FEED_FACES triangles
- * (kr_surface_extract_coarse's factor, doubled or halved from one refresh
- * to the next), so a growing scan keeps its refresh cheap. */
+ * (kr_surface_extract_coarse's factor, from the surface's blocks and the
+ * triangles a block gave last time), so a growing scan keeps its refresh
+ * cheap. */
 #ifndef KINREG_PIPELINE_MESH_FEED_H
 #define KINREG_PIPELINE_MESH_FEED_H
 
@@ -38,7 +39,7 @@ typedef struct {
     /* Surface thread only. */
     double next_time;       /* kr_now() of the next refresh */
     uint64_t meshed_frames; /* the surface's frames at the last refresh */
-    int factor;             /* coarseness of the next refresh */
+    double per_block;       /* triangles a block at the surface's voxel (the last refresh's) */
     bool warned;
     uint64_t refreshes; /* meshes offered */
     double refresh_s;   /* seconds spent meshing and packing them */

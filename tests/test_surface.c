@@ -579,9 +579,10 @@ static bool refresh_add(mesh_refresh *r, const kr_mesh_msg *m)
 /* kinreg run --mesh: the tracked frames' surface, in the tracker's world
  * (the first frame's camera), lies on the scene once moved by the first
  * true pose — within the tracking error, a few millimetres here — in the
- * file and in the `mesh` topic's refreshes, whose last is the file's mesh
- * (the same frames, the same triangles) and arrives before the run's last
- * status. */
+ * file and in the `mesh` topic's refreshes, whose last (a second of the
+ * scan is a few thousand blocks: under the refreshes' budget at the
+ * surface's own voxel) is the file's mesh, the same frames and triangles,
+ * and arrives before the run's last status. */
 KR_TEST(surface, run_publishes_and_writes_the_tracked_surface)
 {
     const char *tmp = kr_test_tmpdir();
